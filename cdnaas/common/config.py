@@ -1,0 +1,74 @@
+"""Settings, read from the environment at call time (never frozen at import).
+
+Every service finds its peers through ``CDNAAS_<SERVICE>_URL`` and binds to the
+host and port of its own URL, so one set of variables describes a deployment
+(the CLI, ``docker-compose.yml`` and the tests all use the same names).
+"""
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+SERVICES = ("api", "so", "sidr", "ro", "im")
+
+DEFAULT_PORTS = {"api": 8700, "so": 8701, "sidr": 8702, "ro": 8703, "im": 8704}
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def env(name, default=None):
+    """Return the environment variable ``name`` or ``default``."""
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+def state_dir() -> Path:
+    """Directory for the embedded default's database files, pid files and logs."""
+    path = Path(env("CDNAAS_STATE_DIR", str(Path.home() / ".local/state/cdnaas")))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def service_url(service: str) -> str:
+    """Base URL of ``service`` (one of :data:`SERVICES`), without trailing slash."""
+    default = f"http://127.0.0.1:{DEFAULT_PORTS[service]}"
+    return env(f"CDNAAS_{service.upper()}_URL", default).rstrip("/")
+
+
+def bind_address(service: str) -> tuple[str, int]:
+    """Host and port ``service`` listens on: ``CDNAAS_<SERVICE>_BIND`` or its URL's."""
+    explicit = env(f"CDNAAS_{service.upper()}_BIND")
+    parts = urlsplit(f"http://{explicit}" if explicit else service_url(service))
+    return parts.hostname, parts.port or DEFAULT_PORTS[service]
+
+
+def database_url(service: str) -> str:
+    """SQLAlchemy URL of ``service``'s tables.
+
+    ``CDNAAS_DATABASE_URL`` (e.g. PostgreSQL) is shared by all services, each
+    owning its own tables; the embedded default gives every service its own
+    SQLite file, so no two processes contend for one SQLite lock.
+    """
+    shared = env("CDNAAS_DATABASE_URL")
+    if shared:
+        return shared
+    return f"sqlite:///{state_dir() / f'{service}.db'}"
+
+
+def vim_driver_name() -> str:
+    """Entry-point name of the Resource Orchestrator's VIM driver."""
+    return env("CDNAAS_VIM_DRIVER", "noop")
+
+
+def dns_domain() -> str:
+    """Operator domain under which vCDN hostnames are created."""
+    return env("CDNAAS_DNS_DOMAIN", "cdn.example.net")
+
+
+def float_setting(name: str, default: float) -> float:
+    """Read a numeric setting such as an interval or a timeout."""
+    return float(env(name, default))
+
+
+def api_spec_path(service: str) -> Path:
+    """OpenAPI document of ``service`` under ``api-spec/``."""
+    return REPO_ROOT / "api-spec" / f"{service}.yaml"

@@ -1,0 +1,80 @@
+"""The flavor plugin interface: one plugin per vCDN flavor, hooks for SO, RO and IM.
+
+Plugins are declared as entry points in the ``cdnaas.flavors`` group; the
+flavor's service template (in SIDR) names its plugin.
+"""
+import abc
+import dataclasses
+
+from cdnaas.common.sig import ServiceInstanceGraph
+
+
+@dataclasses.dataclass
+class HostCapacity:
+    """A host of a region and what is still free on it for the request's window."""
+
+    name: str
+    free_vcpus: int
+    free_ram_mb: int
+    vcpus: int
+    ram_mb: int
+    idle_watts: float
+    peak_watts: float
+
+
+@dataclasses.dataclass
+class RegionRequest:
+    """What the customer asks of one region, with the region's facts and free hosts."""
+
+    name: str
+    demand: int
+    quality: dict
+    zone: str | None
+    vim_region: str | None
+    client_prefixes: list[str]
+    hosts: list[HostCapacity]
+
+
+@dataclasses.dataclass
+class PlanRequest:
+    """Everything a plugin needs to plan a vCDN."""
+
+    vcdn_id: str
+    hostname: str
+    origin: "cdnaas.common.sig.Origin"  # noqa: F821 - documented type
+    regions: list[RegionRequest]
+    default_region: str
+    template: dict
+
+
+class InsufficientCapacity(Exception):
+    """A region cannot hold the plan: ``missing_vcpus`` more would be needed."""
+
+    def __init__(self, region, missing_vcpus, needed_vcpus):
+        super().__init__(f"region {region} lacks {missing_vcpus} vCPUs "
+                         f"(the plan needs {needed_vcpus})")
+        self.region = region
+        self.missing_vcpus = missing_vcpus
+        self.needed_vcpus = needed_vcpus
+
+
+class FlavorPlugin(abc.ABC):
+    """Flavor-specific logic, called by SO (plan), RO (boot config) and IM (policy)."""
+
+    #: entry-point name of the plugin
+    name = None
+
+    @abc.abstractmethod
+    def plan(self, request: PlanRequest) -> ServiceInstanceGraph:
+        """SO hook: size and place the vCDN's VNFs; return its SIG.
+
+        :raises InsufficientCapacity: a region's free hosts cannot hold the plan.
+        """
+
+    def boot_config(self, vnf, sig: ServiceInstanceGraph) -> dict:
+        """RO hook: extra variables for ``vnf``'s config templates (none by default)."""
+        return {}
+
+    def policy(self, observation) -> list:
+        """IM hook: actions to take for a running vCDN (none by default: unelastic)."""
+        return []

@@ -1,0 +1,69 @@
+"""Thin JSON-over-HTTP client that every inter-service client builds on."""
+import logging
+
+import requests
+
+from cdnaas.common import config
+from cdnaas.common import errors
+
+LOG = logging.getLogger(__name__)
+
+
+class JsonClient:
+    """Calls one service's JSON API and turns error answers into exceptions.
+
+    :param base_url: the service's base URL; read from the environment when omitted.
+    :param token: bearer token sent with every request, if any.
+    :param timeout: seconds to wait for one answer.
+    """
+
+    service = None  # set by subclasses to find their URL in the environment
+
+    def __init__(self, base_url=None, token=None, timeout=30.0):
+        self.base_url = (base_url or config.service_url(self.service)).rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def request(self, method, path, json=None, params=None, data=None, headers=None,
+                expect=(200, 201, 202, 204)):
+        """Send one request; return the decoded JSON body (or None when empty).
+
+        :raises cdnaas.common.errors.CdnaasError: the peer answered with an error
+            (same status) or could not be reached (502).
+        """
+        url = f"{self.base_url}{path}"
+        try:
+            response = self.session.request(method, url, json=json, params=params, data=data,
+                                            headers=headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise errors.UpstreamError(f"{self.service or url} is unreachable: {exc}") from exc
+        body = _decode(response)
+        if response.status_code not in expect:
+            raise errors.from_response(response.status_code, body)
+        return body
+
+    def get(self, path, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path, json=None, **kwargs):
+        return self.request("POST", path, json=json, **kwargs)
+
+    def put(self, path, json=None, **kwargs):
+        return self.request("PUT", path, json=json, **kwargs)
+
+    def patch(self, path, json=None, **kwargs):
+        return self.request("PATCH", path, json=json, **kwargs)
+
+    def delete(self, path, **kwargs):
+        return self.request("DELETE", path, **kwargs)
+
+
+def _decode(response):
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return {"error": {"message": response.text[:500]}}

@@ -1,0 +1,42 @@
+"""Console scripts ``cdnaas-<service>``: run one service's app with waitress."""
+import importlib
+import logging
+import os
+
+import waitress
+
+from cdnaas.common import config
+
+LOG = logging.getLogger(__name__)
+
+
+def serve(service):
+    """Migrate nothing, build ``cdnaas.<service>.app.create_app()`` and serve it forever."""
+    logging.basicConfig(level=os.environ.get("CDNAAS_LOG_LEVEL", "INFO"),
+                        format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+    module = importlib.import_module(f"cdnaas.{service}.app")
+    app = module.create_app()
+    host, port = config.bind_address(service)
+    LOG.info("serving %s on %s:%s", service, host, port)
+    waitress.serve(app, host=host, port=port, threads=16, ident=f"cdnaas-{service}",
+                   channel_timeout=300)
+
+
+def main_api():
+    serve("api")
+
+
+def main_so():
+    serve("so")
+
+
+def main_sidr():
+    serve("sidr")
+
+
+def main_ro():
+    serve("ro")
+
+
+def main_im():
+    serve("im")

@@ -1,0 +1,110 @@
+"""The Service Instance Graph (SIG): what SO plans and RO deploys.
+
+Its JSON form is documented by ``api-spec/sig.schema.json`` and checked
+against it whenever a SIG crosses a service boundary.
+"""
+import dataclasses
+import functools
+import json
+
+import jsonschema
+
+from cdnaas.common import config, errors
+
+ROLES = ("cache", "load_balancer", "dns")
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """The content provider's origin server."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def url(self):
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+
+@dataclasses.dataclass
+class RegionPlan:
+    """A region of the vCDN: where it maps in the VIM, who its clients are, what it must serve."""
+
+    name: str
+    zone: str | None
+    vim_region: str | None
+    client_prefixes: list[str]
+    demand: int
+    quality: dict
+
+
+@dataclasses.dataclass
+class Vnf:
+    """One VNF instance placed on a host of a region."""
+
+    name: str
+    role: str
+    region: str
+    host: str | None
+    vcpus: int
+    ram_mb: int
+    image: str
+    config_templates: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ServiceInstanceGraph:
+    """VNF instances of one vCDN, placed on hosts of its regions."""
+
+    vcdn_id: str
+    flavor: str
+    template_version: int
+    hostname: str
+    origin: Origin
+    default_region: str
+    regions: list[RegionPlan]
+    vnfs: list[Vnf]
+
+    def vnfs_in(self, region=None, role=None):
+        """VNFs of ``region`` and/or ``role``, in SIG order."""
+        return [v for v in self.vnfs
+                if (region is None or v.region == region) and (role is None or v.role == role)]
+
+    def region(self, name):
+        return next(r for r in self.regions if r.name == name)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build a SIG from its JSON form.
+
+        :raises cdnaas.common.errors.BadRequest: the document breaks the SIG schema.
+        """
+        validate(data)
+        return cls(
+            vcdn_id=data["vcdn_id"], flavor=data["flavor"],
+            template_version=data["template_version"], hostname=data["hostname"],
+            origin=Origin(**data["origin"]), default_region=data["default_region"],
+            regions=[RegionPlan(**r) for r in data["regions"]],
+            vnfs=[Vnf(**v) for v in data["vnfs"]])
+
+
+@functools.cache
+def schema():
+    """The SIG JSON Schema from ``api-spec/``."""
+    with open(config.REPO_ROOT / "api-spec" / "sig.schema.json", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def validate(data):
+    """Raise :class:`BadRequest` listing every way ``data`` breaks the SIG schema."""
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = [{"field": ".".join(map(str, e.absolute_path)) or "sig", "problem": e.message}
+                for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+    if problems:
+        raise errors.BadRequest("invalid SIG: " + "; ".join(f"{p['field']}: {p['problem']}"
+                                                            for p in problems),
+                                field=problems[0]["field"], details=problems)

@@ -1,0 +1,65 @@
+"""Engines and sessions: one :class:`Database` per service process."""
+import contextlib
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.orm import DeclarativeBase, sessionmaker
+
+from cdnaas.common import config
+
+
+class Database:
+    """A service's connection to its own tables.
+
+    :param url: SQLAlchemy URL; SQLite gets WAL, a busy timeout and foreign keys.
+    """
+
+    def __init__(self, url):
+        self.url = url
+        is_sqlite = url.startswith("sqlite")
+        kwargs = {"connect_args": {"timeout": 30, "check_same_thread": False}} if is_sqlite \
+            else {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 10}
+        self.engine = create_engine(url, **kwargs)
+        if is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "begin", _sqlite_begin_immediate)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self):
+        return self.engine.dialect.name
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """A session whose work commits at the end of the block, or rolls back."""
+        with self.sessions() as session, session.begin():
+            yield session
+
+    def dispose(self):
+        self.engine.dispose()
+
+
+def for_service(service):
+    """The :class:`Database` of ``service`` as configured right now."""
+    return Database(config.database_url(service))
+
+
+class ServiceBase(DeclarativeBase):
+    """Marker base: each service declares its own subclass, with its own metadata."""
+
+    __abstract__ = True
+
+
+def _sqlite_pragmas(dbapi_connection, _record):
+    # Let pysqlite leave transaction control to SQLAlchemy's "begin" event.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_begin_immediate(connection):
+    # Writers take the lock at BEGIN, so two read-then-write transactions
+    # serialise instead of failing half-way (the SQLite analogue of FOR UPDATE).
+    connection.exec_driver_sql("BEGIN IMMEDIATE")

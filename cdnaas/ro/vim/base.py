@@ -1,0 +1,130 @@
+"""The VIM driver interface: the only door from CDNaaS to infrastructure.
+
+Drivers are selected by entry-point name in the ``cdnaas.vim_drivers`` group
+(``noop``, ``local``, ``openstack``). Whatever the backend, a driver speaks
+only the dataclasses below; backend objects never leave the driver.
+"""
+import abc
+import dataclasses
+from typing import Callable
+
+from cdnaas.common.sig import ServiceInstanceGraph
+
+#: ``progress(step, done, total)``: called as a driver advances through a step.
+Progress = Callable[[str, int, int], None]
+
+
+def no_progress(_step, _done, _total):
+    """A :data:`Progress` that ignores reports."""
+
+
+class VimError(Exception):
+    """The VIM refused or failed an action; retrying will not help."""
+
+
+class RetryableVimError(VimError):
+    """The VIM failed in a way that may pass (timeout, overload)."""
+
+
+class DeploymentFailed(VimError):
+    """A deploy or update failed; what it had created was undone before raising."""
+
+
+@dataclasses.dataclass
+class VnfInstance:
+    """A running VNF as the driver created it."""
+
+    name: str
+    role: str
+    region: str
+    host: str | None
+    address: str
+    resource_id: str
+    vcpus: int
+
+
+@dataclasses.dataclass
+class EntryPoint:
+    """Where a content provider points its clients: the hostname and its DNS servers."""
+
+    hostname: str
+    dns_servers: list[str]
+
+
+@dataclasses.dataclass
+class Deployment:
+    """What a driver built for one SIG, enough to change or undo it later.
+
+    ``resources`` is the driver's own JSON-serialisable record (ids of networks,
+    processes, servers...); nobody but the driver reads it.
+    """
+
+    deployment_id: str
+    driver: str
+    vnfs: list[VnfInstance]
+    entry_point: EntryPoint
+    region_endpoints: dict[str, str]
+    resources: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(deployment_id=data["deployment_id"], driver=data["driver"],
+                   vnfs=[VnfInstance(**v) for v in data["vnfs"]],
+                   entry_point=EntryPoint(**data["entry_point"]),
+                   region_endpoints=dict(data["region_endpoints"]),
+                   resources=dict(data.get("resources") or {}))
+
+
+@dataclasses.dataclass
+class VnfHealth:
+    """Result of one health check of one VNF."""
+
+    name: str
+    role: str
+    region: str
+    healthy: bool
+    detail: str = ""
+
+
+class VimDriver(abc.ABC):
+    """Deploys, changes, checks and removes the VNFs of a SIG on one kind of VIM."""
+
+    #: entry-point name of the driver
+    name = None
+
+    @abc.abstractmethod
+    def deploy(self, sig: ServiceInstanceGraph, progress: Progress = no_progress) -> Deployment:
+        """Create every VNF of ``sig`` and wire LB and DNS; return what was built.
+
+        Caches start in parallel; load balancers and DNS are configured once the
+        caches answer. Returns only when the vCDN serves clients in every region.
+
+        :raises DeploymentFailed: a step failed; everything created was removed first.
+        :raises RetryableVimError: the VIM could not be reached; nothing was created.
+        """
+
+    @abc.abstractmethod
+    def update(self, deployment: Deployment, sig: ServiceInstanceGraph,
+               progress: Progress = no_progress) -> Deployment:
+        """Bring a live ``deployment`` to match ``sig`` (caches added or removed).
+
+        Caches to remove are drained from their balancer before they stop; a
+        failed update leaves the previous deployment serving.
+
+        :raises DeploymentFailed: nothing new is left running; the old VNFs still serve.
+        """
+
+    @abc.abstractmethod
+    def terminate(self, deployment: Deployment, progress: Progress = no_progress) -> None:
+        """Remove every resource of ``deployment``. Removing what is gone is success."""
+
+    @abc.abstractmethod
+    def health(self, deployment: Deployment) -> list[VnfHealth]:
+        """Check each VNF of ``deployment`` (answers HTTP or DNS)."""
+
+    @abc.abstractmethod
+    def cleanup(self, known_ids: set[str]) -> list[str]:
+        """Remove resources of deployments not in ``known_ids``; return the ids removed."""

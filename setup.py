@@ -1,0 +1,44 @@
+"""CDNaaS: CDN-as-a-Service orchestrator for a telco cloud."""
+from setuptools import find_packages, setup
+
+SERVICES = ("api", "sidr", "so", "ro", "im")
+
+setup(
+    name="cdnaas",
+    version="0.1.0",
+    description="CDN-as-a-Service orchestrator: vCDNs on demand over OpenStack or one Linux machine",
+    python_requires=">=3.11",
+    packages=find_packages(include=["cdnaas", "cdnaas.*"])
+    + ["cdnaas_plugins", "cdnaas_plugins.static"],
+    package_dir={"cdnaas_plugins": "plugins"},
+    include_package_data=True,
+    install_requires=[
+        "Flask>=3.0",
+        "waitress>=3.0",
+        "SQLAlchemy>=2.0",
+        "alembic>=1.13",
+        "Jinja2>=3.1",
+        "PyYAML>=6.0",
+        "jsonschema>=4.20",
+        "openapi-core>=0.19",
+        "psycopg[binary]>=3.1",
+        "requests>=2.31",
+        "stevedore>=5.0",
+        "click>=8.1",
+        "rich>=13.0",
+        "prometheus-client>=0.20",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "dnspython>=2.6"],
+    },
+    entry_points={
+        "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]
+        + [f"cdnaas-{svc} = cdnaas.common.serve:main_{svc}" for svc in SERVICES],
+        "cdnaas.flavors": [
+            "static = cdnaas_plugins.static.plugin:StaticFlavor",
+        ],
+        "cdnaas.vim_drivers": [
+            "noop = cdnaas.ro.vim.noop:NoopDriver",
+        ],
+    },
+)
