@@ -28,7 +28,7 @@ class RequestValidator:
     def __init__(self, spec_path):
         with open(spec_path, encoding="utf-8") as handle:
             self.document = yaml.safe_load(handle)
-        self.openapi = OpenAPI.from_dict(self.document)
+        self.openapi = OpenAPI.from_file_path(str(spec_path))  # resolves $refs to sibling files
 
     def validate_current_request(self):
         """``before_request`` hook: raise :class:`BadRequest` listing every problem."""

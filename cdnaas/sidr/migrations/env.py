@@ -1,0 +1,4 @@
+from alembic import context
+from cdnaas.db.migrate import run_environment
+from cdnaas.sidr.models import Base
+run_environment(context, Base.metadata)

@@ -1,0 +1,205 @@
+"""SIDR's logic: parse, validate and store service templates; find them again.
+
+A template is checked twice before it is stored: against
+``api-spec/service-template.schema.json`` (JSON Schema 2020-12), then for the
+rules that schema cannot express (see :func:`semantic_problems`). Every
+problem found is reported at once, so an operator fixes a template in one go.
+"""
+import functools
+import json
+import logging
+
+import jsonschema
+import yaml
+from sqlalchemy.exc import IntegrityError
+
+from cdnaas.common import config, errors
+from cdnaas.sidr import repository
+from cdnaas.sidr.models import Template
+
+LOG = logging.getLogger(__name__)
+
+YAML_TYPES = ("application/yaml", "text/yaml")
+ROLES = ("cache", "load_balancer", "dns")
+BOUNDS = ("instances", "vcpus", "ram_mb")
+AT_LEAST_ONE = {"cache": "a vCDN needs at least one cache in every requested region",
+                "load_balancer": "every requested region needs its load balancer",
+                "dns": "a vCDN needs at least one DNS VNF to be reachable"}
+
+
+def parse_body(body: bytes, mimetype: str):
+    """Decode a request body sent as JSON or YAML (``application/yaml``, ``text/yaml``).
+
+    :raises cdnaas.common.errors.BadRequest: the body does not parse; for YAML the
+        message names the line and column.
+    """
+    if mimetype in YAML_TYPES:
+        try:
+            return yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise _unparsable(_yaml_problem(exc)) from exc
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise _unparsable(f"the JSON body does not parse: {exc}; send one JSON object") from exc
+
+
+def validate(document):
+    """Check ``document`` against the template schema and the semantic rules.
+
+    :raises cdnaas.common.errors.BadRequest: listing every problem in ``details``,
+        each as ``{field, problem}`` with a dotted field path such as ``vnfs.cache.vcpus``.
+    """
+    problems = schema_problems(document) + semantic_problems(document)
+    if problems:
+        summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+        raise errors.BadRequest(f"the service template has {len(problems)} problem(s); fix them "
+                                f"and register it again: {summary}",
+                                field=problems[0]["field"], details=problems)
+
+
+def schema_problems(document):
+    """Ways ``document`` breaks ``api-spec/service-template.schema.json``, in document order."""
+    validator = jsonschema.Draft202012Validator(template_schema())
+    found = sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = [problem for error in found for problem in _describe(error)]
+    return list({(p["field"], p["problem"]): p for p in problems}.values())
+
+
+def semantic_problems(document):
+    """Rules the schema cannot express; parts with the wrong shape are left to the schema.
+
+    - every bounds object has ``min <= max``;
+    - cache, load_balancer and dns ``instances.min`` is at least 1;
+    - ``placement.max_host_share`` is only set with ``placement.objective: spread``.
+    """
+    if not isinstance(document, dict):
+        return []
+    problems = []
+    vnfs = document.get("vnfs")
+    for role in ROLES:
+        vnf = vnfs.get(role) if isinstance(vnfs, dict) else None
+        if not isinstance(vnf, dict):
+            continue
+        for name in BOUNDS:
+            bounds = vnf.get(name)
+            low, high = (bounds.get("min"), bounds.get("max")) if isinstance(bounds, dict) else (None, None)
+            if _is_int(low) and _is_int(high) and low > high:
+                problems.append({"field": f"vnfs.{role}.{name}",
+                                 "problem": f"min ({low}) is greater than max ({high}); make min <= max"})
+            if name == "instances" and _is_int(low) and low < 1:
+                problems.append({"field": f"vnfs.{role}.instances.min",
+                                 "problem": f"must be at least 1 (got {low}): {AT_LEAST_ONE[role]}"})
+    placement = document.get("placement")
+    if isinstance(placement, dict) and "max_host_share" in placement \
+            and placement.get("objective", "fewest_hosts") != "spread":
+        problems.append({"field": "placement.max_host_share",
+                         "problem": "only applies with objective spread; set placement.objective "
+                                    "to spread or remove max_host_share"})
+    return problems
+
+
+def register(database, document):
+    """Validate and store a new template; return its representation.
+
+    :raises cdnaas.common.errors.BadRequest: the template is invalid (every problem listed).
+    :raises cdnaas.common.errors.Conflict: its flavor already has that version.
+    """
+    validate(document)
+    flavor, version = document["flavor"], document["version"]
+    with database.transaction() as session:
+        if repository.find(session, flavor, version) is not None:
+            raise _duplicate(flavor, version, repository.latest(session, flavor).version)
+        template = Template(flavor=flavor, version=version, description=document["description"],
+                            plugin=document["plugin"], document=document)
+        try:
+            repository.add(session, template)
+        except IntegrityError as exc:  # registered concurrently since the check above
+            raise _duplicate(flavor, version, version) from exc
+    LOG.info("registered template %s version %s (plugin %s)", flavor, version, template.plugin)
+    return template.to_dict()
+
+
+def list_templates(database, flavor=None):
+    """Every stored version (of ``flavor`` only, when given), by flavor then version."""
+    with database.sessions() as session:
+        return [t.to_dict() for t in repository.all_versions(session, flavor)]
+
+
+def get_template(database, flavor, version=None):
+    """The template of ``flavor`` at ``version``, or its highest version when omitted.
+
+    :raises cdnaas.common.errors.NotFound: no such flavor or version; the message
+        lists what is stored.
+    """
+    with database.sessions() as session:
+        template = repository.latest(session, flavor) if version is None \
+            else repository.find(session, flavor, version)
+        if template is not None:
+            return template.to_dict()
+        stored = repository.all_versions(session, flavor)
+        if stored:
+            versions = ", ".join(str(t.version) for t in stored)
+            raise errors.NotFound(f"flavor {flavor!r} has no version {version} (stored versions: "
+                                  f"{versions})", field="version",
+                                  details=[{"field": "version", "problem": f"use one of {versions}"}])
+        known = sorted({t.flavor for t in repository.all_versions(session)})
+        raise errors.NotFound(f"no template for flavor {flavor!r}; register one with "
+                              f"POST /sidr/v1/templates (known flavors: {', '.join(known) or 'none'})",
+                              field="flavor",
+                              details=[{"field": "flavor", "problem": f"unknown flavor {flavor!r}"}])
+
+
+@functools.cache
+def template_schema():
+    """The service template JSON Schema from ``api-spec/``."""
+    path = config.REPO_ROOT / "api-spec" / "service-template.schema.json"
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _describe(error):
+    """Turn one jsonschema error into [{field, problem}] entries naming the exact field."""
+    location = _path(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = sorted(error.schema.get("properties", {}))
+        return [{"field": _join(location, str(name)),
+                 "problem": f"unknown field; remove it (allowed here: {', '.join(known)})"}
+                for name in error.instance if name not in known]
+    if error.validator == "required" and isinstance(error.instance, dict):
+        return [{"field": _join(location, name), "problem": "required field is missing; add it"}
+                for name in error.validator_value if name not in error.instance]
+    if error.validator == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        return [{"field": location or "body",
+                 "problem": f"{error.instance!r} is not allowed; use one of {allowed}"}]
+    return [{"field": location or "body", "problem": error.message}]
+
+
+def _path(parts):
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+
+
+def _join(location, name):
+    return f"{location}.{name}" if location else name
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _yaml_problem(exc):
+    mark = getattr(exc, "problem_mark", None)
+    reason = getattr(exc, "problem", None) or str(exc)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"the YAML body does not parse{where}: {reason}; fix the syntax there"
+
+
+def _unparsable(problem):
+    return errors.BadRequest(problem, field="body", details=[{"field": "body", "problem": problem}])
+
+
+def _duplicate(flavor, version, latest):
+    problem = (f"template {flavor} version {version} already exists; bump version "
+               f"(to {latest + 1} or more) to register a changed template")
+    return errors.Conflict(problem, field="version", details=[{"field": "version", "problem": problem}])

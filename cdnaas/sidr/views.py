@@ -1,0 +1,34 @@
+"""SIDR's HTTP routes (thin: decode the request, call :mod:`cdnaas.sidr.service`)."""
+from flask import Blueprint, current_app, request
+
+from cdnaas.sidr import service
+
+blueprint = Blueprint("sidr", __name__, url_prefix="/sidr/v1")
+
+
+def _database():
+    return current_app.extensions["db"]
+
+
+@blueprint.post("/templates")
+def register_template():
+    document = service.parse_body(request.get_data(), request.mimetype)
+    template = service.register(_database(), document)
+    location = f"{blueprint.url_prefix}/templates/{template['flavor']}/{template['version']}"
+    return template, 201, {"Location": location}
+
+
+@blueprint.get("/templates")
+def list_templates():
+    return {"templates": service.list_templates(_database(), request.args.get("flavor"))}
+
+
+@blueprint.get("/templates/<flavor>")
+def get_latest_template(flavor):
+    return service.get_template(_database(), flavor)
+
+
+@blueprint.get("/templates/<flavor>/<version>")
+def get_template(flavor, version):
+    # the OpenAPI document has already checked that version is an integer
+    return service.get_template(_database(), flavor, int(version))
