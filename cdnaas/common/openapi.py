@@ -13,8 +13,8 @@ from openapi_core import OpenAPI
 from openapi_core.contrib.flask import FlaskOpenAPIRequest
 from openapi_core.templating.paths.exceptions import OperationNotFound, PathNotFound
 from openapi_core.validation.request.exceptions import (
-    InvalidParameter, MissingRequestBody, MissingRequiredParameter, RequestBodyValidationError,
-    SecurityValidationError)
+    MissingRequestBody, MissingRequiredParameter, ParameterValidationError,
+    RequestBodyValidationError, SecurityValidationError)
 from openapi_core.validation.schemas.exceptions import InvalidSchemaValue
 
 from cdnaas.common import errors
@@ -61,7 +61,7 @@ def _describe(error):
         return [{"field": "body", "problem": "a JSON body is required"}]
     if isinstance(error, MissingRequiredParameter):
         return [{"field": error.name, "problem": "this parameter is required"}]
-    if isinstance(error, InvalidParameter):
+    if isinstance(error, ParameterValidationError):
         return [{"field": error.name, "problem": str(error.__cause__ or error)}]
     cause = error.__cause__
     if isinstance(error, RequestBodyValidationError) and isinstance(cause, InvalidSchemaValue):
@@ -93,8 +93,8 @@ def _body_problem(error):
     text = str(error.__cause__ or error)
     if "deserialize" in text.lower():
         return "the body is not valid JSON; send one JSON object"
-    if "media type" in text.lower() or "content" in text.lower():
-        return f"the body must be valid JSON sent as application/json ({text})"
+    if "mimetype" in text.lower():
+        return f"send the body with one of the media types this endpoint accepts ({text})"
     return text
 
 

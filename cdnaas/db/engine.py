@@ -2,7 +2,7 @@
 import contextlib
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.orm import DeclarativeBase, sessionmaker
+from sqlalchemy.orm import sessionmaker
 
 from cdnaas.common import config
 
@@ -41,12 +41,6 @@ class Database:
 def for_service(service):
     """The :class:`Database` of ``service`` as configured right now."""
     return Database(config.database_url(service))
-
-
-class ServiceBase(DeclarativeBase):
-    """Marker base: each service declares its own subclass, with its own metadata."""
-
-    __abstract__ = True
 
 
 def _sqlite_pragmas(dbapi_connection, _record):

@@ -63,6 +63,7 @@ def schema_problems(document):
     validator = jsonschema.Draft202012Validator(template_schema())
     found = sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])
     problems = [problem for error in found for problem in _describe(error)]
+    # jsonschema reports "required" once per missing field, _describe lists them all each time
     return list({(p["field"], p["problem"]): p for p in problems}.values())
 
 

@@ -1,0 +1,31 @@
+"""Time helpers: timezone-aware UTC everywhere, ISO 8601 on the wire."""
+import datetime as dt
+
+
+def utcnow():
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def isoformat(value):
+    """ISO 8601 text of ``value`` (naive values are taken as UTC), or None."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def parse(text):
+    """Parse ISO 8601 text into aware UTC; text without an offset is taken as UTC."""
+    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+def aware(value):
+    """``value`` with UTC attached if the database handed it back naive (SQLite)."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value

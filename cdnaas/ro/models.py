@@ -1,0 +1,54 @@
+"""Tables of the Resource Orchestrator: one row per deployment of a SIG."""
+import datetime
+
+from sqlalchemy import JSON, DateTime, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+DEPLOYING = "DEPLOYING"
+ACTIVE = "ACTIVE"
+UPDATING = "UPDATING"
+ERROR = "ERROR"
+DELETING = "DELETING"
+DELETED = "DELETED"
+
+#: statuses in which a background thread is working on the deployment
+BUSY = (DEPLOYING, UPDATING, DELETING)
+
+
+def utcnow():
+    """The current time, timezone-aware, in UTC."""
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the RO's own tables."""
+
+
+class DeploymentRecord(Base):
+    """A SIG deployed (or being deployed, changed, removed) through the VIM driver.
+
+    ``id`` is the vCDN id. ``sig`` is the SIG that serves (an update only
+    replaces it once it succeeded); ``deployment`` is the driver's
+    :class:`~cdnaas.ro.vim.base.Deployment` as a dict, null while nothing runs.
+    ``steps`` is the progress of the latest action, ``error`` the failure of the
+    latest action (null when it succeeded or is still running).
+    """
+
+    __tablename__ = "ro_deployments"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    driver: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    sig: Mapped[dict] = mapped_column(JSON)
+    deployment: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    steps: Mapped[list] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    def mark(self, status, **changes):
+        """Set ``status`` (and any other columns given), stamping ``updated_at``."""
+        self.status = status
+        for name, value in changes.items():
+            setattr(self, name, value)
+        self.updated_at = utcnow()

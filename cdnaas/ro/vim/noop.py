@@ -1,0 +1,190 @@
+"""The no-op VIM driver: records what it would build and touches no infrastructure.
+
+It answers like a real driver: resource ids, addresses taken per region from
+the RFC 2544 benchmarking range (region ``i`` gets ``198.18.i.0/24``: load
+balancer ``.2``, DNS ``.53``, caches from ``.10``), progress reports, failures
+that undo themselves. What "runs" is kept in memory, per process, and in each
+:class:`Deployment`'s ``resources`` so a terminate works from the record alone.
+
+Failure injection, read at call time (comma-separated host names):
+
+- ``CDNAAS_NOOP_FAIL_HOSTS``: creating a VNF on one of these hosts fails.
+- ``CDNAAS_NOOP_UNHEALTHY_HOSTS``: VNFs on these hosts report unhealthy.
+"""
+import ipaddress
+import logging
+import os
+import threading
+import uuid
+
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, VimDriver, VnfHealth,
+                                VnfInstance, no_progress)
+
+LOG = logging.getLogger(__name__)
+
+FAIL_HOSTS = "CDNAAS_NOOP_FAIL_HOSTS"
+UNHEALTHY_HOSTS = "CDNAAS_NOOP_UNHEALTHY_HOSTS"
+
+#: first host number of each role in a region's /24, in the order addresses are given out
+FIRST_HOST = {"load_balancer": 2, "dns": 53, "cache": 10}
+#: (role, progress step) in the order VNFs are created or configured
+STEPS = (("cache", "boot caches"), ("load_balancer", "configure load balancers"),
+         ("dns", "configure DNS"))
+REMOVE_STEP = "remove VNFs"
+
+
+class NoopDriver(VimDriver):
+    """A :class:`VimDriver` that pretends: no network, no process, no server."""
+
+    name = "noop"
+
+    #: deployment id -> {resource id: VNF name} of what "runs", shared by all instances
+    _running: dict[str, dict[str, str]] = {}
+    _lock = threading.Lock()
+
+    def deploy(self, sig, progress=no_progress):
+        """See :meth:`VimDriver.deploy`."""
+        subnets = _subnets(sig, {})
+        instances = self._build(sig, _addresses(sig, subnets, {}), {}, progress)
+        return _deployment(sig, instances, subnets)
+
+    def update(self, deployment, sig, progress=no_progress):
+        """See :meth:`VimDriver.update`: VNFs whose placement is unchanged are kept."""
+        old = {v.name: v for v in deployment.vnfs}
+        kept = {v.name: old[v.name] for v in sig.vnfs
+                if v.name in old and _same_placement(old[v.name], v)}
+        subnets = _subnets(sig, deployment.resources.get("subnets", {}))
+        with self._lock:  # after a restart the record is all there is
+            self._running.setdefault(deployment.deployment_id, {}).update(
+                deployment.resources.get("servers", {}))
+        instances = self._build(sig, _addresses(sig, subnets, kept), kept, progress)
+        gone = [v for v in deployment.vnfs if kept.get(v.name) is not v]
+        for done, vnf in enumerate(gone, 1):
+            LOG.info("noop: would drain and delete %s (%s)", vnf.name, vnf.resource_id)
+            self._forget(deployment.deployment_id, [vnf])
+            progress(REMOVE_STEP, done, len(gone))
+        return _deployment(sig, instances, subnets)
+
+    def terminate(self, deployment, progress=no_progress):
+        """See :meth:`VimDriver.terminate`: whatever the record or memory knows goes."""
+        servers = dict(deployment.resources.get("servers", {}))
+        with self._lock:
+            servers.update(self._running.pop(deployment.deployment_id, {}))
+        for done, (resource_id, name) in enumerate(sorted(servers.items()), 1):
+            LOG.info("noop: would delete %s (%s)", name, resource_id)
+            progress(REMOVE_STEP, done, len(servers))
+
+    def health(self, deployment):
+        """See :meth:`VimDriver.health`: healthy unless the host is listed as unhealthy."""
+        unhealthy = _listed_hosts(UNHEALTHY_HOSTS)
+        return [VnfHealth(v.name, v.role, v.region, v.host not in unhealthy,
+                          f"host {v.host} is listed in {UNHEALTHY_HOSTS}" if v.host in unhealthy
+                          else "answers")
+                for v in deployment.vnfs]
+
+    def cleanup(self, known_ids):
+        """See :meth:`VimDriver.cleanup`."""
+        with self._lock:
+            strays = sorted(set(self._running) - set(known_ids))
+            for deployment_id in strays:
+                del self._running[deployment_id]
+        for deployment_id in strays:
+            LOG.info("noop: would remove stray deployment %s", deployment_id)
+        return strays
+
+    def _build(self, sig, addresses, kept, progress):
+        """Create the VNFs of ``sig`` not in ``kept``, (re)configure LBs and DNS.
+
+        :returns: the VNF instances in SIG order.
+        :raises DeploymentFailed: a VNF is placed on a failing host; what this
+            call created was removed first.
+        """
+        failing = _listed_hosts(FAIL_HOSTS)
+        instances, created = dict(kept), []
+        try:
+            for role, step in STEPS:
+                todo = [v for v in sig.vnfs_in(role=role) if role != "cache" or v.name not in kept]
+                for done, vnf in enumerate(todo, 1):
+                    if vnf.name not in kept:
+                        instances[vnf.name] = self._create(sig.vcdn_id, vnf, addresses[vnf.name],
+                                                           failing)
+                        created.append(instances[vnf.name])
+                    progress(step, done, len(todo))
+        except DeploymentFailed:
+            LOG.info("noop: undoing %d VNF(s) of %s", len(created), sig.vcdn_id)
+            self._forget(sig.vcdn_id, created)
+            raise
+        return [instances[v.name] for v in sig.vnfs]
+
+    def _create(self, deployment_id, vnf, address, failing):
+        if vnf.host in failing:
+            raise DeploymentFailed(f"host {vnf.host} refused VNF {vnf.name} "
+                                   f"(listed in {FAIL_HOSTS})")
+        instance = VnfInstance(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
+                               address=address, resource_id=f"noop-{uuid.uuid4().hex[:12]}",
+                               vcpus=vnf.vcpus)
+        with self._lock:
+            self._running.setdefault(deployment_id, {})[instance.resource_id] = vnf.name
+        LOG.info("noop: would boot %s %s on %s at %s", vnf.role, vnf.name, vnf.host, address)
+        return instance
+
+    def _forget(self, deployment_id, instances):
+        with self._lock:
+            servers = self._running.get(deployment_id, {})
+            for instance in instances:
+                servers.pop(instance.resource_id, None)
+            if not servers:
+                self._running.pop(deployment_id, None)
+
+
+def _listed_hosts(variable):
+    return {h.strip() for h in os.environ.get(variable, "").split(",") if h.strip()}
+
+
+def _same_placement(instance, vnf):
+    return (instance.role, instance.region, instance.host, instance.vcpus) == \
+        (vnf.role, vnf.region, vnf.host, vnf.vcpus)
+
+
+def _subnets(sig, existing):
+    """Region -> /24: regions keep theirs, new ones take the lowest free index."""
+    subnets = {r.name: existing[r.name] for r in sig.regions if r.name in existing}
+    taken = {ipaddress.ip_network(cidr).network_address.packed[2] for cidr in subnets.values()}
+    free = (i for i in range(256) if i not in taken)
+    for region in sig.regions:
+        if region.name not in subnets:
+            index = next(free, None)
+            if index is None:
+                raise DeploymentFailed("no /24 left in 198.18.0.0/16 for region " + region.name)
+            subnets[region.name] = f"198.18.{index}.0/24"
+    return subnets
+
+
+def _addresses(sig, subnets, kept):
+    """VNF name -> address: kept VNFs keep theirs, others take their role's lowest free one."""
+    addresses = {name: instance.address for name, instance in kept.items()}
+    for role, first in FIRST_HOST.items():
+        for vnf in sig.vnfs_in(role=role):
+            if vnf.name in addresses:
+                continue
+            network = ipaddress.ip_network(subnets[vnf.region])
+            used = set(addresses.values())
+            address = next((str(network[n]) for n in range(first, 255)
+                            if str(network[n]) not in used), None)
+            if address is None:
+                raise DeploymentFailed(f"no address left in {network} for {vnf.name}")
+            addresses[vnf.name] = address
+    return addresses
+
+
+def _deployment(sig, instances, subnets):
+    endpoints = {}
+    for instance in instances:
+        if instance.role == "load_balancer":
+            endpoints.setdefault(instance.region, instance.address)
+    dns = [i.address for i in instances if i.role == "dns"]
+    return Deployment(deployment_id=sig.vcdn_id, driver=NoopDriver.name, vnfs=instances,
+                      entry_point=EntryPoint(hostname=sig.hostname, dns_servers=dns),
+                      region_endpoints=endpoints,
+                      resources={"subnets": subnets,
+                                 "servers": {i.resource_id: i.name for i in instances}})

@@ -1,0 +1,326 @@
+"""vCDN instances: validate a request, plan it with the flavor's plugin,
+reserve its capacity and record the operation that will deploy, change or
+remove it. Everything up to the operation record happens in one transaction:
+a refused request leaves nothing behind."""
+import datetime as dt
+import logging
+import uuid
+
+from sqlalchemy import select
+
+from cdnaas.common import config, errors, plugins
+from cdnaas.common.clients import SidrClient
+from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
+from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.common.timeutil import aware, isoformat, parse, utcnow
+from cdnaas.common.validation import parse_origin
+from cdnaas.so import capacity
+from cdnaas.so.models import Instance, Operation, Region
+
+LOG = logging.getLogger(__name__)
+
+BUSY_STATES = ("DEPLOYING", "UPDATING", "DELETING")
+LIVE_STATES = ("SCHEDULED", "DEPLOYING", "ACTIVE", "UPDATING", "DELETING", "FAILED")
+QUALITY_KINDS = ("min_mos", "response_time")
+
+
+# -- representations ---------------------------------------------------------
+
+def instance_view(instance):
+    sig = ServiceInstanceGraph.from_dict(instance.sig)
+    endpoints = instance.region_endpoints or {}
+    regions = []
+    for requested in instance.regions:
+        caches = sig.vnfs_in(requested["name"], "cache")
+        regions.append({**requested, "caches": len(caches), "vcpus": sum(c.vcpus for c in caches),
+                        "load_balancer": endpoints.get(requested["name"])})
+    return {"id": instance.id, "name": instance.name, "tenant": instance.tenant,
+            "flavor": instance.flavor, "template_version": instance.template_version,
+            "origin": instance.origin, "state": instance.state,
+            "state_reason": instance.state_reason,
+            "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
+            "regions": regions, "entry_point": instance.entry_point,
+            "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
+
+
+def operation_view(operation):
+    return {"id": operation.id, "vcdn_id": operation.instance_id, "type": operation.type,
+            "state": operation.state, "steps": operation.steps, "error": operation.error,
+            "reason": operation.reason, "created_at": isoformat(operation.created_at),
+            "updated_at": isoformat(operation.updated_at)}
+
+
+def get_instance(session, instance_id):
+    instance = session.get(Instance, instance_id)
+    if instance is None:
+        raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
+    return instance
+
+
+def get_operation(session, operation_id):
+    operation = session.get(Operation, operation_id)
+    if operation is None:
+        raise errors.NotFound(f"no operation {operation_id}", field="operation_id")
+    return operation
+
+
+def list_instances(session, tenant=None, state=None):
+    query = select(Instance).order_by(Instance.created_at)
+    if tenant:
+        query = query.where(Instance.tenant == tenant)
+    if state:
+        query = query.where(Instance.state == state)
+    return session.scalars(query).all()
+
+
+# -- validation --------------------------------------------------------------
+
+def _lease(body, now):
+    lease = body["lease"]
+    try:
+        start = parse(lease["start"]) if lease.get("start") else now
+    except ValueError:
+        raise errors.BadRequest("lease.start is not an ISO 8601 time like 2026-12-01T10:00:00Z",
+                                field="lease.start") from None
+    try:
+        end = parse(lease["end"])
+    except ValueError:
+        raise errors.BadRequest("lease.end is not an ISO 8601 time like 2026-12-01T10:00:00Z",
+                                field="lease.end") from None
+    start = max(start, now)
+    if end <= start:
+        raise errors.BadRequest(f"lease.end ({isoformat(end)}) must be after lease.start "
+                                f"({isoformat(start)}); extend the end or move the start",
+                                field="lease.end")
+    return start, end
+
+
+def _check_quality(regions, template):
+    accepted = template.get("quality_targets", list(QUALITY_KINDS))
+    for index, region in enumerate(regions):
+        kinds = [k for k in QUALITY_KINDS if k in region.get("quality", {})]
+        field = f"regions[{index}].quality"
+        if len(kinds) != 1:
+            raise errors.BadRequest(f"{field} must hold exactly one target: min_mos (e.g. 4.0) "
+                                    "or response_time {percentile, max_ms}", field=field)
+        if kinds[0] not in accepted:
+            raise errors.Unprocessable(f"flavor {template['flavor']} honours {', '.join(accepted)}"
+                                       f" targets, not {kinds[0]}", field=field)
+
+
+def _check_unique_regions(regions):
+    seen = set()
+    for index, region in enumerate(regions):
+        if region["name"] in seen:
+            raise errors.BadRequest(f"region {region['name']} is listed twice; list it once",
+                                    field=f"regions[{index}].name")
+        seen.add(region["name"])
+
+
+def _load_flavor(flavor):
+    try:
+        template = SidrClient().get_template(flavor)["document"]
+    except errors.NotFound:
+        offered = ", ".join(t["flavor"] for t in SidrClient().list_templates()) or "none"
+        raise errors.Unprocessable(f"unknown flavor {flavor}; offered: {offered}",
+                                   field="flavor") from None
+    try:
+        return template, plugins.load(plugins.FLAVORS, template["plugin"])
+    except LookupError as exc:
+        raise errors.Unprocessable(f"flavor {flavor} is not available: {exc}",
+                                   field="flavor") from None
+
+
+def _regions(session, requested):
+    rows = {r.name: r for r in session.scalars(
+        select(Region).where(Region.name.in_([r["name"] for r in requested])))}
+    unknown = [r["name"] for r in requested if r["name"] not in rows]
+    if unknown:
+        known = ", ".join(session.scalars(select(Region.name).order_by(Region.name))) or "none"
+        index = [r["name"] for r in requested].index(unknown[0])
+        raise errors.Unprocessable(f"unknown region(s) {', '.join(unknown)}; regions: {known}",
+                                   field=f"regions[{index}].name")
+    return rows
+
+
+def _default_region(session, requested):
+    operator_default = session.scalar(select(Region.name).where(Region.is_default.is_(True)))
+    names = [r["name"] for r in requested]
+    return operator_default if operator_default in names else names[0]
+
+
+# -- planning ----------------------------------------------------------------
+
+def _plan(session, plugin, template, instance_id, hostname, origin, requested, window,
+          exclude_instance=None):
+    """Run the plugin over the free capacity of the window; return a checked SIG."""
+    rows = _regions(session, requested)
+    hosts = capacity.lock_hosts(session, list(rows))
+    free = capacity.free_capacity(session, hosts, *window, exclude_instance=exclude_instance)
+    request = PlanRequest(
+        vcdn_id=instance_id, hostname=hostname, origin=origin,
+        default_region=_default_region(session, requested), template=template,
+        regions=[RegionRequest(name=r["name"], demand=r["demand"], quality=r["quality"],
+                               zone=rows[r["name"]].zone, vim_region=rows[r["name"]].vim_region,
+                               client_prefixes=rows[r["name"]].client_prefixes,
+                               hosts=free.get(r["name"], []))
+                 for r in requested])
+    try:
+        sig = plugin.plan(request)
+    except InsufficientCapacity as exc:
+        raise errors.Conflict(f"not enough capacity: region {exc.region} lacks "
+                              f"{exc.missing_vcpus} vCPUs (the plan needs {exc.needed_vcpus}); "
+                              "lower the demand or pick another region or time",
+                              field="regions",
+                              details=[{"field": "regions", "region": exc.region,
+                                        "missing_vcpus": exc.missing_vcpus,
+                                        "problem": str(exc)}]) from None
+    capacity.check_fits(free, sig)
+    ServiceInstanceGraph.from_dict(sig.to_dict())  # the plugin's output obeys the schema
+    return sig
+
+
+def _new_operation(instance_id, kind, steps, reason=None, previous_sig=None):
+    return Operation(id=str(uuid.uuid4()), instance_id=instance_id, type=kind, state="PENDING",
+                     steps=[{"name": s, "state": "PENDING", "done": 0, "total": 1} for s in steps],
+                     reason=reason, previous_sig=previous_sig)
+
+
+def _complete_first_step(operation):
+    operation.steps[0].update(state="COMPLETED", done=1)
+
+
+def create(database, tenant, body, now=None):
+    """Validate, plan and reserve a new vCDN; return ``(instance, operation, start_now)``.
+
+    :raises BadRequest/Conflict/Unprocessable: nothing was written.
+    """
+    now = now or utcnow()
+    origin = parse_origin(body["origin"])
+    window = _lease(body, now)
+    _check_unique_regions(body["regions"])
+    template, plugin = _load_flavor(body["flavor"])
+    _check_quality(body["regions"], template)
+    instance_id = str(uuid.uuid4())
+    hostname = f"{body['name']}.{tenant}.{config.dns_domain()}"
+    lead = dt.timedelta(seconds=config.float_setting("CDNAAS_DEPLOY_LEAD_SECONDS", 60))
+    start_now = window[0] - lead <= now
+    with database.transaction() as session:
+        clash = session.scalar(select(Instance.id).where(
+            Instance.tenant == tenant, Instance.name == body["name"],
+            Instance.state.in_(LIVE_STATES)))
+        if clash:
+            raise errors.Conflict(f"you already have a vCDN named {body['name']} ({clash}); "
+                                  "pick another name or delete it first", field="name")
+        sig = _plan(session, plugin, template, instance_id, hostname, origin, body["regions"],
+                    window)
+        instance = Instance(
+            id=instance_id, tenant=tenant, name=body["name"], flavor=template["flavor"],
+            template_version=template["version"], origin=origin.url,
+            regions=[{"name": r["name"], "demand": r["demand"], "quality": r["quality"]}
+                     for r in body["regions"]],
+            lease_start=window[0], lease_end=window[1],
+            state="DEPLOYING" if start_now else "SCHEDULED", sig=sig.to_dict())
+        session.add(instance)
+        session.flush()
+        capacity.reserve(session, instance_id, sig, *window)
+        operation = _new_operation(instance_id, "INSTANTIATE",
+                                   ["plan and reserve", "deploy", "serve"], reason="customer")
+        _complete_first_step(operation)
+        session.add(operation)
+    return instance, operation, start_now
+
+
+def _merge_regions(current, changes):
+    by_name = {r["name"]: dict(r) for r in current}
+    for index, change in enumerate(changes):
+        if change["name"] not in by_name:
+            raise errors.Unprocessable(f"region {change['name']} is not part of this vCDN "
+                                       f"(it has {', '.join(by_name)})",
+                                       field=f"regions[{index}].name")
+        by_name[change["name"]].update({k: v for k, v in change.items() if k != "name"})
+    return list(by_name.values())
+
+
+def update(database, instance_id, body, tenant=None):
+    """Re-plan an ACTIVE or SCHEDULED vCDN for new demand/quality; return ``(instance, operation)``."""
+    with database.transaction() as session:
+        instance = _owned(session, instance_id, tenant)
+        if instance.state not in ("ACTIVE", "SCHEDULED"):
+            raise errors.Conflict(f"vCDN {instance_id} is {instance.state}; it can change only "
+                                  "when ACTIVE or SCHEDULED", field="vcdn_id")
+        _check_unique_regions(body["regions"])
+        regions = _merge_regions(instance.regions, body["regions"])
+        template, plugin = _load_flavor_version(instance)
+        _check_quality(regions, template)
+        old_sig = ServiceInstanceGraph.from_dict(instance.sig)
+        window = (aware(instance.lease_start), aware(instance.lease_end))
+        sig = _plan(session, plugin, template, instance.id, old_sig.hostname, old_sig.origin,
+                    regions, window, exclude_instance=instance.id)
+        capacity.reserve(session, instance.id, sig, *window)
+        operation = _new_operation(instance.id, "UPDATE", ["plan and reserve", "apply", "serve"],
+                                   reason="customer", previous_sig=instance.sig)
+        _complete_first_step(operation)
+        instance.regions = regions
+        instance.sig = sig.to_dict()
+        if instance.state == "SCHEDULED":
+            operation.state = "COMPLETED"
+            for step in operation.steps:
+                step.update(state="COMPLETED" if step["state"] == "COMPLETED" else "SKIPPED")
+        else:
+            instance.state = "UPDATING"
+        session.add(operation)
+    return instance, operation
+
+
+def _load_flavor_version(instance):
+    document = SidrClient().get_template(instance.flavor, instance.template_version)["document"]
+    try:
+        return document, plugins.load(plugins.FLAVORS, document["plugin"])
+    except LookupError as exc:
+        raise errors.Unprocessable(f"flavor {instance.flavor} is not available: {exc}",
+                                   field="flavor") from None
+
+
+def terminate(database, instance_id, tenant=None, reason="customer"):
+    """Start removing a vCDN; return ``(instance, operation)``.
+
+    A SCHEDULED vCDN has nothing deployed: it ends at once. A vCDN busy with
+    another operation answers 409 (wait for that operation).
+    """
+    with database.transaction() as session:
+        instance = _owned(session, instance_id, tenant)
+        if instance.state in BUSY_STATES:
+            busy = session.scalar(select(Operation.id).where(
+                Operation.instance_id == instance.id,
+                Operation.state.in_(("PENDING", "PROCESSING"))))
+            raise errors.Conflict(f"vCDN {instance_id} is {instance.state} (operation {busy}); "
+                                  "delete it once that operation ends", field="vcdn_id")
+        if instance.state == "DELETED":
+            raise errors.Conflict(f"vCDN {instance_id} is already deleted", field="vcdn_id")
+        operation = _new_operation(instance.id, "TERMINATE", ["undeploy", "release"],
+                                   reason=reason)
+        if instance.state == "SCHEDULED":
+            _cancel_scheduled(session, instance, operation)
+        else:
+            instance.state = "DELETING"
+            instance.state_reason = reason
+        session.add(operation)
+    return instance, operation
+
+
+def _cancel_scheduled(session, instance, operation):
+    capacity.release(session, instance.id)
+    for pending in session.scalars(select(Operation).where(
+            Operation.instance_id == instance.id, Operation.state == "PENDING")):
+        pending.state, pending.error = "ROLLED_BACK", "cancelled before the lease started"
+    instance.state, instance.state_reason = "DELETED", "cancelled before the lease started"
+    operation.state = "COMPLETED"
+    operation.steps = [{**s, "state": "SKIPPED"} for s in operation.steps]
+
+
+def _owned(session, instance_id, tenant):
+    instance = session.get(Instance, instance_id)
+    if instance is None or (tenant and instance.tenant != tenant):
+        raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
+    return instance

@@ -1,0 +1,52 @@
+"""The ``static`` flavor: the paper's simple unelastic vCDN.
+
+Every requested region gets the fixed number of caches its template states
+(``instances.min``), each with the template's minimum vCPUs and RAM, plus one
+load balancer; the vCDN gets its DNS VNF(s) in its default region. Demand and
+quality are recorded but do not change the size, and the Instance Manager has
+no elasticity policy for it.
+"""
+from cdnaas.common.flavor import FlavorPlugin, PlanRequest
+from cdnaas.common.placement import Demand, place
+from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph, Vnf
+
+
+class StaticFlavor(FlavorPlugin):
+    """Fixed caches per region, as the template says."""
+
+    name = "static"
+
+    def plan(self, request: PlanRequest) -> ServiceInstanceGraph:
+        template = request.template
+        objective = template.get("placement", {}).get("objective", "fewest_hosts")
+        vnfs = []
+        for region in request.regions:
+            wanted = self._region_vnfs(region.name, template)
+            if region.name == request.default_region:
+                wanted += _instances(template, "dns", region.name, "dns")
+            hosts = place(region.name, [Demand(v.name, v.vcpus, v.ram_mb) for v in wanted],
+                          region.hosts, objective)
+            for vnf in wanted:
+                vnf.host = hosts[vnf.name]
+            vnfs += wanted
+        return ServiceInstanceGraph(
+            vcdn_id=request.vcdn_id, flavor=template["flavor"],
+            template_version=template["version"], hostname=request.hostname,
+            origin=request.origin, default_region=request.default_region,
+            regions=[RegionPlan(name=r.name, zone=r.zone, vim_region=r.vim_region,
+                                client_prefixes=list(r.client_prefixes), demand=r.demand,
+                                quality=dict(r.quality)) for r in request.regions],
+            vnfs=vnfs)
+
+    @staticmethod
+    def _region_vnfs(region, template):
+        return (_instances(template, "cache", region, f"{region}-cache")
+                + _instances(template, "load_balancer", region, f"{region}-lb"))
+
+
+def _instances(template, role, region, prefix):
+    spec = template["vnfs"][role]
+    return [Vnf(name=f"{prefix}-{index}", role=role, region=region, host=None,
+                vcpus=spec["vcpus"]["min"], ram_mb=spec["ram_mb"]["min"], image=spec["image"],
+                config_templates=list(spec["config_templates"]))
+            for index in range(spec["instances"]["min"])]
