@@ -64,6 +64,12 @@ def get_operation(session, operation_id):
     return operation
 
 
+def list_operations(session, instance_id):
+    get_instance(session, instance_id)
+    return session.scalars(select(Operation).where(Operation.instance_id == instance_id)
+                           .order_by(Operation.created_at)).all()
+
+
 def list_instances(session, tenant=None, state=None):
     query = select(Instance).order_by(Instance.created_at)
     if tenant:

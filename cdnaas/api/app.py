@@ -1,0 +1,14 @@
+"""Customer API application factory."""
+from cdnaas.api import auth
+from cdnaas.api.views import blueprint
+from cdnaas.common.app import make_app
+from cdnaas.db import engine
+
+
+def create_app(database=None):
+    """The northbound API; every request is authenticated before it is validated."""
+    database = database or engine.for_service("api")
+    app = make_app("api", [blueprint])
+    app.extensions["db"] = database
+    app.before_request_funcs.setdefault(None, []).insert(0, auth.authenticate)
+    return app

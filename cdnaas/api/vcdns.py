@@ -1,0 +1,61 @@
+"""vCDNs and operations as a tenant sees them: the SO's records, filtered by owner.
+
+The SO owns instances and operations; this module only forwards requests for
+the caller's tenant and hides every other tenant's records behind a 404.
+"""
+from cdnaas.common import errors
+from cdnaas.common.clients import SoClient
+
+
+def _so():
+    return SoClient()
+
+
+def _accepted(answer):
+    return answer, 202, {"Location": f"/api/v1/operations/{answer['operation']['id']}"}
+
+
+def owned(caller, vcdn_id):
+    """The vCDN ``vcdn_id`` if the caller may see it; 404 otherwise."""
+    try:
+        vcdn = _so().get(f"/so/v1/instances/{vcdn_id}")
+    except errors.NotFound:
+        vcdn = None
+    if vcdn is None or not (caller.is_operator or vcdn["tenant"] == caller.tenant):
+        raise errors.NotFound(f"no vCDN {vcdn_id}; GET /api/v1/vcdns lists yours",
+                              field="vcdn_id")
+    return vcdn
+
+
+def create(caller, body):
+    return _accepted(_so().post("/so/v1/instances", json={"tenant": caller.tenant,
+                                                          "request": body}))
+
+
+def list_(caller):
+    params = None if caller.is_operator else {"tenant": caller.tenant}
+    return {"vcdns": _so().get("/so/v1/instances", params=params)["vcdns"]}
+
+
+def change(caller, vcdn_id, body):
+    owned(caller, vcdn_id)
+    return _accepted(_so().patch(f"/so/v1/instances/{vcdn_id}", json=body))
+
+
+def delete(caller, vcdn_id):
+    owned(caller, vcdn_id)
+    return _accepted(_so().delete(f"/so/v1/instances/{vcdn_id}", params={"reason": "customer"}))
+
+
+def operations(caller, vcdn_id):
+    owned(caller, vcdn_id)
+    return _so().get(f"/so/v1/instances/{vcdn_id}/operations")
+
+
+def operation(caller, operation_id):
+    try:
+        found = _so().get(f"/so/v1/operations/{operation_id}")
+        owned(caller, found["vcdn_id"])
+    except errors.NotFound:
+        raise errors.NotFound(f"no operation {operation_id}", field="operation_id") from None
+    return found

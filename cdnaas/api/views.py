@@ -1,0 +1,132 @@
+"""HTTP views of the customer API (thin: see tenancy.py, vcdns.py, auth.py)."""
+from flask import Blueprint, current_app, g, request
+
+from cdnaas.api import tenancy, vcdns
+from cdnaas.api.auth import require_operator
+from cdnaas.common.clients import SoClient
+
+blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
+
+CATALOGUE_FIELDS = ("name", "description", "default")
+
+
+def _db():
+    return current_app.extensions["db"]
+
+
+@blueprint.get("/flavors")
+def list_flavors():
+    return SoClient().get("/so/v1/flavors")
+
+
+@blueprint.get("/regions")
+def list_regions():
+    regions = SoClient().get("/so/v1/regions")["regions"]
+    if not g.caller.is_operator:
+        regions = [{k: r[k] for k in CATALOGUE_FIELDS} for r in regions]
+    return {"regions": regions}
+
+
+@blueprint.post("/regions")
+def create_region():
+    require_operator()
+    return SoClient().post("/so/v1/regions", json=request.get_json()), 201
+
+
+@blueprint.get("/regions/<region>")
+def get_region(region):
+    found = SoClient().get(f"/so/v1/regions/{region}")
+    return found if g.caller.is_operator else {k: found[k] for k in CATALOGUE_FIELDS}
+
+
+@blueprint.patch("/regions/<region>")
+def update_region(region):
+    require_operator()
+    return SoClient().patch(f"/so/v1/regions/{region}", json=request.get_json())
+
+
+@blueprint.get("/regions/<region>/hosts")
+def list_hosts(region):
+    require_operator()
+    return SoClient().get(f"/so/v1/regions/{region}/hosts")
+
+
+@blueprint.post("/regions/<region>/hosts")
+def create_host(region):
+    require_operator()
+    return SoClient().post(f"/so/v1/regions/{region}/hosts", json=request.get_json()), 201
+
+
+@blueprint.patch("/regions/<region>/hosts/<host>")
+def update_host(region, host):
+    require_operator()
+    return SoClient().patch(f"/so/v1/regions/{region}/hosts/{host}", json=request.get_json())
+
+
+@blueprint.get("/tenants")
+def list_tenants():
+    require_operator()
+    with _db().sessions() as session:
+        return {"tenants": tenancy.list_tenants(session)}
+
+
+@blueprint.post("/tenants")
+def create_tenant():
+    require_operator()
+    with _db().transaction() as session:
+        return tenancy.create_tenant(session, request.get_json()), 201
+
+
+@blueprint.get("/tenants/<tenant>/tokens")
+def list_tokens(tenant):
+    with _db().sessions() as session:
+        return {"tokens": tenancy.list_tokens(session, g.caller, tenant)}
+
+
+@blueprint.post("/tenants/<tenant>/tokens")
+def create_token(tenant):
+    with _db().transaction() as session:
+        return tenancy.create_token(session, g.caller, tenant,
+                                    request.get_json(silent=True)), 201
+
+
+@blueprint.delete("/tenants/<tenant>/tokens/<token_id>")
+def revoke_token(tenant, token_id):
+    with _db().transaction() as session:
+        tenancy.revoke_token(session, g.caller, tenant, token_id)
+    return "", 204
+
+
+@blueprint.get("/vcdns")
+def list_vcdns():
+    return vcdns.list_(g.caller)
+
+
+@blueprint.post("/vcdns")
+def create_vcdn():
+    return vcdns.create(g.caller, request.get_json())
+
+
+@blueprint.get("/vcdns/<vcdn_id>")
+def get_vcdn(vcdn_id):
+    return vcdns.owned(g.caller, vcdn_id)
+
+
+@blueprint.patch("/vcdns/<vcdn_id>")
+def update_vcdn(vcdn_id):
+    return vcdns.change(g.caller, vcdn_id, request.get_json())
+
+
+@blueprint.delete("/vcdns/<vcdn_id>")
+def delete_vcdn(vcdn_id):
+    return vcdns.delete(g.caller, vcdn_id)
+
+
+@blueprint.get("/vcdns/<vcdn_id>/operations")
+def list_operations(vcdn_id):
+    return vcdns.operations(g.caller, vcdn_id)
+
+
+@blueprint.get("/operations/<operation_id>")
+def get_operation(operation_id):
+    return vcdns.operation(g.caller, operation_id)

@@ -1,0 +1,126 @@
+"""HTTP views of the Service Orchestrator (thin: logic lives in the modules they call)."""
+from flask import Blueprint, current_app, request
+
+from cdnaas.so import catalogue, instances
+
+blueprint = Blueprint("so", __name__, url_prefix="/so/v1")
+
+
+def _db():
+    return current_app.extensions["db"]
+
+
+def _runner():
+    return current_app.extensions["runner"]
+
+
+def _accepted(instance, operation, status=202):
+    body = {"vcdn": instances.instance_view(instance),
+            "operation": instances.operation_view(operation)}
+    return body, status, {"Location": f"/so/v1/operations/{operation.id}"}
+
+
+@blueprint.get("/flavors")
+def list_flavors():
+    return {"flavors": catalogue.flavors()}
+
+
+@blueprint.get("/regions")
+def list_regions():
+    with _db().sessions() as session:
+        return {"regions": catalogue.list_regions(session)}
+
+
+@blueprint.post("/regions")
+def create_region():
+    with _db().transaction() as session:
+        return catalogue.create_region(session, request.get_json()), 201
+
+
+@blueprint.get("/regions/<region>")
+def get_region(region):
+    with _db().sessions() as session:
+        return catalogue.region_view(session, catalogue.get_region(session, region))
+
+
+@blueprint.patch("/regions/<region>")
+def update_region(region):
+    with _db().transaction() as session:
+        return catalogue.update_region(session, region, request.get_json())
+
+
+@blueprint.get("/regions/<region>/hosts")
+def list_hosts(region):
+    with _db().sessions() as session:
+        return {"hosts": catalogue.list_hosts(session, region)}
+
+
+@blueprint.post("/regions/<region>/hosts")
+def create_host(region):
+    with _db().transaction() as session:
+        return catalogue.create_host(session, region, request.get_json()), 201
+
+
+@blueprint.patch("/regions/<region>/hosts/<host>")
+def update_host(region, host):
+    with _db().transaction() as session:
+        return catalogue.update_host(session, region, host, request.get_json())
+
+
+@blueprint.get("/instances")
+def list_instances():
+    with _db().sessions() as session:
+        found = instances.list_instances(session, request.args.get("tenant"),
+                                         request.args.get("state"))
+        return {"vcdns": [instances.instance_view(i) for i in found]}
+
+
+@blueprint.post("/instances")
+def create_instance():
+    body = request.get_json()
+    instance, operation, start_now = instances.create(_db(), body["tenant"], body["request"])
+    if start_now:
+        _runner().submit(operation.id)
+    return _accepted(instance, operation)
+
+
+@blueprint.get("/instances/<instance_id>")
+def get_instance(instance_id):
+    with _db().sessions() as session:
+        return instances.instance_view(instances.get_instance(session, instance_id))
+
+
+@blueprint.get("/instances/<instance_id>/sig")
+def get_sig(instance_id):
+    with _db().sessions() as session:
+        return instances.get_instance(session, instance_id).sig
+
+
+@blueprint.patch("/instances/<instance_id>")
+def update_instance(instance_id):
+    instance, operation = instances.update(_db(), instance_id, request.get_json())
+    if operation.state == "PENDING":
+        _runner().submit(operation.id)
+    return _accepted(instance, operation)
+
+
+@blueprint.delete("/instances/<instance_id>")
+def delete_instance(instance_id):
+    instance, operation = instances.terminate(_db(), instance_id,
+                                              reason=request.args.get("reason", "customer"))
+    if operation.state == "PENDING":
+        _runner().submit(operation.id)
+    return _accepted(instance, operation)
+
+
+@blueprint.get("/instances/<instance_id>/operations")
+def list_operations(instance_id):
+    with _db().sessions() as session:
+        found = instances.list_operations(session, instance_id)
+        return {"operations": [instances.operation_view(o) for o in found]}
+
+
+@blueprint.get("/operations/<operation_id>")
+def get_operation(operation_id):
+    with _db().sessions() as session:
+        return instances.operation_view(instances.get_operation(session, operation_id))
