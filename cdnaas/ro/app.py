@@ -1,0 +1,27 @@
+"""Factory of the Resource Orchestrator's Flask app."""
+import logging
+
+from cdnaas.common import config, plugins
+from cdnaas.common.app import make_app
+from cdnaas.db import engine
+from cdnaas.ro.service import DeploymentService
+from cdnaas.ro.views import blueprint
+
+LOG = logging.getLogger(__name__)
+
+
+def create_app(database=None, driver=None):
+    """The RO app, after undoing what a previous run left half-done.
+
+    :param database: a :class:`~cdnaas.db.engine.Database`; the RO's configured one by default.
+    :param driver: a :class:`~cdnaas.ro.vim.base.VimDriver`; by default the one named by
+        ``CDNAAS_VIM_DRIVER``, loaded from the ``cdnaas.vim_drivers`` entry points.
+    """
+    database = database or engine.for_service("ro")
+    driver = driver or plugins.load(plugins.VIM_DRIVERS, config.vim_driver_name())
+    service = DeploymentService(database, driver)
+    service.recover()
+    app = make_app("ro", [blueprint])
+    app.extensions["ro"] = service
+    LOG.info("resource orchestrator ready with VIM driver %s", driver.name)
+    return app
