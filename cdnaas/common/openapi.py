@@ -81,7 +81,10 @@ def _schema_problem(schema_error):
         field = ".".join(filter(None, [location.lstrip("."), unknown[0] if unknown else None])) or field
         problem = f"unknown field(s) {', '.join(unknown)}; remove them (allowed: {', '.join(sorted(known))})"
     elif validator == "required":
-        problem = f"{schema_error.message}; add it"
+        missing = next((name for name in schema_error.validator_value
+                        if name not in schema_error.instance), "")
+        field = ".".join(filter(None, [location.lstrip("."), missing])) or field
+        problem = f"{missing} is required; add it"
     elif validator == "type":
         problem = f"{schema_error.message}; expected {schema_error.validator_value}"
     else:
