@@ -1,7 +1,7 @@
 """The same lifecycle against every installed VIM driver, so none drifts from the others.
 
 Each driver is loaded by its entry-point name. A driver whose prerequisites
-are missing says so through ``check_prerequisites()`` (raising), and only then
+are missing says so through ``check_prerequisites()`` (raising PrerequisitesMissing), and only then
 is it skipped. Failure injection is per driver: a fixture named
 ``fail_host_<driver>`` returns ``fail(host)``, after which creating a VNF on
 ``host`` fails; a driver without one skips the failure test.
@@ -13,7 +13,7 @@ import pytest
 
 from cdnaas.common import plugins
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import Deployment, DeploymentFailed
+from cdnaas.ro.vim.base import Deployment, DeploymentFailed, PrerequisitesMissing
 from tests.support.sigs import sample_sig
 
 
@@ -26,12 +26,10 @@ def driver_name(request):
 def driver(driver_name):
     """The driver, skipped only when it reports missing prerequisites itself."""
     driver = plugins.load(plugins.VIM_DRIVERS, driver_name)
-    check = getattr(driver, "check_prerequisites", None)
-    if check is not None:
-        try:
-            check()
-        except Exception as exc:  # the driver's own words on what is missing
-            pytest.skip(f"VIM driver {driver_name} cannot run here: {exc}")
+    try:
+        driver.check_prerequisites()
+    except PrerequisitesMissing as exc:  # the driver's own words on what is missing
+        pytest.skip(f"VIM driver {driver_name} cannot run here: {exc}")
     return driver
 
 

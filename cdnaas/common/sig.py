@@ -3,6 +3,7 @@
 Its JSON form is documented by ``api-spec/sig.schema.json`` and checked
 against it whenever a SIG crosses a service boundary.
 """
+import collections
 import dataclasses
 import functools
 import json
@@ -78,12 +79,15 @@ class ServiceInstanceGraph:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data, field_prefix=None):
         """Build a SIG from its JSON form.
 
-        :raises cdnaas.common.errors.BadRequest: the document breaks the SIG schema.
+        :param field_prefix: where the SIG sits in a request body (e.g. ``sig``),
+            to name fields in errors.
+        :raises cdnaas.common.errors.BadRequest: the document breaks the SIG schema
+            or its cross-references (unique names, declared regions).
         """
-        validate(data)
+        validate(data, field_prefix)
         return cls(
             vcdn_id=data["vcdn_id"], flavor=data["flavor"],
             template_version=data["template_version"], hostname=data["hostname"],
@@ -99,12 +103,32 @@ def schema():
         return json.load(handle)
 
 
-def validate(data):
-    """Raise :class:`BadRequest` listing every way ``data`` breaks the SIG schema."""
+def validate(data, field_prefix=None):
+    """Raise :class:`BadRequest` listing every way ``data`` is not a valid SIG."""
     validator = jsonschema.Draft202012Validator(schema())
-    problems = [{"field": ".".join(map(str, e.absolute_path)) or "sig", "problem": e.message}
+    problems = [(".".join(map(str, e.absolute_path)), e.message)
                 for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+    if not problems:
+        problems = _reference_problems(data)
     if problems:
-        raise errors.BadRequest("invalid SIG: " + "; ".join(f"{p['field']}: {p['problem']}"
-                                                            for p in problems),
-                                field=problems[0]["field"], details=problems)
+        details = [{"field": ".".join(filter(None, [field_prefix, field])) or "sig",
+                    "problem": problem} for field, problem in problems]
+        raise errors.BadRequest("invalid SIG: " + "; ".join(f"{d['field']}: {d['problem']}"
+                                                            for d in details),
+                                field=details[0]["field"], details=details)
+
+
+def _reference_problems(data):
+    """What the schema cannot say: names unique, every VNF in a declared region."""
+    regions = collections.Counter(r["name"] for r in data["regions"])
+    problems = [(f"regions.{i}.name", f"region {r['name']} is declared twice")
+                for i, r in enumerate(data["regions"]) if regions[r["name"]] > 1]
+    if data["default_region"] not in regions:
+        problems.append(("default_region", f"{data['default_region']} is not one of the regions"))
+    names = collections.Counter(v["name"] for v in data["vnfs"])
+    for i, vnf in enumerate(data["vnfs"]):
+        if names[vnf["name"]] > 1:
+            problems.append((f"vnfs.{i}.name", f"VNF name {vnf['name']} is used twice"))
+        if vnf["region"] not in regions:
+            problems.append((f"vnfs.{i}.region", f"{vnf['region']} is not one of the regions"))
+    return problems

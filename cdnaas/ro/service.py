@@ -8,16 +8,15 @@ never worked on by two threads at once.
 """
 import concurrent.futures
 import dataclasses
-import datetime
 import logging
 import threading
-from collections import Counter
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from cdnaas.common import config, errors
 from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.common.timeutil import isoformat
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
 from cdnaas.ro.vim.base import Deployment, VimError
@@ -276,40 +275,16 @@ def _step(name, done, total):
 
 
 def parse_sig(deployment_id, document):
-    """The SIG in ``document`` for ``deployment_id``, checked beyond its schema.
+    """The SIG in ``document`` for ``deployment_id``.
 
     :raises BadRequest: listing every problem, each field named from the request
         body (``sig.vnfs.0.role``).
     """
-    try:
-        sig = ServiceInstanceGraph.from_dict(document)
-    except errors.BadRequest as exc:
-        raise _invalid_sig([(p["field"], p["problem"]) for p in exc.details]) from exc
-    problems = []
+    sig = ServiceInstanceGraph.from_dict(document, field_prefix="sig")
     if sig.vcdn_id != deployment_id:
-        problems.append(("vcdn_id", f"must be the deployment id of the URL, {deployment_id}"))
-    regions = Counter(r.name for r in sig.regions)
-    problems += [(f"regions.{i}.name", f"region {r.name} is declared twice")
-                 for i, r in enumerate(sig.regions) if regions[r.name] > 1]
-    if sig.default_region not in regions:
-        problems.append(("default_region", f"{sig.default_region} is not one of the regions"))
-    names = Counter(v.name for v in sig.vnfs)
-    for i, vnf in enumerate(sig.vnfs):
-        if names[vnf.name] > 1:
-            problems.append((f"vnfs.{i}.name", f"VNF name {vnf.name} is used twice"))
-        if vnf.region not in regions:
-            problems.append((f"vnfs.{i}.region", f"{vnf.region} is not one of the regions"))
-    if problems:
-        raise _invalid_sig(problems)
+        raise errors.BadRequest(f"invalid SIG: sig.vcdn_id must be the deployment id of the "
+                                f"URL, {deployment_id}", field="sig.vcdn_id")
     return sig
-
-
-def _invalid_sig(problems):
-    """One BadRequest for [(field within the SIG, problem)], fields named from the body."""
-    details = [{"field": "sig" if field == "sig" else f"sig.{field}", "problem": problem}
-               for field, problem in problems]
-    message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
-    return errors.BadRequest(f"invalid SIG: {message}", field=details[0]["field"], details=details)
 
 
 def represent(record):
@@ -325,13 +300,6 @@ def represent(record):
         "entry_point": deployment.get("entry_point"),
         "region_endpoints": deployment.get("region_endpoints", {}),
         "vnfs": [{k: v[k] for k in VNF_FIELDS} for v in deployment.get("vnfs", [])],
-        "created_at": _timestamp(record.created_at),
-        "updated_at": _timestamp(record.updated_at),
+        "created_at": isoformat(record.created_at),
+        "updated_at": isoformat(record.updated_at),
     }
-
-
-def _timestamp(moment):
-    """ISO 8601 in UTC; SQLite hands back naive datetimes that were stored as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.astimezone(datetime.timezone.utc).isoformat()

@@ -26,6 +26,10 @@ class RetryableVimError(VimError):
     """The VIM failed in a way that may pass (timeout, overload)."""
 
 
+class PrerequisitesMissing(VimError):
+    """The driver cannot run here (no root, a missing binary, no cloud credentials)."""
+
+
 class DeploymentFailed(VimError):
     """A deploy or update failed; what it had created was undone before raising."""
 
@@ -94,6 +98,12 @@ class VimDriver(abc.ABC):
 
     #: entry-point name of the driver
     name = None
+
+    def check_prerequisites(self) -> None:
+        """Check the driver can work on this machine.
+
+        :raises PrerequisitesMissing: saying what is missing and how to get it.
+        """
 
     @abc.abstractmethod
     def deploy(self, sig: ServiceInstanceGraph, progress: Progress = no_progress) -> Deployment:
