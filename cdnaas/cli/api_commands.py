@@ -1,0 +1,452 @@
+"""Commands that mirror the customer API (``api-spec/api.yaml``) and SIDR's templates."""
+import datetime as dt
+import re
+
+import click
+
+from cdnaas.cli import client, output
+from cdnaas.common import config, timeutil
+
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")
+
+
+def api():
+    """The customer API client with the settings of this invocation."""
+    obj = click.get_current_context().find_root().obj or {}
+    return client.api_client(obj.get("api_url"), obj.get("token"))
+
+
+# -- parameter types --------------------------------------------------------------------------
+
+def parse_quality(text):
+    """``4.2`` -> ``{"min_mos": 4.2}``; ``p95=200`` -> a response-time target; else ValueError."""
+    match = RESPONSE_TIME.match(text)
+    if match:
+        percentile, max_ms = float(match[1]), float(match[2])
+        if not 0 < percentile <= 100 or max_ms <= 0:
+            raise ValueError(f"{text!r}: the percentile must be in (0, 100] and the time positive")
+        return {"response_time": {"percentile": percentile, "max_ms": max_ms}}
+    try:
+        mos = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither a MOS (1-5) nor a response time like p95=200")
+    if not 1 <= mos <= 5:
+        raise ValueError(f"MOS {text} is outside 1-5")
+    return {"min_mos": mos}
+
+
+def parse_region(text, update=False):
+    """Parse ``NAME:DEMAND[:QUALITY]`` (for an update ``NAME[:DEMAND][:QUALITY]``).
+
+    QUALITY is a minimum MOS (``4.0``) or a percentile response time (``p95=200``).
+
+    :returns: the region object of ``VcdnRequest.regions`` / ``VcdnChange.regions``
+        (``quality`` left out of a create when not given; see ``--min-mos``).
+    :raises ValueError: the text does not follow the syntax.
+    """
+    syntax = "NAME[:DEMAND][:QUALITY]" if update else "NAME:DEMAND[:QUALITY]"
+    parts = text.split(":")
+    if not 1 <= len(parts) <= 3 or (not update and len(parts) < 2):
+        raise ValueError(f"{text!r} is not {syntax}, e.g. eu-west:1000:4.0")
+    name, demand, quality = (parts + ["", ""])[:3]
+    if not NAME.match(name):
+        raise ValueError(f"region name {name!r} must be lower-case letters, digits and dashes, "
+                         "starting with a letter")
+    region = {"name": name}
+    if demand or not update:
+        if not demand.isdigit() or int(demand) < 1:
+            raise ValueError(f"demand {demand!r} of {name} must be a whole number of viewers >= 1")
+        region["demand"] = int(demand)
+    if quality:
+        region["quality"] = parse_quality(quality)
+    if update and len(region) == 1:
+        raise ValueError(f"{text!r} changes nothing: give a demand and/or a quality, "
+                         "e.g. eu-west:2000 or eu-west::4.2")
+    return region
+
+
+class RegionSpec(click.ParamType):
+    """``--region NAME:DEMAND[:QUALITY]``."""
+
+    name = "NAME:DEMAND[:QUALITY]"
+
+    def __init__(self, update=False):
+        self.update = update
+        if update:
+            self.name = "NAME[:DEMAND][:QUALITY]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dict):
+            return value
+        try:
+            return parse_region(value, update=self.update)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return None  # not reached
+
+
+class IsoTime(click.ParamType):
+    """An ISO 8601 time; without an offset it is UTC."""
+
+    name = "ISO-TIME"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dt.datetime):
+            return value
+        try:
+            return timeutil.parse(value)
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time such as 2030-01-31T18:00:00Z",
+                      param, ctx)
+        return None  # not reached
+
+
+def name_argument(value, what):
+    if not NAME.match(value):
+        raise click.BadParameter(f"{value!r}: a {what} name is lower-case letters, digits and "
+                                 "dashes, starting with a letter")
+    return value
+
+
+def _drop_none(mapping):
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+# -- catalogue --------------------------------------------------------------------------------
+
+@click.command()
+def flavors():
+    """Flavors offered (a template in SIDR and its plugin installed)."""
+    output.show(api().flavors(), output.render_flavors)
+
+
+# -- regions and hosts ------------------------------------------------------------------------
+
+@click.group()
+def regions():
+    """Regions where vCDNs can be deployed (operators register them)."""
+
+
+@regions.command("list")
+def regions_list():
+    """Every region."""
+    output.show(api().regions(), output.render_regions)
+
+
+@regions.command("show")
+@click.argument("name")
+def regions_show(name):
+    """One region."""
+    output.show(api().region(name), output.render_region)
+
+
+def _region_options(command):
+    command = click.option("--default/--no-default", "default", default=None,
+                           help="Answer clients that no prefix matches with this region.")(command)
+    command = click.option("--vim-region", help="VIM region (e.g. OpenStack region).")(command)
+    command = click.option("--zone", help="VIM availability zone of the data center.")(command)
+    command = click.option("--description")(command)
+    return command
+
+
+@regions.command("create")
+@click.argument("name", callback=lambda _c, _p, v: name_argument(v, "region"))
+@click.option("--prefix", "prefixes", multiple=True, required=True, metavar="CIDR",
+              help="Client prefix sent to this region (repeatable).")
+@_region_options
+def regions_create(name, prefixes, description, zone, vim_region, default):
+    """Register a region (operator)."""
+    body = _drop_none({"name": name, "client_prefixes": list(prefixes), "description": description,
+                       "zone": zone, "vim_region": vim_region, "default": default})
+    output.show(api().create_region(body), output.render_region)
+
+
+@regions.command("update")
+@click.argument("name")
+@click.option("--prefix", "prefixes", multiple=True, metavar="CIDR",
+              help="Replace the client prefixes (repeatable).")
+@_region_options
+def regions_update(name, prefixes, description, zone, vim_region, default):
+    """Change a region (operator); only the options given change."""
+    body = _drop_none({"client_prefixes": list(prefixes) or None, "description": description,
+                       "zone": zone, "vim_region": vim_region, "default": default})
+    if not body:
+        raise click.UsageError("nothing to change: give at least one option")
+    output.show(api().update_region(name, body), output.render_region)
+
+
+@click.group()
+def hosts():
+    """Hosts of a region and their capacity (operator)."""
+
+
+@hosts.command("list")
+@click.argument("region")
+def hosts_list(region):
+    """Hosts of REGION with the vCPUs reserved on them."""
+    output.show(api().hosts(region), output.render_hosts)
+
+
+def _host_options(required):
+    def decorate(command):
+        command = click.option("--enabled/--disabled", default=None,
+                               help="Whether new VNFs may be placed here.")(command)
+        command = click.option("--peak-watts", type=click.FloatRange(min=0),
+                               help="Power at full load (default 269 W).")(command)
+        command = click.option("--idle-watts", type=click.FloatRange(min=0),
+                               help="Power when idle (default 115 W).")(command)
+        command = click.option("--ram-mb", type=click.IntRange(min=256), required=required)(command)
+        command = click.option("--vcpus", type=click.IntRange(1, 4096), required=required)(command)
+        return command
+    return decorate
+
+
+@hosts.command("create")
+@click.argument("region")
+@click.argument("name", callback=lambda _c, _p, v: name_argument(v, "host"))
+@_host_options(required=True)
+def hosts_create(region, name, vcpus, ram_mb, idle_watts, peak_watts, enabled):
+    """Register host NAME in REGION (operator)."""
+    body = _drop_none({"name": name, "vcpus": vcpus, "ram_mb": ram_mb, "idle_watts": idle_watts,
+                       "peak_watts": peak_watts, "enabled": enabled})
+    output.show(api().create_host(region, body), output.render_host)
+
+
+@hosts.command("update")
+@click.argument("region")
+@click.argument("name")
+@_host_options(required=False)
+def hosts_update(region, name, vcpus, ram_mb, idle_watts, peak_watts, enabled):
+    """Change host NAME of REGION (operator); capacity cannot drop below what is reserved."""
+    body = _drop_none({"vcpus": vcpus, "ram_mb": ram_mb, "idle_watts": idle_watts,
+                       "peak_watts": peak_watts, "enabled": enabled})
+    if not body:
+        raise click.UsageError("nothing to change: give at least one option")
+    output.show(api().update_host(region, name, body), output.render_host)
+
+
+# -- tenants and tokens -----------------------------------------------------------------------
+
+@click.group()
+def tenant():
+    """Tenants (operator)."""
+
+
+@tenant.command("create")
+@click.argument("name", callback=lambda _c, _p, v: name_argument(v, "tenant"))
+@click.option("--role", type=click.Choice(["tenant", "operator"]), default="tenant",
+              show_default=True)
+def tenant_create(name, role):
+    """Create tenant NAME."""
+    output.show(api().create_tenant(name, role), lambda t: output.render_tenants([t]))
+
+
+@tenant.command("list")
+def tenant_list():
+    """Every tenant."""
+    output.show(api().tenants(), output.render_tenants)
+
+
+@click.group()
+def token():
+    """API tokens of a tenant (operator, or the tenant itself)."""
+
+
+@token.command("create")
+@click.argument("tenant_name", metavar="TENANT")
+@click.option("--description", help="What the token is for.")
+@click.option("--save", is_flag=True, help="Write the secret to the settings file.")
+def token_create(tenant_name, description, save):
+    """Issue a token to TENANT; the secret is shown only now."""
+    issued = api().create_token(tenant_name, description)
+    if save:
+        output.note(f"saved the token to {client.save_settings(token=issued['token'])}")
+    output.show(issued, output.render_new_token)
+
+
+@token.command("list")
+@click.argument("tenant_name", metavar="TENANT")
+def token_list(tenant_name):
+    """Tokens of TENANT, without their secrets."""
+    output.show(api().tokens(tenant_name), output.render_tokens)
+
+
+@token.command("revoke")
+@click.argument("tenant_name", metavar="TENANT")
+@click.argument("token_id")
+def token_revoke(tenant_name, token_id):
+    """Revoke token TOKEN_ID of TENANT."""
+    api().revoke_token(tenant_name, token_id)
+    output.show({"revoked": token_id}, lambda _: output.out().print(f"revoked {token_id}"))
+
+
+# -- service templates (SIDR) -----------------------------------------------------------------
+
+@click.group()
+def template():
+    """Service templates in SIDR (operator step of registering a flavor)."""
+
+
+@template.command("register")
+@click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@click.option("--sidr-url", metavar="URL", help="SIDR's URL (default: CDNAAS_SIDR_URL).")
+def template_register(path, sidr_url):
+    """Upload the template in FILE (YAML or JSON) to SIDR as a new version."""
+    stored = client.TemplateClient(base_url=sidr_url or config.service_url("sidr")).register_file(path)
+    output.show(stored, lambda t: output.out().print(
+        f"registered flavor [bold]{t.get('flavor')}[/bold] version {t.get('version')}"))
+
+
+@template.command("list")
+@click.option("--flavor", help="Only this flavor's versions.")
+@click.option("--sidr-url", metavar="URL", help="SIDR's URL (default: CDNAAS_SIDR_URL).")
+def template_list(flavor, sidr_url):
+    """Templates stored in SIDR."""
+    sidr = client.TemplateClient(base_url=sidr_url or config.service_url("sidr"))
+    output.show(sidr.list_templates(flavor), output.render_templates)
+
+
+# -- vCDNs and operations ---------------------------------------------------------------------
+
+def _wait_options(command):
+    command = click.option("--timeout", default=600.0, show_default=True,
+                           help="Seconds to wait with --wait.")(command)
+    command = click.option("--wait", is_flag=True,
+                           help="Follow the operation until it ends; exit 1 unless it completes.")(command)
+    return command
+
+
+def _follow(accepted, wait, timeout):
+    """Show an accepted change; with ``wait``, follow its operation and show the outcome."""
+    if not wait:
+        output.show(accepted, output.render_accepted)
+        return
+    client_ = api()
+    operation = output.watch_operation(client_.operation, accepted["operation"]["id"],
+                                       timeout=timeout)
+    vcdn = client_.vcdn(accepted["vcdn"]["id"])
+    output.show({"vcdn": vcdn, "operation": operation}, _render_outcome)
+    if operation.get("state") != "COMPLETED":
+        raise click.exceptions.Exit(1)
+
+
+def _render_outcome(result):
+    operation = result["operation"]
+    if operation.get("state") != "COMPLETED":
+        output.render_operation(operation)
+    output.render_vcdn(result["vcdn"])
+
+
+@click.group()
+def vcdn():
+    """Lease, change and end vCDNs."""
+
+
+@vcdn.command("create")
+@click.option("--name", required=True, callback=lambda _c, _p, v: name_argument(v, "vCDN"))
+@click.option("--flavor", required=True, help="See `cdnaas flavors`.")
+@click.option("--origin", required=True, metavar="URL", help="Origin server: http(s)://host[:port].")
+@click.option("--region", "region_list", type=RegionSpec(), multiple=True, required=True,
+              help="Region, peak concurrent viewers and quality: a minimum MOS (eu-west:1000:4.0) "
+                   "or a percentile response time in ms (eu-west:1000:p95=200). Repeatable.")
+@click.option("--min-mos", type=click.FloatRange(1, 5), default=3.6, show_default=True,
+              help="Minimum MOS of the regions that name no quality of their own "
+                   "(3.6 is the paper's 'acceptable').")
+@click.option("--lease-start", type=IsoTime(), help="When it must serve (default now).")
+@click.option("--lease-end", type=IsoTime(), help="When it ends (or --lease-hours).")
+@click.option("--lease-hours", type=click.FloatRange(min=0, min_open=True),
+              help="Lease length in hours from the start.")
+@_wait_options
+def vcdn_create(name, flavor, origin, region_list, min_mos, lease_start, lease_end, lease_hours,
+                wait, timeout):
+    """Lease a vCDN; --wait follows its deployment with a progress bar."""
+    if (lease_end is None) == (lease_hours is None):
+        raise click.UsageError("give the lease as exactly one of --lease-end or --lease-hours")
+    if lease_end is None:
+        lease_end = (lease_start or timeutil.utcnow()) + dt.timedelta(hours=lease_hours)
+    if lease_start is not None and lease_end <= lease_start:
+        raise click.UsageError("--lease-end must come after --lease-start")
+    regions_body = []
+    for region in region_list:
+        region = dict(region)
+        if "quality" not in region:
+            region["quality"] = {"min_mos": min_mos}
+        regions_body.append(region)
+    names = [r["name"] for r in regions_body]
+    if len(set(names)) != len(names):
+        raise click.UsageError("each region may be named only once")
+    lease = {"end": timeutil.isoformat(lease_end)}
+    if lease_start is not None:
+        lease["start"] = timeutil.isoformat(lease_start)
+    body = {"name": name, "flavor": flavor, "origin": origin, "regions": regions_body,
+            "lease": lease}
+    _follow(api().create_vcdn(body), wait, timeout)
+
+
+@vcdn.command("list")
+def vcdn_list():
+    """Your vCDNs (operators see every tenant's)."""
+    output.show(api().vcdns(), output.render_vcdns)
+
+
+@vcdn.command("show")
+@click.argument("vcdn_id", metavar="ID")
+def vcdn_show(vcdn_id):
+    """State, entry point and per-region summary of one vCDN."""
+    output.show(api().vcdn(vcdn_id), output.render_vcdn)
+
+
+@vcdn.command("update")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--region", "region_list", type=RegionSpec(update=True), multiple=True, required=True,
+              help="Region to change: NAME:DEMAND, NAME::QUALITY or NAME:DEMAND:QUALITY. Repeatable.")
+@_wait_options
+def vcdn_update(vcdn_id, region_list, wait, timeout):
+    """Change demand and/or quality of regions of an active vCDN."""
+    _follow(api().update_vcdn(vcdn_id, {"regions": list(region_list)}), wait, timeout)
+
+
+@vcdn.command("delete")
+@click.argument("vcdn_id", metavar="ID")
+@_wait_options
+def vcdn_delete(vcdn_id, wait, timeout):
+    """End a vCDN and release everything it holds."""
+    _follow(api().delete_vcdn(vcdn_id), wait, timeout)
+
+
+@vcdn.command("operations")
+@click.argument("vcdn_id", metavar="ID")
+def vcdn_operations(vcdn_id):
+    """Operations of one vCDN, oldest first."""
+    output.show(api().vcdn_operations(vcdn_id), lambda ops: output.table(
+        ops, [("Operation", "id"), ("Type", "type"), ("State", lambda o: output.styled(o.get("state"))),
+              ("Reason", "reason"), ("Created", "created_at"), ("Error", "error")]))
+
+
+@click.group()
+def op():
+    """Operations (instantiate, update, terminate) and their steps."""
+
+
+@op.command("show")
+@click.argument("operation_id", metavar="ID")
+def op_show(operation_id):
+    """One operation with its steps and progress."""
+    output.show(api().operation(operation_id), output.render_operation)
+
+
+@op.command("watch")
+@click.argument("operation_id", metavar="ID")
+@click.option("--interval", default=0.5, show_default=True, help="Seconds between polls.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait at most.")
+def op_watch(operation_id, interval, timeout):
+    """Follow an operation until it ends; exit 1 unless it COMPLETED."""
+    operation = output.watch_operation(api().operation, operation_id, interval=interval,
+                                       timeout=timeout)
+    output.show(operation, output.render_operation)
+    if operation.get("state") != "COMPLETED":
+        raise click.exceptions.Exit(1)
+
+
+COMMANDS = (flavors, regions, hosts, tenant, token, template, vcdn, op)

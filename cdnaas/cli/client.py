@@ -1,0 +1,191 @@
+"""The CLI's settings file and its clients of the customer API and of SIDR.
+
+Settings, first found wins: command-line option, environment (``CDNAAS_TOKEN``,
+``CDNAAS_API_URL``), the YAML file ``~/.config/cdnaas/config.yaml`` (keys
+``token`` and ``api_url``; path overridable with ``CDNAAS_CONFIG``), the default
+URL of :func:`cdnaas.common.config.service_url`.
+"""
+import os
+from pathlib import Path
+
+import click
+import yaml
+
+from cdnaas.common import config, errors
+from cdnaas.common.clients import SidrClient
+from cdnaas.common.http import JsonClient
+
+TERMINAL_STATES = ("COMPLETED", "FAILED", "ROLLED_BACK")
+
+
+def config_path() -> Path:
+    """Where the CLI keeps its token and API URL."""
+    explicit = config.env("CDNAAS_CONFIG")
+    return Path(explicit) if explicit else Path.home() / ".config" / "cdnaas" / "config.yaml"
+
+
+def load_settings() -> dict:
+    """The settings file's content ({} when there is none)."""
+    path = config_path()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise errors.BadRequest(f"cannot read {path}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def save_settings(**values) -> Path:
+    """Merge ``values`` into the settings file (readable by its owner only); return its path."""
+    path = config_path()
+    data = load_settings()
+    data.update({key: value for key, value in values.items() if value is not None})
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(data, handle, default_flow_style=False)
+    tmp.replace(path)
+    return path
+
+
+def api_url(override=None) -> str:
+    """URL of the customer API: option, ``CDNAAS_API_URL``, settings file, default."""
+    if override:
+        return override.rstrip("/")
+    if config.env("CDNAAS_API_URL"):
+        return config.service_url("api")
+    return (load_settings().get("api_url") or config.service_url("api")).rstrip("/")
+
+
+def token(override=None):
+    """Bearer token: option, ``CDNAAS_TOKEN``, settings file; None when there is none."""
+    return override or config.env("CDNAAS_TOKEN") or load_settings().get("token")
+
+
+class ApiClient(JsonClient):
+    """Client of the customer API (``api-spec/api.yaml``)."""
+
+    service = "api"
+
+    def __init__(self, base_url=None, token=None, timeout=30.0):  # pylint: disable=redefined-outer-name
+        super().__init__(base_url=base_url, token=token, timeout=timeout)
+        self.has_token = bool(token)
+
+    def request(self, method, path, **kwargs):
+        try:
+            return super().request(method, path, **kwargs)
+        except errors.UpstreamError as exc:
+            if "unreachable" in exc.message:
+                exc.message += " (is the stack running? `cdnaas up` or `cdnaas status`)"
+            raise
+        except errors.Unauthorized as exc:
+            if not self.has_token:
+                exc.message = ("no token: set CDNAAS_TOKEN, or save one in "
+                               f"{config_path()} (cdnaas admin create-token --save)")
+            raise
+
+    # catalogue
+    def flavors(self):
+        return self.get("/api/v1/flavors")["flavors"]
+
+    # regions and hosts (operator)
+    def regions(self):
+        return self.get("/api/v1/regions")["regions"]
+
+    def region(self, name):
+        return self.get(f"/api/v1/regions/{name}")
+
+    def create_region(self, body):
+        return self.post("/api/v1/regions", json=body)
+
+    def update_region(self, name, body):
+        return self.patch(f"/api/v1/regions/{name}", json=body)
+
+    def hosts(self, region):
+        return self.get(f"/api/v1/regions/{region}/hosts")["hosts"]
+
+    def create_host(self, region, body):
+        return self.post(f"/api/v1/regions/{region}/hosts", json=body)
+
+    def update_host(self, region, name, body):
+        return self.patch(f"/api/v1/regions/{region}/hosts/{name}", json=body)
+
+    # tenants and tokens
+    def tenants(self):
+        return self.get("/api/v1/tenants")["tenants"]
+
+    def create_tenant(self, name, role="tenant"):
+        return self.post("/api/v1/tenants", json={"name": name, "role": role})
+
+    def tokens(self, tenant):
+        return self.get(f"/api/v1/tenants/{tenant}/tokens")["tokens"]
+
+    def create_token(self, tenant, description=None):
+        body = {"description": description} if description else {}
+        return self.post(f"/api/v1/tenants/{tenant}/tokens", json=body)
+
+    def revoke_token(self, tenant, token_id):
+        return self.delete(f"/api/v1/tenants/{tenant}/tokens/{token_id}")
+
+    # vCDNs and operations
+    def vcdns(self):
+        return self.get("/api/v1/vcdns")["vcdns"]
+
+    def vcdn(self, vcdn_id):
+        return self.get(f"/api/v1/vcdns/{vcdn_id}")
+
+    def create_vcdn(self, body):
+        return self.post("/api/v1/vcdns", json=body)
+
+    def update_vcdn(self, vcdn_id, body):
+        return self.patch(f"/api/v1/vcdns/{vcdn_id}", json=body)
+
+    def delete_vcdn(self, vcdn_id):
+        return self.delete(f"/api/v1/vcdns/{vcdn_id}")
+
+    def vcdn_operations(self, vcdn_id):
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/operations")["operations"]
+
+    def operation(self, operation_id):
+        return self.get(f"/api/v1/operations/{operation_id}")
+
+
+def api_client(url=None, token_value=None) -> ApiClient:
+    """An :class:`ApiClient` with the settings in force (see the module docstring)."""
+    return ApiClient(base_url=api_url(url), token=token(token_value))
+
+
+class TemplateClient(SidrClient):
+    """SIDR, reached directly by operators to register service templates."""
+
+    def register_file(self, path):
+        """POST the file at ``path`` as it is (YAML or JSON); return the stored template."""
+        path = Path(path)
+        is_json = path.suffix.lower() == ".json"
+        return self.post("/sidr/v1/templates", data=path.read_bytes(),
+                         headers={"Content-Type": "application/json" if is_json
+                                  else "application/yaml"})
+
+
+def bootstrap(tenant, role="operator", description="bootstrap"):
+    """:func:`cdnaas.api.auth.bootstrap_token` on the API's configured database.
+
+    :raises click.ClickException: the database cannot be reached or is not migrated.
+    :raises cdnaas.common.errors.Conflict: the tenant exists with another role.
+    """
+    from sqlalchemy.exc import SQLAlchemyError  # pylint: disable=import-outside-toplevel
+
+    from cdnaas.api import auth  # pylint: disable=import-outside-toplevel
+    from cdnaas.db import engine  # pylint: disable=import-outside-toplevel
+
+    database = engine.for_service("api")
+    try:
+        return auth.bootstrap_token(database, tenant, role=role, description=description)
+    except SQLAlchemyError as exc:
+        raise click.ClickException(f"cannot issue a token in the API database {database.url}: "
+                                   f"{getattr(exc, 'orig', None) or exc} "
+                                   "(did `cdnaas db upgrade` run?)") from exc
+    finally:
+        database.dispose()

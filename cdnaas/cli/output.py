@@ -1,0 +1,253 @@
+"""How the CLI shows things: rich tables for people, raw JSON with ``--json``.
+
+Tables and messages go to stdout; progress bars and notes go to stderr, so
+``cdnaas --json ... | jq`` always sees JSON alone.
+"""
+import json
+import os
+import sys
+import time
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cdnaas.cli.client import TERMINAL_STATES
+
+STATE_STYLES = {"COMPLETED": "green", "ACTIVE": "green", "FAILED": "red", "ROLLED_BACK": "red",
+                "PROCESSING": "yellow", "DEPLOYING": "yellow", "UPDATING": "yellow",
+                "DELETING": "yellow", "PENDING": "dim", "SCHEDULED": "cyan", "DELETED": "dim",
+                "SKIPPED": "dim"}
+
+
+def _width(stream):
+    """Terminal width on a terminal; else ``COLUMNS`` or 160, so piped tables stay readable."""
+    try:
+        if stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        pass
+    try:
+        return int(os.environ.get("COLUMNS", "160"))
+    except ValueError:
+        return 160
+
+
+def out():
+    """Console on stdout (resolved at call time, so test runners can capture it)."""
+    return Console(soft_wrap=True, highlight=False, width=_width(sys.stdout))
+
+
+def err():
+    """Console on stderr for progress and notes."""
+    return Console(stderr=True, soft_wrap=True, highlight=False, width=_width(sys.stderr))
+
+
+def wants_json():
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("json"))
+
+
+def note(message):
+    """A remark for people (stderr), never mixed with JSON on stdout."""
+    err().print(message)
+
+
+def show(data, render):
+    """Print ``data`` as JSON with ``--json``, else call ``render(data)`` to draw it."""
+    if wants_json():
+        click.echo(json.dumps(data, indent=2, sort_keys=False))
+    else:
+        render(data)
+
+
+def styled(state):
+    if state is None:
+        return "-"
+    style = STATE_STYLES.get(state)
+    return f"[{style}]{state}[/{style}]" if style else str(state)
+
+
+def _cell(value):
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(item) for item in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def table(rows, columns, title=None):
+    """Print ``rows`` (dicts) as a table of ``columns``: ``[(heading, key or callable)]``."""
+    grid = Table(title=title, title_justify="left")
+    for heading, _ in columns:
+        grid.add_column(heading, overflow="fold")
+    for row in rows:
+        grid.add_row(*[getter(row) if callable(getter) else _cell(row.get(getter))
+                       for _, getter in columns])
+    out().print(grid)
+
+
+def fields(record, keys, title=None):
+    """Print one record as a two-column table of ``keys``: ``[(label, key or callable)]``."""
+    grid = Table(show_header=False, title=title, title_justify="left")
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for label, getter in keys:
+        grid.add_row(label, getter(record) if callable(getter) else _cell(record.get(getter)))
+    out().print(grid)
+
+
+# -- renderers of the API's objects -----------------------------------------------------------
+
+def quality_text(quality):
+    quality = quality or {}
+    if "min_mos" in quality:
+        return f"MOS >= {quality['min_mos']}"
+    if "response_time" in quality:
+        rt = quality["response_time"]
+        return f"p{rt.get('percentile')} <= {rt.get('max_ms')} ms"
+    return "-"
+
+
+def render_flavors(flavors):
+    table(flavors, [("Flavor", "name"), ("Version", "version"), ("Technology", "technology"),
+                    ("Quality targets", "quality_targets"), ("Description", "description")])
+
+
+def render_regions(regions):
+    table(regions, [("Region", "name"), ("Default", "default"), ("Client prefixes", "client_prefixes"),
+                    ("Zone", "zone"), ("VIM region", "vim_region"), ("Hosts", "hosts"),
+                    ("vCPUs", "vcpus"), ("Description", "description")])
+
+
+def render_region(region):
+    fields(region, [("Region", "name"), ("Description", "description"), ("Default", "default"),
+                    ("Client prefixes", "client_prefixes"), ("Zone", "zone"),
+                    ("VIM region", "vim_region"), ("Hosts", "hosts"), ("vCPUs", "vcpus")])
+
+
+def render_hosts(hosts):
+    table(hosts, [("Host", "name"), ("Region", "region"), ("vCPUs", "vcpus"),
+                  ("Reserved", "reserved_vcpus"), ("RAM MB", "ram_mb"), ("Idle W", "idle_watts"),
+                  ("Peak W", "peak_watts"), ("Enabled", "enabled")])
+
+
+def render_host(host):
+    render_hosts([host])
+
+
+def render_tenants(tenants):
+    table(tenants, [("Tenant", "name"), ("Role", "role"), ("Created", "created_at")])
+
+
+def render_tokens(tokens):
+    table(tokens, [("Token id", "id"), ("Tenant", "tenant"), ("Description", "description"),
+                   ("Created", "created_at")])
+
+
+def render_new_token(token):
+    fields(token, [("Token id", "id"), ("Tenant", "tenant"), ("Description", "description")])
+    out().print(f"Secret (shown only now): [bold]{token.get('token')}[/bold]")
+
+
+def render_templates(templates):
+    table(templates, [("Flavor", "flavor"), ("Version", "version"), ("Plugin", "plugin"),
+                      ("Technology", "technology"), ("Description", "description")])
+
+
+def render_vcdns(vcdns):
+    table(vcdns, [("Id", "id"), ("Name", "name"), ("Tenant", "tenant"), ("Flavor", "flavor"),
+                  ("State", lambda v: styled(v.get("state"))),
+                  ("Regions", lambda v: ", ".join(r.get("name", "?") for r in v.get("regions") or [])
+                   or "-"),
+                  ("Hostname", lambda v: (v.get("entry_point") or {}).get("hostname") or "-"),
+                  ("Lease end", lambda v: (v.get("lease") or {}).get("end") or "-")])
+
+
+def render_vcdn(vcdn):
+    entry = vcdn.get("entry_point") or {}
+    lease = vcdn.get("lease") or {}
+    fields(vcdn, [("Id", "id"), ("Name", "name"), ("Tenant", "tenant"),
+                  ("Flavor", lambda v: f"{v.get('flavor')} (template v{v.get('template_version')})"),
+                  ("Origin", "origin"), ("State", lambda v: styled(v.get("state"))),
+                  ("Reason", "state_reason"),
+                  ("Lease", lambda v: f"{lease.get('start') or 'now'} -> {lease.get('end')}"),
+                  ("Hostname", lambda v: entry.get("hostname") or "-"),
+                  ("DNS servers", lambda v: _cell(entry.get("dns_servers")))],
+           title=f"vCDN {vcdn.get('name')}")
+    render_region_summaries(vcdn.get("regions") or [])
+
+
+def render_region_summaries(regions):
+    table(regions, [("Region", "name"), ("Demand", "demand"),
+                    ("Quality", lambda r: quality_text(r.get("quality"))),
+                    ("Caches", "caches"), ("vCPUs", "vcpus"), ("Load balancer", "load_balancer")])
+
+
+def render_operation(operation):
+    fields(operation, [("Operation", "id"), ("vCDN", "vcdn_id"), ("Type", "type"),
+                       ("State", lambda o: styled(o.get("state"))), ("Reason", "reason"),
+                       ("Error", "error"), ("Created", "created_at"), ("Updated", "updated_at")])
+    render_steps(operation.get("steps") or [])
+
+
+def render_steps(steps):
+    table(steps, [("Step", "name"), ("State", lambda s: styled(s.get("state"))),
+                  ("Done", lambda s: f"{s.get('done', 0)}/{s.get('total', 0)}")])
+
+
+def render_accepted(accepted):
+    vcdn, operation = accepted.get("vcdn") or {}, accepted.get("operation") or {}
+    out().print(f"vCDN [bold]{vcdn.get('name')}[/bold] ({vcdn.get('id')}): "
+                f"{styled(vcdn.get('state'))}; operation {operation.get('id')} "
+                f"{styled(operation.get('state'))}")
+    out().print(f"Follow it with: cdnaas op watch {operation.get('id')}")
+
+
+# -- following an operation -------------------------------------------------------------------
+
+class OperationTimeout(click.ClickException):
+    """The operation did not finish in the time allowed."""
+
+
+def watch_operation(fetch, operation_id, interval=0.5, timeout=600.0, quiet=False):
+    """Poll ``fetch(operation_id)`` until the operation ends; draw a bar per step on stderr.
+
+    :returns: the operation in its terminal state.
+    :raises OperationTimeout: it is still running after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    console = err()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
+                  console=console, transient=False, disable=quiet) as progress:
+        header = progress.add_task(f"operation {operation_id}", total=None, state="")
+        tasks = {}
+        while True:
+            operation = fetch(operation_id)
+            state = operation.get("state")
+            progress.update(header, description=f"{operation.get('type', 'operation')} "
+                            f"{operation_id}", state=styled(state))
+            for step in operation.get("steps") or []:
+                name = step.get("name", "?")
+                total = max(int(step.get("total") or 0), 1)
+                done = int(step.get("done") or 0)
+                if step.get("state") in ("COMPLETED", "SKIPPED"):
+                    done = total
+                if name not in tasks:
+                    tasks[name] = progress.add_task(f"  {name}", total=total, state="")
+                progress.update(tasks[name], total=total, completed=min(done, total),
+                                state=styled(step.get("state")))
+            if state in TERMINAL_STATES:
+                progress.update(header, total=1, completed=1)
+                return operation
+            if time.monotonic() >= deadline:
+                raise OperationTimeout(f"operation {operation_id} is still {state} after "
+                                       f"{timeout:g}s; follow it with: cdnaas op watch "
+                                       f"{operation_id}")
+            time.sleep(interval)

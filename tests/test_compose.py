@@ -1,0 +1,154 @@
+"""docker-compose.yml and images/Dockerfile agree with the code (no Docker engine needed)."""
+import importlib
+import importlib.metadata
+import re
+import shlex
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from cdnaas.common.config import DEFAULT_PORTS, SERVICES
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "images" / "Dockerfile"
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def console_scripts():
+    """Console scripts the installed cdnaas distribution declares: {name: "module:function"}."""
+    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")
+            if ep.dist is not None and ep.dist.name == "cdnaas"}
+
+
+def _argv(command):
+    return shlex.split(command) if isinstance(command, str) else list(command)
+
+
+def _environment(service):
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {key: str(value) for key, value in env.items()}
+
+
+def _container_ports(service):
+    ports = []
+    for spec in service.get("ports") or []:
+        if isinstance(spec, dict):
+            ports.append(int(spec["target"]))
+        else:
+            ports.append(int(str(spec).rsplit(":", 1)[-1].split("/")[0]))
+    return ports
+
+
+def test_every_cdnaas_service_is_in_the_compose_file(compose):
+    assert set(SERVICES) | {"postgres", "migrate"} == set(compose["services"])
+
+
+def test_every_command_is_a_console_script_of_the_package(compose, console_scripts):
+    assert {f"cdnaas-{svc}" for svc in SERVICES} | {"cdnaas"} <= set(console_scripts)
+    for name, service in compose["services"].items():
+        if name == "postgres":
+            continue
+        program = _argv(service["command"])[0]
+        assert program in console_scripts, f"{name} runs {program}, not a console script of cdnaas"
+        module, function = console_scripts[program].split(":")
+        target = importlib.import_module(module)
+        assert callable(getattr(target, function)), f"{console_scripts[program]} does not exist"
+    for svc in SERVICES:
+        assert _argv(compose["services"][svc]["command"]) == [f"cdnaas-{svc}"]
+
+
+def test_migrate_runs_the_upgrade_once_postgres_is_healthy(compose):
+    migrate = compose["services"]["migrate"]
+    assert _argv(migrate["command"]) == ["cdnaas", "db", "upgrade"]
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert migrate.get("restart", "no") == "no"
+    assert _environment(migrate)["CDNAAS_DATABASE_URL"].startswith("postgresql+psycopg://")
+
+
+def test_services_wait_for_the_migration(compose):
+    for svc in SERVICES:
+        depends = compose["services"][svc]["depends_on"]
+        assert depends["migrate"]["condition"] == "service_completed_successfully", svc
+
+
+def test_postgres_is_15_with_a_healthcheck(compose):
+    postgres = compose["services"]["postgres"]
+    assert postgres["image"] == "postgres:15"
+    assert "pg_isready" in " ".join(_argv(postgres["healthcheck"]["test"]))
+
+
+def test_one_image_built_from_images_dockerfile(compose):
+    images = {compose["services"][name]["image"] for name in (*SERVICES, "migrate")}
+    assert len(images) == 1
+    for name in (*SERVICES, "migrate"):
+        build = compose["services"][name]["build"]
+        assert (REPO / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
+
+
+@pytest.mark.parametrize("svc", SERVICES)
+def test_each_service_listens_on_its_default_port(compose, svc):
+    service = compose["services"][svc]
+    port = DEFAULT_PORTS[svc]
+    assert _container_ports(service) == [port]
+    env = _environment(service)
+    assert env[f"CDNAAS_{svc.upper()}_BIND"] == f"0.0.0.0:{port}"
+    assert f"127.0.0.1:{port}/healthz" in " ".join(_argv(service["healthcheck"]["test"]))
+
+
+@pytest.mark.parametrize("name", (*SERVICES, "migrate"))
+def test_every_peer_url_names_a_compose_service_on_its_port(compose, name):
+    env = _environment(compose["services"][name])
+    urls = {key: value for key, value in env.items()
+            if re.fullmatch(r"CDNAAS_[A-Z]+_URL", key) and key != "CDNAAS_DATABASE_URL"}
+    assert set(urls) == {f"CDNAAS_{svc.upper()}_URL" for svc in SERVICES}
+    for key, url in urls.items():
+        peer = key.removeprefix("CDNAAS_").removesuffix("_URL").lower()
+        parts = urlsplit(url)
+        assert parts.hostname == peer and peer in compose["services"], f"{key}={url}"
+        assert parts.port == DEFAULT_PORTS[peer], f"{key}={url}"
+    assert env["CDNAAS_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert "@postgres:5432/" in env["CDNAAS_DATABASE_URL"]
+
+
+def test_only_the_api_is_published_beyond_loopback(compose):
+    for svc in SERVICES:
+        for spec in compose["services"][svc]["ports"]:
+            if svc != "api":
+                assert str(spec).startswith("127.0.0.1:"), f"{svc} publishes {spec}"
+
+
+def _instructions(text):
+    """Dockerfile instructions as (KEYWORD, arguments), continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", text)
+    result = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, args = line.partition(" ")
+            result.append((keyword.upper(), args.strip()))
+    return result
+
+
+def test_the_dockerfile_installs_the_package_and_runs_a_service(console_scripts):
+    assert DOCKERFILE.exists()
+    steps = _instructions(DOCKERFILE.read_text(encoding="utf-8"))
+    assert steps[0] == ("FROM", "python:3.11-slim-bookworm")
+    copied = " ".join(args for keyword, args in steps if keyword == "COPY")
+    for needed in ("setup.py", "cdnaas", "plugins", "api-spec", "templates"):
+        assert needed in copied, f"the image lacks {needed}"
+    assert any(keyword == "RUN" and "pip install" in args for keyword, args in steps)
+    cmd = [args for keyword, args in steps if keyword in ("CMD", "ENTRYPOINT")]
+    assert cmd, "no CMD or ENTRYPOINT"
+    program = yaml.safe_load(cmd[-1])[0]  # exec form: a JSON list
+    assert program in console_scripts
+    assert any(keyword == "USER" and args not in ("root", "0") for keyword, args in steps)
