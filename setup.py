@@ -27,9 +27,10 @@ setup(
         "click>=8.1",
         "rich>=13.0",
         "prometheus-client>=0.20",
+        "dnspython>=2.6",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "dnspython>=2.6"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5"],
     },
     entry_points={
         "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]
@@ -39,6 +40,7 @@ setup(
         ],
         "cdnaas.vim_drivers": [
             "noop = cdnaas.ro.vim.noop:NoopDriver",
+            "local = cdnaas.ro.vim.local.driver:LocalDriver",
         ],
     },
 )

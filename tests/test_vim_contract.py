@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from cdnaas.common import plugins
+from cdnaas.origin.server import serve_in_thread
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import Deployment, DeploymentFailed, PrerequisitesMissing
 from tests.support.sigs import sample_sig
@@ -48,16 +49,46 @@ def fail_host_noop(monkeypatch):
 
 
 @pytest.fixture
+def fail_host_local(monkeypatch):
+    return lambda host: monkeypatch.setenv("CDNAAS_LOCAL_FAIL_HOSTS", host)
+
+
+@pytest.fixture
+def origin_local(monkeypatch, tmp_path):
+    """A sample origin on this machine, and a state dir of the test's own: the driver
+    stamps its VNFs with an owner derived from it, so ``cleanup(set())`` here never
+    touches another stack's VNFs."""
+    monkeypatch.setenv("CDNAAS_STATE_DIR", str(tmp_path))
+    server, _thread = serve_in_thread("0.0.0.0", 0)
+    yield {"scheme": "http", "host": "127.0.0.1", "port": server.server_address[1]}
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def new_sig(request, driver_name):
+    """``new_sig(caches, vcdn_id=None, cache_hosts=2)``: a SIG this driver can serve
+    (its origin from fixture ``origin_<driver>`` when the driver needs a real one)."""
+    try:
+        origin = request.getfixturevalue(f"origin_{driver_name}")
+    except pytest.FixtureLookupError:
+        origin = None
+
+    def make(caches, vcdn_id=None, cache_hosts=2):
+        document = sample_sig(vcdn_id or f"contract-{uuid.uuid4().hex[:8]}", caches, cache_hosts)
+        if origin:
+            document["origin"] = origin
+        return ServiceInstanceGraph.from_dict(document)
+    return make
+
+
+@pytest.fixture
 def built(driver):
     """List to append deployments to; whatever a failed test left is terminated."""
     deployments = []
     yield deployments
     for deployment in deployments:
         driver.terminate(deployment)
-
-
-def new_sig(caches=None):
-    return ServiceInstanceGraph.from_dict(sample_sig(f"contract-{uuid.uuid4().hex[:8]}", caches))
 
 
 def assert_matches(deployment, sig):
@@ -77,17 +108,18 @@ def assert_healthy(driver, deployment):
     assert all(c.healthy for c in checks), [c for c in checks if not c.healthy]
 
 
-def test_lifecycle(driver, built):
+def test_lifecycle(driver, built, new_sig):
     sig = new_sig({"north": 2, "south": 2})
     reports = []
     deployment = driver.deploy(sig, lambda *report: reports.append(report))
     built.append(deployment)
     assert_matches(deployment, sig)
-    assert reports and all(0 < done <= total for _step, done, total in reports)
+    assert reports and all(0 <= done <= total for _step, done, total in reports)
+    last = {step: (done, total) for step, done, total in reports}
+    assert all(done == total for done, total in last.values()), "every step ends complete"
     assert_healthy(driver, deployment)
 
-    bigger = ServiceInstanceGraph.from_dict(
-        sample_sig(sig.vcdn_id, {"north": 3, "south": 1}))
+    bigger = new_sig({"north": 3, "south": 1}, sig.vcdn_id)
     updated = driver.update(deployment, bigger)
     built.append(updated)
     assert_matches(updated, bigger)
@@ -103,7 +135,7 @@ def test_lifecycle(driver, built):
     assert sig.vcdn_id not in driver.cleanup(set())
 
 
-def test_failed_deploy_leaves_nothing(driver, built, fail_host):
+def test_failed_deploy_leaves_nothing(driver, built, fail_host, new_sig):
     sig = new_sig({"north": 2, "south": 2})
     fail_host("south-host-2")  # the last cache: caches before it were created
     with pytest.raises(DeploymentFailed):
@@ -111,13 +143,12 @@ def test_failed_deploy_leaves_nothing(driver, built, fail_host):
     assert sig.vcdn_id not in driver.cleanup(set())
 
 
-def test_failed_update_keeps_the_old_deployment(driver, built, fail_host):
+def test_failed_update_keeps_the_old_deployment(driver, built, fail_host, new_sig):
     sig = new_sig({"north": 2, "south": 2})
     deployment = driver.deploy(sig)
     built.append(deployment)
     fail_host("north-host-3")
-    grown = ServiceInstanceGraph.from_dict(
-        sample_sig(sig.vcdn_id, {"north": 3, "south": 2}, cache_hosts=3))
+    grown = new_sig({"north": 3, "south": 2}, sig.vcdn_id, cache_hosts=3)
     with pytest.raises(DeploymentFailed):
         built.append(driver.update(deployment, grown))
     assert_healthy(driver, deployment)
@@ -125,7 +156,7 @@ def test_failed_update_keeps_the_old_deployment(driver, built, fail_host):
     assert sig.vcdn_id not in driver.cleanup(set()), "the failed update left a VNF behind"
 
 
-def test_record_round_trips_and_terminates(driver, built):
+def test_record_round_trips_and_terminates(driver, built, new_sig):
     sig = new_sig({"north": 1, "south": 1})
     deployment = driver.deploy(sig)
     built.append(deployment)

@@ -1,0 +1,1 @@
+"""A sample origin server for the demo, the tests and the benchmarks (see :mod:`.server`)."""

@@ -1,0 +1,97 @@
+"""Client hosts in a region: throwaway namespaces on a deployment's region bridge.
+
+The driver uses one to prove a region serves before calling a deployment
+ACTIVE; the demo and the tests use them to resolve and fetch as a viewer of
+that region would. A client takes an address from a client prefix (so geo-DNS
+sees where it comes from) and reaches the region's VNF subnet on-link.
+"""
+import contextlib
+import hashlib
+import ipaddress
+import itertools
+import threading
+
+from cdnaas.ro.vim.local import network
+from cdnaas.ro.vim.local.system import in_namespace, run
+
+CLIENT_PREFIX = "cdnc_"
+_counter = itertools.count()
+_counter_lock = threading.Lock()
+
+
+def probe_address(prefix):
+    """The address the driver's own probe takes in a client prefix (its last usable one)."""
+    net = ipaddress.ip_network(prefix)
+    return net.broadcast_address - 1 if net.num_addresses > 2 else net.network_address
+
+
+class Client:
+    """A viewer host attached to one region of one deployment."""
+
+    def __init__(self, namespace, address):
+        self.namespace = namespace
+        self.address = address
+
+    def run(self, command, check=True, timeout=30):
+        """Run ``command`` on the client; return its stdout."""
+        return run(in_namespace(self.namespace, command), check=check, timeout=timeout)
+
+    def resolve(self, server, hostname):
+        """A addresses ``server`` gives this client for ``hostname`` (real ``dig``)."""
+        out = self.run(["dig", "+short", "+time=1", "+tries=2", f"@{server}", hostname, "A"],
+                       check=False)
+        return [line for line in out.split() if _is_ipv4(line)]
+
+    def fetch(self, url, resolve=None, timeout=10):
+        """GET ``url`` with curl; return ``(status, headers, body bytes)``.
+
+        :param resolve: ``(hostname, address)`` to pin the name to an address,
+            as a browser would after its DNS answer.
+        """
+        command = ["curl", "-s", "-D", "-", "--max-time", str(timeout), "-o", "-"]
+        if resolve:
+            command += ["--resolve", f"{resolve[0]}:80:{resolve[1]}"]
+        raw = run(in_namespace(self.namespace, command + [url]), timeout=timeout + 5,
+                  check=False, binary=True)
+        head, _, body = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        if not lines or not lines[0].startswith("HTTP/"):
+            return 0, {}, b""
+        headers = {k.strip().lower(): v.strip()
+                   for k, _, v in (line.partition(":") for line in lines[1:])}
+        return int(lines[0].split()[1]), headers, body
+
+
+@contextlib.contextmanager
+def client(deployment_id, region, address, prefix_len=None):
+    """A client host with ``address`` on ``region``'s bridge of ``deployment_id``; removed after.
+
+    :param prefix_len: prefix length of the client's subnet (default: /32 plus routes).
+    """
+    bridge, subnet = network.find_bridge(deployment_id, region)
+    with _counter_lock:
+        serial = next(_counter)
+    tag = hashlib.sha1(f"{deployment_id}/{region}/{address}/{serial}".encode()).hexdigest()[:10]
+    namespace = f"{CLIENT_PREFIX}{tag}"
+    own = f"{address}/{prefix_len or 32}"
+    network.create_namespace(namespace, [(bridge, own, [str(subnet)])])
+    try:
+        yield Client(namespace, str(address))
+    finally:
+        network.delete_namespace(namespace)
+
+
+def cleanup_clients():
+    """Remove client namespaces left by a crash; return how many."""
+    stale = [ns for ns in network.list_namespaces() if ns.startswith(CLIENT_PREFIX)]
+    for namespace in stale:
+        network.delete_namespace(namespace)
+    return len(stale)
+
+
+def _is_ipv4(text):
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
+    except ValueError:
+        return False
+

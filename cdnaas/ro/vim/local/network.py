@@ -1,0 +1,162 @@
+"""Regions as Linux bridges, VNFs as network namespaces, and the names that tie them
+to a deployment.
+
+Names carry the owner (which RO made them: a hash of its database URL) and the
+deployment id, so a restarted RO can find its strays without touching another
+RO's VNFs on the same machine. Kernel interface names are limited to 15
+characters, so bridges and veths get short hashed names and the bridge keeps
+its full identity in its interface alias.
+"""
+import contextlib
+import fcntl
+import hashlib
+import ipaddress
+import json
+import os
+
+from cdnaas.common import config
+from cdnaas.ro.vim.base import VimError
+from cdnaas.ro.vim.local.system import ip_batch, run
+
+NS_PREFIX = "cdn_"
+ALIAS_PREFIX = "cdnaas"
+LOCK_FILE = "/run/lock/cdnaas-local-ipam.lock"
+
+
+def owner():
+    """Short id of this RO (its database), stamped on everything it creates."""
+    return hashlib.sha1(config.database_url("ro").encode()).hexdigest()[:6]
+
+
+def _short(*parts):
+    return hashlib.sha1("/".join(parts).encode()).hexdigest()[:10]
+
+
+def namespace_name(owner_id, deployment_id, vnf):
+    return f"{NS_PREFIX}{owner_id}_{deployment_id}_{vnf}"
+
+
+def parse_namespace(name):
+    """``(owner, deployment_id, vnf)`` of one of our namespaces, or None."""
+    parts = name.split("_")
+    if len(parts) != 4 or f"{parts[0]}_" != NS_PREFIX:
+        return None
+    return parts[1], parts[2], parts[3]
+
+
+def bridge_name(owner_id, deployment_id, region):
+    return f"cb{_short(owner_id, deployment_id, region)}"
+
+
+def bridge_alias(owner_id, deployment_id, region):
+    return f"{ALIAS_PREFIX} {owner_id} {deployment_id} {region}"
+
+
+# -- bridges -------------------------------------------------------------------
+
+def list_bridges():
+    """``[(name, owner, deployment_id, region)]`` of our bridges."""
+    links = json.loads(run(["ip", "-j", "-d", "link", "show", "type", "bridge"]) or "[]")
+    found = []
+    for link in links:
+        words = (link.get("ifalias") or "").split()
+        if len(words) == 4 and words[0] == ALIAS_PREFIX:
+            found.append((link["ifname"], words[1], words[2], words[3]))
+    return found
+
+
+def find_bridge(deployment_id, region):
+    """``(bridge name, subnet)`` of a deployment's region, whoever owns it."""
+    for name, _owner, dep, reg in list_bridges():
+        if dep == deployment_id and reg == region:
+            return name, bridge_subnet(name)
+    raise VimError(f"no bridge for region {region} of deployment {deployment_id}")
+
+
+def bridge_subnet(name):
+    addresses = json.loads(run(["ip", "-j", "addr", "show", "dev", name]))
+    for info in addresses[0].get("addr_info", []):
+        if info.get("family") == "inet":
+            return ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
+    raise VimError(f"bridge {name} has no IPv4 subnet")
+
+
+def create_bridges(wanted, pool):
+    """Create one bridge per ``(name, alias)`` in ``wanted``, each with a free /24 of ``pool``.
+
+    Allocation looks at every address on this machine under a file lock, so two
+    RO processes never pick the same subnet. Returns ``{name: subnet}``.
+    """
+    os.makedirs(os.path.dirname(LOCK_FILE), exist_ok=True)
+    with open(LOCK_FILE, "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        used = _used_networks()
+        free = (net for net in ipaddress.ip_network(pool).subnets(new_prefix=24)
+                if not any(net.overlaps(u) for u in used))
+        subnets, lines = {}, []
+        for name, alias in wanted:
+            try:
+                subnet = next(free)
+            except StopIteration:
+                raise VimError(f"address pool {pool} is exhausted") from None
+            subnets[name] = subnet
+            lines += [f"link add {name} type bridge", f'link set {name} alias "{alias}"',
+                      f"addr add {gateway(subnet)}/{subnet.prefixlen} dev {name}",
+                      f"link set {name} up"]
+        ip_batch(lines)
+    return subnets
+
+
+def delete_bridge(name):
+    """Remove bridge ``name``; one that is gone is fine."""
+    run(["ip", "link", "del", name], check=False)
+
+
+def gateway(subnet):
+    """The root namespace's address on a region bridge (also where local origins are reached)."""
+    return subnet.network_address + 1
+
+
+def _used_networks():
+    used = []
+    for link in json.loads(run(["ip", "-j", "addr", "show"]) or "[]"):
+        for info in link.get("addr_info", []):
+            if info.get("family") == "inet":
+                used.append(ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network)
+    return used
+
+
+# -- namespaces ----------------------------------------------------------------
+
+def list_namespaces():
+    return [line.split()[0] for line in run(["ip", "netns", "list"]).splitlines() if line.strip()]
+
+
+def create_namespace(namespace, links):
+    """Create ``namespace`` plugged into bridges.
+
+    :param links: ``[(bridge, address/prefix, [on-link routes])]``; the n-th link is
+        ``eth<n>`` inside the namespace. A route ``default`` is allowed: the
+        bridges have no uplink, so nothing leaves the machine.
+    """
+    run(["ip", "netns", "add", namespace])
+    root, inside = [], ["link set lo up"]
+    for index, (bridge, address, routes) in enumerate(links):
+        host_side = f"cv{_short(namespace, str(index))}"
+        temp_peer = f"cp{_short(namespace, str(index))}"
+        root += [f"link add {host_side} type veth peer name {temp_peer}",
+                 f"link set {host_side} master {bridge}", f"link set {host_side} up",
+                 f"link set {temp_peer} netns {namespace}"]
+        inside += [f"link set {temp_peer} name eth{index}", f"addr add {address} dev eth{index}",
+                   f"link set eth{index} up"]
+        inside += [f"route add {route} dev eth{index}" for route in routes]
+    ip_batch(root)
+    ip_batch(inside, namespace=namespace)
+
+
+def delete_namespace(namespace):
+    """Kill what still runs in ``namespace`` and remove it (its veths go with it)."""
+    for pid in run(["ip", "netns", "pids", namespace], check=False).split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), 9)
+    run(["ip", "netns", "del", namespace], check=False)

@@ -1,0 +1,36 @@
+"""Running the system tools the local driver is made of (ip, nginx, dnsmasq, nft)."""
+import logging
+import subprocess
+
+from cdnaas.ro.vim.base import VimError
+
+LOG = logging.getLogger(__name__)
+
+
+def run(command, input_text=None, check=True, timeout=30, binary=False):
+    """Run ``command``; return its stdout (bytes when ``binary``).
+
+    :raises VimError: the command failed (with its stderr) while ``check`` is set.
+    """
+    try:
+        done = subprocess.run(command, input=input_text, capture_output=True, text=not binary,
+                              timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VimError(f"{command[0]} could not run: {exc}") from exc
+    if check and done.returncode != 0:
+        stderr = done.stderr if isinstance(done.stderr, str) else done.stderr.decode(errors="replace")
+        raise VimError(f"{' '.join(command[:6])} failed: {stderr.strip()}")
+    return done.stdout
+
+
+def ip_batch(lines, namespace=None, check=True):
+    """Run many ``ip`` commands in one process (``ip [-n NS] -batch -``)."""
+    if not lines:
+        return
+    command = ["ip"] + (["-n", namespace] if namespace else []) + ["-batch", "-"]
+    run(command, input_text="\n".join(lines) + "\n", check=check)
+
+
+def in_namespace(namespace, command):
+    """``command`` wrapped to run inside network namespace ``namespace``."""
+    return ["ip", "netns", "exec", namespace, *command]

@@ -1,0 +1,621 @@
+"""VNF configs: validation before rendering, the real tools' checks, and real traffic.
+
+The end-to-end tests run the rendered configs on loopback (sample origin, two
+cache nginx, one balancer nginx, dnsmasq) and, for the geo-DNS steering, in two
+throwaway network namespaces. They need root and the binaries (Debian packages
+nginx-light or nginx, dnsmasq-base, nftables, iproute2); without them they are
+skipped, saying which is missing.
+"""
+import concurrent.futures
+import contextlib
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+import jinja2
+import pytest
+import requests
+
+from cdnaas.common.sig import Origin
+from cdnaas.origin import server as origin_server
+from cdnaas.ro import vnfconfig
+from cdnaas.ro.vnfconfig import ConfigError
+
+HOSTNAME = "vcdn-1.cdn.example.net"
+HD = 435 * 1024
+
+
+def need(*binaries, root=False):
+    """Skip unless every binary is installed (and, with ``root``, we are root)."""
+    if root and os.geteuid() != 0:
+        pytest.skip("needs root")
+    for binary in binaries:
+        try:
+            vnfconfig.tool_path(binary)
+        except ConfigError as exc:
+            pytest.skip(str(exc))
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until(condition, what, timeout=10.0):
+    """Poll ``condition()`` until it returns a true value, at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = condition()
+        except (OSError, requests.RequestException, dns.exception.DNSException):
+            result = None
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def running(argv, what, ready):
+    """Run ``argv`` in the foreground until the block ends; wait for ``ready()`` first."""
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: process.poll() is not None or ready(), f"{what} answers")
+        assert process.poll() is None, f"{what} exited: {process.stderr.read().decode()}"
+        yield process
+    finally:
+        stop(process)
+
+
+def stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    process.stderr.close()
+
+
+def cache_values(prefix_dir, /, **overrides):
+    values = {"name": "north-cache-1", "workers": 2, "listen_address": "127.0.0.1",
+              "listen_port": 8081, "origin": Origin("http", "origin.example.com", 8080),
+              "origin_address": "192.0.2.10", "prefix_dir": str(prefix_dir)}
+    return {**values, **overrides}
+
+
+def lb_values(prefix_dir, /, **overrides):
+    values = {"name": "north-lb", "workers": 1, "listen_address": "127.0.0.1",
+              "listen_port": 8000, "members": [("north-cache-1", "127.0.0.1", 8081),
+                                               ("north-cache-2", "127.0.0.1", 8082)],
+              "prefix_dir": str(prefix_dir)}
+    return {**values, **overrides}
+
+
+def dns_values(prefix_dir, /, **overrides):
+    values = {"name": "dns-1", "hostname": HOSTNAME, "answer_address": "10.1.0.1",
+              "listen_addresses": ["127.0.0.1"], "port": 5353, "prefix_dir": str(prefix_dir)}
+    return {**values, **overrides}
+
+
+def steering_values(**overrides):
+    values = {"table": "cdnaas-geo", "default_port": 5301,
+              "rules": [("10.1.0.0/16", 5301), ("10.2.0.0/16", 5302), ("fd00:2::/64", 5302)]}
+    return {**values, **overrides}
+
+
+# --- rendering and validation (no tools needed) --------------------------------------------
+
+@pytest.fixture
+def rendered(monkeypatch):
+    """Calls of vnfconfig.render, as (template, values), while still rendering."""
+    calls = []
+    real = vnfconfig.render
+
+    def spy(template_name, **values):
+        calls.append((template_name, values))
+        return real(template_name, **values)
+
+    monkeypatch.setattr(vnfconfig, "render", spy)
+    return calls
+
+
+def all_template_values(rendered, tmp_path):
+    """Every template with a full set of values, as the config functions pass them."""
+    vnfconfig.cache_config(**cache_values(tmp_path, origin=Origin("https", "o.example", 443),
+                                          user="root"))
+    vnfconfig.lb_config(**lb_values(tmp_path, user="root"))
+    vnfconfig.dns_config(**dns_values(tmp_path))
+    vnfconfig.steering_rules(**steering_values())
+    return list(rendered)
+
+
+def test_every_template_needs_every_value(rendered, tmp_path):
+    calls = all_template_values(rendered, tmp_path)
+    assert sorted(name for name, _ in calls) == sorted(
+        [vnfconfig.CACHE_TEMPLATE, vnfconfig.LB_TEMPLATE, vnfconfig.DNS_TEMPLATE,
+         vnfconfig.STEERING_TEMPLATE])
+    for template, values in calls:
+        for missing in values:
+            partial = {k: v for k, v in values.items() if k != missing}
+            with pytest.raises(jinja2.UndefinedError):
+                vnfconfig.render(template, **partial)
+
+
+def test_cache_config_says_what_the_design_asks(tmp_path):
+    text = vnfconfig.cache_config(**cache_values(tmp_path, workers=3, daemon=False))
+    for line in ["daemon off;", "worker_processes 3;", f"pid {tmp_path}/nginx.pid;",
+                 f"error_log {tmp_path}/logs/error.log warn;",
+                 f"client_body_temp_path {tmp_path}/temp/client_body;",
+                 (f"proxy_cache_path {tmp_path}/cache levels=1:2 keys_zone=north-cache-1:16m "
+                  "max_size=1024m inactive=60m use_temp_path=off;"),
+                 "server 192.0.2.10:8080;", "keepalive 32;", "listen 127.0.0.1:8081 backlog=4096;",
+                 "proxy_pass http://origin;", "proxy_set_header Host origin.example.com:8080;",
+                 "proxy_cache_key $request_uri;", "proxy_cache_lock on;",
+                 "proxy_cache_valid 200 206 301 302 10m;",
+                 "add_header X-Cache-Status $upstream_cache_status always;",
+                 "add_header X-Served-By north-cache-1 always;", "stub_status;"]:
+        assert line in text
+    assert "user " not in text
+    assert "proxy_ignore_headers" not in text
+    assert "proxy_ssl" not in text
+
+
+def test_cache_config_ipv6_and_https(tmp_path):
+    text = vnfconfig.cache_config(**cache_values(
+        tmp_path, listen_address="fd00::1", origin=Origin("https", "2001:db8::7", 443),
+        origin_address="2001:db8::7"))
+    assert "listen [fd00::1]:8081 backlog=4096;" in text
+    assert "server [2001:db8::7]:443;" in text
+    assert "proxy_set_header Host [2001:db8::7];" in text
+    assert "proxy_pass https://origin;" in text and "proxy_ssl_server_name on;" in text
+
+
+def test_lb_config_hashes_uris_over_members(tmp_path):
+    text = vnfconfig.lb_config(**lb_values(tmp_path, members=[("c-1", "127.0.0.1", 8081),
+                                                              ("c-2", "fd00::2", 80)]))
+    assert "hash $request_uri consistent;" in text
+    assert "server 127.0.0.1:8081 max_fails=1 fail_timeout=5s;  # c-1" in text
+    assert "server [fd00::2]:80 max_fails=1 fail_timeout=5s;  # c-2" in text
+    assert "proxy_next_upstream error timeout http_502 http_503 http_504;" in text
+
+
+def test_dns_config_answers_a_or_aaaa(tmp_path):
+    v4 = vnfconfig.dns_config(**dns_values(tmp_path, listen_addresses=["10.0.0.1", "fd00::1"]))
+    assert f"host-record={HOSTNAME},10.1.0.1" in v4 and "filter-AAAA" in v4
+    assert "listen-address=10.0.0.1\nlisten-address=fd00::1\n" in v4
+    assert "keep-in-foreground" not in v4 and "user=root" in v4 and "log-queries" not in v4
+    v6 = vnfconfig.dns_config(**dns_values(tmp_path, answer_address="FD00:0::5", log_queries=True))
+    assert f"host-record={HOSTNAME},fd00::5" in v6 and "filter-A\n" in v6 and "log-queries" in v6
+
+
+def test_steering_rules_per_family():
+    text = vnfconfig.steering_rules(**steering_values(rules=[("10.1.0.7/16", 5301),
+                                                             ("fd00:2::1/64", 5302)]))
+    assert "ip saddr 10.1.0.0/16 udp dport 53 redirect to :5301" in text
+    assert "ip6 saddr fd00:2::/64 tcp dport 53 redirect to :5302" in text
+    assert text.rstrip().endswith("tcp dport 53 redirect to :5301\n    }\n}")
+
+
+#: Characters that could end a value and start a directive (or a comment) in some config.
+INJECTIONS = ["x;y", "x}", "x{", "a\nb", "a b", "a\tb", 'a"b', "a'b", "a$b", "a#b", "a\\b",
+              "a=b", "a/b/../c", "a\n", "a\r", "a\x00"]
+
+
+def _bad_calls(tmp_path):
+    """(description, config function, values) for values that must never be rendered."""
+    calls = []
+    for bad in INJECTIONS:
+        calls += [
+            (f"cache name {bad!r}", vnfconfig.cache_config, cache_values(tmp_path, name=bad)),
+            (f"origin host {bad!r}", vnfconfig.cache_config,
+             cache_values(tmp_path, origin=Origin("http", f"origin{bad}.com", 8080))),
+            (f"prefix_dir {bad!r}", vnfconfig.cache_config,
+             cache_values(tmp_path, prefix_dir=f"{tmp_path}/{bad}")),
+            (f"lb member {bad!r}", vnfconfig.lb_config,
+             lb_values(tmp_path, members=[(bad, "127.0.0.1", 8081)])),
+            (f"hostname {bad!r}", vnfconfig.dns_config,
+             dns_values(tmp_path, hostname=f"vcdn{bad}.example.net")),
+            (f"dns prefix_dir {bad!r}", vnfconfig.dns_config,
+             dns_values(tmp_path, prefix_dir=f"{tmp_path}/{bad}")),
+            (f"table {bad!r}", vnfconfig.steering_rules, steering_values(table=f"t{bad}")),
+        ]
+    calls += [
+        ("listen address with a zone", vnfconfig.cache_config,
+         cache_values(tmp_path, listen_address="fe80::1%lo;evil")),
+        ("origin address with a zone", vnfconfig.cache_config,
+         cache_values(tmp_path, origin_address="fe80::1%x}")),
+        ("origin host with a trailing newline", vnfconfig.cache_config,
+         cache_values(tmp_path, origin=Origin("http", "origin.example.com\n", 8080))),
+        ("hostname with a trailing newline", vnfconfig.dns_config,
+         dns_values(tmp_path, hostname=HOSTNAME + "\n")),
+        ("origin address a name", vnfconfig.cache_config,
+         cache_values(tmp_path, origin_address="origin.example.com")),
+        ("origin scheme", vnfconfig.cache_config,
+         cache_values(tmp_path, origin=Origin("ftp", "origin.example.com", 21))),
+        ("origin port 0", vnfconfig.cache_config,
+         cache_values(tmp_path, origin=Origin("http", "origin.example.com", 0))),
+        ("origin port text", vnfconfig.cache_config,
+         cache_values(tmp_path, origin=Origin("http", "origin.example.com", "80;"))),
+        ("origin a dict", vnfconfig.cache_config,
+         cache_values(tmp_path, origin={"scheme": "http", "host": "o", "port": 80})),
+        ("listen port 65536", vnfconfig.cache_config, cache_values(tmp_path, listen_port=65536)),
+        ("workers 0", vnfconfig.cache_config, cache_values(tmp_path, workers=0)),
+        ("workers 65", vnfconfig.cache_config, cache_values(tmp_path, workers=65)),
+        ("workers True", vnfconfig.cache_config, cache_values(tmp_path, workers=True)),
+        ("daemon text", vnfconfig.cache_config, cache_values(tmp_path, daemon="on; user root")),
+        ("cache size text", vnfconfig.cache_config,
+         cache_values(tmp_path, cache_max_size_mb="1g;")),
+        ("cache inactive", vnfconfig.cache_config,
+         cache_values(tmp_path, cache_inactive="60m; x")),
+        ("user", vnfconfig.cache_config, cache_values(tmp_path, user="root;")),
+        ("empty name", vnfconfig.cache_config, cache_values(tmp_path, name="")),
+        ("name starting with -", vnfconfig.cache_config, cache_values(tmp_path, name="-x")),
+        ("uppercase name", vnfconfig.cache_config, cache_values(tmp_path, name="Cache")),
+        ("name of 64", vnfconfig.cache_config, cache_values(tmp_path, name="c" * 64)),
+        ("relative prefix_dir", vnfconfig.cache_config, cache_values(tmp_path, prefix_dir="var")),
+        ("prefix_dir with ..", vnfconfig.cache_config,
+         cache_values(tmp_path, prefix_dir="/var/../etc")),
+        ("prefix_dir /", vnfconfig.cache_config, cache_values(tmp_path, prefix_dir="/")),
+        ("no members", vnfconfig.lb_config, lb_values(tmp_path, members=[])),
+        ("member pair", vnfconfig.lb_config, lb_values(tmp_path, members=[("c", "127.0.0.1")])),
+        ("member address", vnfconfig.lb_config,
+         lb_values(tmp_path, members=[("c", "127.0.0.1:80", 80)])),
+        ("member names twice", vnfconfig.lb_config,
+         lb_values(tmp_path, members=[("c", "127.0.0.1", 80), ("c", "127.0.0.2", 80)])),
+        ("answer address", vnfconfig.dns_config,
+         dns_values(tmp_path, answer_address="10.0.0.1\naddress=/#/6.6.6.6")),
+        ("no listen addresses", vnfconfig.dns_config, dns_values(tmp_path, listen_addresses=[])),
+        ("listen addresses text", vnfconfig.dns_config,
+         dns_values(tmp_path, listen_addresses="127.0.0.1")),
+        ("ttl", vnfconfig.dns_config, dns_values(tmp_path, ttl=-1)),
+        ("hostname label too long", vnfconfig.dns_config,
+         dns_values(tmp_path, hostname="a" * 64 + ".example.net")),
+        ("hostname uppercase", vnfconfig.dns_config, dns_values(tmp_path, hostname="Vcdn.example")),
+        ("steering prefix", vnfconfig.steering_rules,
+         steering_values(rules=[("10.1.0.0/16 accept", 5301)])),
+        ("steering port", vnfconfig.steering_rules, steering_values(rules=[("10.1.0.0/16", 0)])),
+        ("default port", vnfconfig.steering_rules, steering_values(default_port="53")),
+        ("table digit first", vnfconfig.steering_rules, steering_values(table="1geo")),
+    ]
+    return calls
+
+
+def test_values_that_could_inject_are_refused_before_rendering(rendered, tmp_path):
+    for description, function, values in _bad_calls(tmp_path):
+        with pytest.raises(ConfigError):
+            function(**values)
+        assert rendered == [], f"{description} reached the template"
+
+
+def test_refusal_names_the_value(tmp_path):
+    with pytest.raises(ConfigError, match=r"origin.host 'evil.com;proxy_pass' is not a DNS name"):
+        vnfconfig.cache_config(**cache_values(
+            tmp_path, origin=Origin("http", "evil.com;proxy_pass", 80)))
+    with pytest.raises(ConfigError, match=r"members\[1\].port 0 is not an integer"):
+        vnfconfig.lb_config(**lb_values(tmp_path, members=[("a", "127.0.0.1", 1),
+                                                           ("b", "127.0.0.1", 0)]))
+
+
+# --- the real tools accept what we render, and say why they refuse ---------------------------
+
+@pytest.mark.parametrize("variant", [
+    {}, {"origin": Origin("https", "origin.example.com", 443), "daemon": False},
+    {"listen_address": "::1", "origin_address": "2001:db8::1", "user": "root", "workers": 64},
+])
+def test_cache_config_passes_nginx(tmp_path, variant):
+    need("nginx")
+    vnfconfig.check_nginx(vnfconfig.cache_config(**cache_values(tmp_path, **variant)),
+                          str(tmp_path))
+    assert (tmp_path / "cache").is_dir() and (tmp_path / "logs").is_dir()
+
+
+def test_lb_config_passes_nginx(tmp_path):
+    need("nginx")
+    members = [(f"cache-{n}", f"10.1.0.{n}", 8080) for n in range(1, 17)] + [("v6", "fd00::9", 80)]
+    vnfconfig.check_nginx(vnfconfig.lb_config(**lb_values(tmp_path, members=members)),
+                          str(tmp_path))
+
+
+def test_check_nginx_reports_nginx_words():
+    need("nginx")
+    with pytest.raises(ConfigError, match='unknown directive "bogus"'):
+        vnfconfig.check_nginx("events {}\nhttp { bogus on; }\n")
+
+
+@pytest.mark.parametrize("variant", [{}, {"answer_address": "fd00::5", "log_queries": True}])
+def test_dns_config_passes_dnsmasq(tmp_path, variant):
+    need("dnsmasq")
+    vnfconfig.check_dnsmasq(vnfconfig.dns_config(**dns_values(tmp_path, **variant)))
+
+
+def test_check_dnsmasq_reports_dnsmasq_words():
+    need("dnsmasq")
+    with pytest.raises(ConfigError, match="bad option"):
+        vnfconfig.check_dnsmasq("no-such-option\n")
+
+
+def test_steering_rules_pass_nft():
+    need("nft", root=True)
+    vnfconfig.check_nft(vnfconfig.steering_rules(**steering_values()))
+    vnfconfig.check_nft(vnfconfig.steering_rules(**steering_values(rules=[])))
+
+
+def test_check_nft_reports_nft_words():
+    need("nft", root=True)
+    with pytest.raises(ConfigError, match="syntax error"):
+        vnfconfig.check_nft("table inet t { chain c { no such thing } }\n")
+
+
+def test_check_nft_needs_root(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ConfigError, match="needs root"):
+        vnfconfig.check_nft(vnfconfig.steering_rules(**steering_values()))
+
+
+# --- nginx on loopback: origin <- two caches <- balancer ------------------------------------
+
+def start_nginx(text, prefix, port):
+    """Check ``text`` and run nginx on it (config has ``daemon off``) until the block ends."""
+    vnfconfig.check_nginx(text, str(prefix))
+    conf = prefix / "nginx.conf"
+    conf.write_text(text)
+    return running(["nginx", "-p", f"{prefix}/", "-c", str(conf)], f"nginx in {prefix}",
+                   lambda: requests.get(f"http://127.0.0.1:{port}/nginx_status", timeout=1).ok)
+
+
+class Vcdn:
+    """An origin, two caches and a balancer on loopback, all stopped by :meth:`close`."""
+
+    def __init__(self, tmp_path):
+        self.stack = contextlib.ExitStack()
+        try:
+            self._start(tmp_path)
+        except BaseException:
+            self.stack.close()
+            raise
+
+    def _start(self, tmp_path):
+        self.origin, thread = origin_server.serve_in_thread("127.0.0.1", 0)
+        self.stack.callback(thread.join, 5)
+        self.stack.callback(self.origin.server_close)
+        self.stack.callback(self.origin.shutdown)
+        self.caches = {}
+        for name in ("cache-a", "cache-b"):
+            port = free_port()
+            prefix = tmp_path / name
+            text = vnfconfig.cache_config(
+                name=name, workers=2, listen_address="127.0.0.1", listen_port=port,
+                origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
+                origin_address="127.0.0.1", prefix_dir=str(prefix), daemon=False,
+                # pytest's tmp_path is private to root: workers must not drop to nobody.
+                user="root")
+            self.caches[name] = (port, self.stack.enter_context(start_nginx(text, prefix, port)))
+        self.lb_prefix = tmp_path / "lb"
+        self.lb_port = free_port()
+        self.url = f"http://127.0.0.1:{self.lb_port}"
+        self.stack.enter_context(start_nginx(self.lb_text(list(self.caches)), self.lb_prefix,
+                                             self.lb_port))
+
+    def lb_text(self, members):
+        return vnfconfig.lb_config(
+            name="lb", workers=2, listen_address="127.0.0.1", listen_port=self.lb_port,
+            members=[(name, "127.0.0.1", self.caches[name][0]) for name in members],
+            prefix_dir=str(self.lb_prefix), daemon=False, user="root")
+
+    def get(self, path):
+        return requests.get(self.url + path, timeout=20, headers={"Host": HOSTNAME})
+
+    def close(self):
+        self.stack.close()
+
+
+@pytest.fixture
+def vcdn(tmp_path):
+    need("nginx", root=True)
+    built = Vcdn(tmp_path)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+def test_fetch_through_the_balancer_miss_then_hit(vcdn):
+    path = "/video/hd/seg-3.m4s"
+    first, second = vcdn.get(path), vcdn.get(path)
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content == origin_server.object_bytes(path, HD)
+    assert (first.headers["X-Cache-Status"], second.headers["X-Cache-Status"]) == ("MISS", "HIT")
+    assert first.headers["X-Served-By"] == second.headers["X-Served-By"] in vcdn.caches
+    assert first.headers["X-LB"] == "lb"
+    assert vcdn.origin.stats() == {path: 1}
+
+
+def test_200_concurrent_cold_fetches_cost_one_origin_fetch(vcdn):
+    path = "/video/hd/seg-42.m4s"
+    with concurrent.futures.ThreadPoolExecutor(max_workers=200) as pool:
+        answers = list(pool.map(lambda _: vcdn.get(path), range(200), timeout=120))
+    assert {a.status_code for a in answers} == {200}
+    expected = origin_server.object_bytes(path, HD)
+    assert all(a.content == expected for a in answers)
+    assert vcdn.origin.stats() == {path: 1}
+
+
+def test_uris_spread_over_the_caches(vcdn):
+    served = {vcdn.get(f"/video/low/seg-{n}.m4s").headers["X-Served-By"] for n in range(1, 41)}
+    assert served == set(vcdn.caches)
+
+
+def test_a_killed_cache_is_routed_around(vcdn):
+    paths = [f"/video/low/seg-{n}.m4s" for n in range(1, 41)]
+    before = {path: vcdn.get(path).headers["X-Served-By"] for path in paths}
+    stop(vcdn.caches["cache-a"][1])
+    after = [vcdn.get(path) for path in paths]
+    assert [a.status_code for a in after] == [200] * len(paths)
+    assert {a.headers["X-Served-By"] for a in after} == {"cache-b"}
+    assert "cache-a" in before.values()
+
+
+def test_no_store_objects_are_not_cached(vcdn):
+    answers = [vcdn.get("/nocache/live") for _ in range(3)]
+    assert [a.headers["X-Cache-Status"] for a in answers] == ["MISS"] * 3
+    assert vcdn.origin.stats() == {"/nocache/live": 3}
+
+
+def test_stub_status_answers(vcdn):
+    for port in [vcdn.lb_port] + [port for port, _ in vcdn.caches.values()]:
+        status = requests.get(f"http://127.0.0.1:{port}/nginx_status", timeout=5)
+        assert status.status_code == 200 and status.text.startswith("Active connections:")
+
+
+def test_balancer_membership_changes_by_graceful_reload(vcdn):
+    conf = vcdn.lb_prefix / "nginx.conf"
+    reload = ["nginx", "-p", f"{vcdn.lb_prefix}/", "-c", str(conf), "-s", "reload"]
+    paths = [f"/objects/chunk-low?n={n}" for n in range(20)]
+    for members in (["cache-b"], list(vcdn.caches)):
+        text = vcdn.lb_text(members)
+        vnfconfig.check_nginx(text, str(vcdn.lb_prefix))
+        conf.write_text(text)
+        subprocess.run(reload, check=True, capture_output=True, timeout=10)
+        wait_until(lambda members=members: {vcdn.get(p).headers["X-Served-By"]
+                                            for p in paths} == set(members),
+                   f"balancer serves from {members}")
+
+
+# --- dnsmasq on loopback ------------------------------------------------------------------
+
+def ask(server, port, name, rdtype, tcp=False, timeout=2.0):
+    query = dns.message.make_query(name, rdtype)
+    send = dns.query.tcp if tcp else dns.query.udp
+    return send(query, server, port=port, timeout=timeout)
+
+
+def addresses(answer):
+    return sorted(item.address for rrset in answer.answer for item in rrset)
+
+
+@pytest.mark.parametrize("answer_address,own_type,other_type", [
+    ("10.1.0.1", "A", "AAAA"), ("fd00::5", "AAAA", "A")])
+def test_dnsmasq_answers_the_vcdn_hostname_only(tmp_path, answer_address, own_type, other_type):
+    need("dnsmasq", root=True)
+    port = free_port()
+    text = vnfconfig.dns_config(**dns_values(tmp_path, answer_address=answer_address, port=port,
+                                             ttl=30))
+    vnfconfig.check_dnsmasq(text)
+    conf = tmp_path / "dnsmasq.conf"
+    conf.write_text(text)
+    # --keep-in-foreground on the command line only, so the test owns the process.
+    with running(["dnsmasq", "--keep-in-foreground", f"--conf-file={conf}"], "dnsmasq",
+                 lambda: ask("127.0.0.1", port, HOSTNAME, own_type, timeout=0.2).answer):
+        answer = ask("127.0.0.1", port, HOSTNAME, own_type)
+        assert addresses(answer) == [answer_address]
+        assert answer.answer[0].ttl == 30
+        assert addresses(ask("127.0.0.1", port, HOSTNAME, own_type, tcp=True)) == [answer_address]
+        other = ask("127.0.0.1", port, HOSTNAME, other_type)
+        assert other.rcode() == dns.rcode.NOERROR and other.answer == []
+        for name in ["www." + HOSTNAME, "example.com"]:
+            refused = ask("127.0.0.1", port, name, own_type)
+            assert refused.rcode() == dns.rcode.REFUSED and refused.answer == []
+        assert (tmp_path / "dnsmasq.pid").read_text().strip().isdigit()
+
+
+# --- geo-DNS steering in throwaway network namespaces -----------------------------------------
+
+def sh(*argv):
+    subprocess.run(argv, check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def namespaces():
+    """A DNS namespace (10.0.0.1/8) and a client one (10.1.0.2, 10.2.0.2, 10.9.0.2) on a veth."""
+    need("nft", "ip", "dnsmasq", root=True)
+    tag = secrets.token_hex(3)
+    dns_ns, client_ns = f"cdnaas-test-{tag}-dns", f"cdnaas-test-{tag}-client"
+    created = []
+    try:
+        for ns in (dns_ns, client_ns):
+            sh("ip", "netns", "add", ns)
+            created.append(ns)
+        sh("ip", "-n", dns_ns, "link", "add", "veth0", "type", "veth",
+           "peer", "name", "veth1", "netns", client_ns)
+        sh("ip", "-n", dns_ns, "addr", "add", "10.0.0.1/8", "dev", "veth0")
+        for address in ("10.1.0.2", "10.2.0.2", "10.9.0.2"):
+            sh("ip", "-n", client_ns, "addr", "add", f"{address}/8", "dev", "veth1")
+        for ns, link in ((dns_ns, "veth0"), (client_ns, "veth1")):
+            sh("ip", "-n", ns, "link", "set", link, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        yield dns_ns, client_ns
+    finally:
+        for ns in created:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30,
+                           check=False)
+
+
+CLIENT = """
+import sys, dns.message, dns.query
+server, source, name, transport = sys.argv[1:]
+query = dns.message.make_query(name, "A")
+send = dns.query.tcp if transport == "tcp" else dns.query.udp
+answer = send(query, server, port=53, timeout=2, source=source)
+print(" ".join(sorted(item.address for rrset in answer.answer for item in rrset)))
+"""
+
+
+def test_dns_steered_by_client_prefix_in_namespaces(namespaces, tmp_path):
+    dns_ns, client_ns = namespaces
+    region_answers = {5301: "10.1.0.100", 5302: "10.2.0.100"}
+    with contextlib.ExitStack() as stack:
+        for port, answer in region_answers.items():
+            prefix = tmp_path / str(port)
+            prefix.mkdir()
+            text = vnfconfig.dns_config(**dns_values(prefix, name=f"dns-{port}", port=port,
+                                                     answer_address=answer,
+                                                     listen_addresses=["10.0.0.1"]))
+            vnfconfig.check_dnsmasq(text)
+            (prefix / "dnsmasq.conf").write_text(text)
+            stack.enter_context(running(
+                ["ip", "netns", "exec", dns_ns, "dnsmasq", "--keep-in-foreground",
+                 f"--conf-file={prefix / 'dnsmasq.conf'}"], f"dnsmasq on port {port}",
+                lambda prefix=prefix: (prefix / "dnsmasq.pid").exists()))
+        rules = vnfconfig.steering_rules(table="cdnaas-geo",
+                                         rules=[("10.1.0.0/16", 5301), ("10.2.0.0/16", 5302)],
+                                         default_port=5301)
+        vnfconfig.check_nft(rules)
+        (tmp_path / "steering.nft").write_text(rules)
+        for _ in range(2):  # applying twice replaces the table
+            sh("ip", "netns", "exec", dns_ns, "nft", "-f", str(tmp_path / "steering.nft"))
+
+        def resolve(source, transport):
+            return subprocess.run(
+                ["ip", "netns", "exec", client_ns, sys.executable, "-c", CLIENT, "10.0.0.1",
+                 source, HOSTNAME, transport], capture_output=True, text=True, timeout=30,
+                check=False).stdout.strip()
+
+        for source, expected in [("10.1.0.2", "10.1.0.100"), ("10.2.0.2", "10.2.0.100"),
+                                 ("10.9.0.2", "10.1.0.100")]:  # unknown prefix: default region
+            wait_until(lambda source=source, expected=expected: resolve(source, "udp") == expected,
+                       f"{source} resolves to {expected}")
+            assert resolve(source, "tcp") == expected
+        listed = subprocess.run(["ip", "netns", "exec", dns_ns, "nft", "list", "tables"],
+                                capture_output=True, text=True, check=True, timeout=30).stdout
+        assert listed.split("\n").count("table inet cdnaas-geo") == 1
+
+
+def test_binaries_are_found_in_sbin(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    for tool in ("nginx", "dnsmasq", "nft"):
+        if shutil.which(tool, path="/usr/sbin:/sbin"):
+            assert vnfconfig.tool_path(tool).startswith(("/usr/sbin/", "/sbin/"))
+    with pytest.raises(ConfigError, match="no-such-tool is not installed"):
+        vnfconfig.tool_path("no-such-tool")
