@@ -7,7 +7,11 @@ already exists is kept, so a second run works; the ``demo`` vCDN is replaced.
 """
 import datetime as dt
 import importlib.resources
+import ipaddress
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import click
@@ -15,11 +19,14 @@ import click
 from cdnaas.cli import client, output
 from cdnaas.cli import stack as stacks
 from cdnaas.common import config, errors, timeutil
+from cdnaas.common.clients import RoClient
 
 TENANT = "demo"
 VCDN = "demo"
 FLAVOR = "static"
-ORIGIN = "http://127.0.0.1:8080"
+ORIGIN_PORT = 8080
+ORIGIN = f"http://127.0.0.1:{ORIGIN_PORT}"
+SAMPLE_OBJECT = "/video/hd/seg-1.m4s"
 TOKEN_DESCRIPTION = "cdnaas demo"
 HOST = {"vcpus": 16, "ram_mb": 65536, "idle_watts": 115, "peak_watts": 269}
 REGIONS = (
@@ -69,6 +76,64 @@ def ensure_stack(timeout):
         stack.start(timeout=timeout, detach=True)
     except stacks.StackError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def ensure_origin(timeout=10.0):
+    """Run the sample origin in the background (recorded with the stack) unless it answers.
+
+    It listens on all addresses: the local driver's caches reach this machine's
+    origins at their bridge's gateway, never through loopback.
+    """
+    url = f"http://127.0.0.1:{ORIGIN_PORT}"
+    if stacks.healthy_url(f"{url}/_stats"):
+        output.note(f"    the sample origin answers on {url}")
+        return
+    log = open(stacks.pid_file().parent / "logs" / "origin.log", "ab")  # noqa: SIM115
+    with log:
+        process = subprocess.Popen(  # pylint: disable=consider-using-with
+            [sys.executable, "-m", "cdnaas.origin.server", "--host", "0.0.0.0",
+             "--port", str(ORIGIN_PORT)], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+    stacks.record_process("origin", process.pid, url)
+    deadline = time.monotonic() + timeout
+    while not stacks.healthy_url(f"{url}/_stats"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise click.ClickException(f"the sample origin did not start on port {ORIGIN_PORT}; "
+                                       "is the port taken?")
+        time.sleep(0.05)
+    output.note(f"    started the sample origin on {url} (objects of 43 B, 73 KB, 435 KB)")
+
+
+def show_from_clients(vcdn):
+    """With the local driver: resolve and fetch as a viewer of each region would."""
+    try:
+        driver = RoClient().get_deployment(vcdn["id"])["driver"]
+    except errors.CdnaasError:
+        return
+    if driver != "local":
+        output.note(f"    (driver {driver}: no real clients to show)")
+        return
+    from cdnaas.ro.vim.local import clients
+
+    entry = vcdn["entry_point"]
+    rows = []
+    for index, region in enumerate(REGIONS):
+        address = ipaddress.ip_network(region["client_prefixes"][0]).network_address + 10
+        dns_server = entry["dns_servers"][index]
+        with clients.client(vcdn["id"], region["name"], address) as viewer:
+            answer = viewer.resolve(dns_server, entry["hostname"])
+            for attempt in (1, 2):
+                status, headers, body = viewer.fetch(
+                    f"http://{entry['hostname']}{SAMPLE_OBJECT}",
+                    resolve=(entry["hostname"], answer[0]) if answer else None)
+                rows.append({"region": region["name"], "client": str(address),
+                             "dns": f"@{dns_server} -> {', '.join(answer) or 'no answer'}",
+                             "fetch": f"#{attempt} HTTP {status}, {len(body)} B",
+                             "cache": headers.get("x-cache-status", "-"),
+                             "served_by": headers.get("x-served-by", "-")})
+    output.table(rows, [("Region", "region"), ("Client", "client"), ("DNS answer", "dns"),
+                        ("Fetch " + SAMPLE_OBJECT, "fetch"), ("X-Cache-Status", "cache"),
+                        ("Served by", "served_by")])
 
 
 def operator_client(api_url):
@@ -172,6 +237,7 @@ def demo(timeout):
     """Run the whole job on this machine: stack, regions, hosts, template, tenant and a vCDN."""
     step("stack")
     ensure_stack(timeout)
+    ensure_origin()
     api_url, sidr_url = config.service_url("api"), config.service_url("sidr")
     step("operator token")
     operator = operator_client(api_url)
@@ -188,3 +254,5 @@ def demo(timeout):
                 lambda _: summary(vcdn, operation, tenant_token))
     if operation.get("state") != "COMPLETED":
         raise click.exceptions.Exit(1)
+    step("seen from a client in each region")
+    show_from_clients(vcdn)

@@ -83,7 +83,7 @@ def up(detach, timeout):
                                    "see `cdnaas status`, stop it with `cdnaas down`")
     stack = stacks.Stack()
     output.note(f"starting {', '.join(stack.services)} (state and logs in {stack.state_dir}, "
-                f"VIM driver {stack.env.get('CDNAAS_VIM_DRIVER') or 'noop'})")
+                f"VIM driver {stack.env.get('CDNAAS_VIM_DRIVER') or config.vim_driver_name()})")
 
     def on_sigterm(_signum, _frame):
         raise KeyboardInterrupt  # stop as on Ctrl-C
@@ -220,11 +220,12 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, demo
+    from cdnaas.cli import api_commands, demo, local
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
     cli.add_command(demo.demo)
+    cli.add_command(local.local)
 
 
 _register_commands()

@@ -152,10 +152,15 @@ def _port_open(url):
 
 def healthy(url, timeout=1.0):
     """Whether ``GET <url>/healthz`` answers 200 (proxies from the environment ignored)."""
+    return healthy_url(f"{url}/healthz", timeout)
+
+
+def healthy_url(url, timeout=1.0):
+    """Whether ``GET <url>`` answers 200 (proxies from the environment ignored)."""
     session = requests.Session()
     session.trust_env = False
     try:
-        return session.get(f"{url}/healthz", timeout=timeout).status_code == 200
+        return session.get(url, timeout=timeout).status_code == 200
     except requests.RequestException:
         return False
     finally:
@@ -218,6 +223,18 @@ def running_pids(state_dir=None):
     record = read_pid_file(state_dir) or {}
     return {svc: entry["pid"] for svc, entry in record.get("services", {}).items()
             if _alive(entry["pid"]) and _is_cdnaas(entry["pid"])}
+
+
+def record_process(name, pid, url, state_dir=None):
+    """Add a helper process (e.g. the demo's origin) to the recorded stack, so
+    ``cdnaas down`` stops it with the services."""
+    record = read_pid_file(state_dir) or {"state_dir": str(state_dir or config.state_dir()),
+                                          "started_at": time.time(), "services": {}}
+    record["services"][name] = {"pid": pid, "url": url}
+    path = pid_file(state_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(path)
 
 
 def stop_recorded(state_dir=None, timeout=10):

@@ -56,7 +56,7 @@ def database_url(service: str) -> str:
 
 def vim_driver_name() -> str:
     """Entry-point name of the Resource Orchestrator's VIM driver."""
-    return env("CDNAAS_VIM_DRIVER", "noop")
+    return env("CDNAAS_VIM_DRIVER", "local")
 
 
 def dns_domain() -> str:

@@ -100,11 +100,20 @@ def create_bridges(wanted, pool):
             except StopIteration:
                 raise VimError(f"address pool {pool} is exhausted") from None
             subnets[name] = subnet
-            lines += [f"link add {name} type bridge", f'link set {name} alias "{alias}"',
+            # A fixed MAC: a bridge otherwise takes its lowest port's MAC, and changes it
+            # as VNFs join, leaving their cached ARP entry for the gateway stale.
+            lines += [f"link add {name} address {_mac(name)} type bridge",
+                      f'link set {name} alias "{alias}"',
                       f"addr add {gateway(subnet)}/{subnet.prefixlen} dev {name}",
                       f"link set {name} up"]
         ip_batch(lines)
     return subnets
+
+
+def _mac(name):
+    """A locally administered, unicast MAC derived from ``name``."""
+    digest = hashlib.sha1(name.encode()).digest()[:5]
+    return ":".join(f"{b:02x}" for b in (0x02, *digest))
 
 
 def delete_bridge(name):

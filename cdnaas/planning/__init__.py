@@ -1,0 +1,1 @@
+"""Planning for measurement-driven flavors: performance models, dimensioning, placement."""

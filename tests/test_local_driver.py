@@ -1,0 +1,227 @@
+"""The local driver with real processes and real queries: nginx caches and balancers,
+dnsmasq geo-DNS, clients in network namespaces of each region (root only)."""
+import concurrent.futures
+import os
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+
+from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.origin.server import serve_in_thread
+from cdnaas.ro.vim.base import PrerequisitesMissing
+from cdnaas.ro.vim.local import cgroups, clients, network
+from cdnaas.ro.vim.local.driver import LocalDriver
+from tests.support.sigs import sample_sig
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
+
+
+@pytest.fixture(scope="module")
+def origin():
+    server, _thread = serve_in_thread("0.0.0.0", 0)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory):
+    """A state dir of this module's own: its VNFs carry an owner no other test shares."""
+    path = tmp_path_factory.mktemp("local-state")
+    previous = os.environ.get("CDNAAS_STATE_DIR")
+    os.environ["CDNAAS_STATE_DIR"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("CDNAAS_STATE_DIR", None)
+    else:
+        os.environ["CDNAAS_STATE_DIR"] = previous
+
+
+def running(pid):
+    """Whether ``pid`` runs; a zombie (not reaped by this container's init) does not."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def make_sig(origin, caches, vcdn_id=None):
+    document = sample_sig(vcdn_id or f"local-{uuid.uuid4().hex[:8]}", caches)
+    document["origin"] = {"scheme": "http", "host": "127.0.0.1",
+                          "port": origin.server_address[1]}
+    return ServiceInstanceGraph.from_dict(document)
+
+
+@pytest.fixture(scope="module")
+def live(origin, state_dir):
+    """One 2-region deployment (2 caches each) shared by the read-only tests."""
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 2, "south": 2})
+    deployment = driver.deploy(sig)
+    yield driver, sig, deployment
+    driver.terminate(deployment)
+
+
+def dns_of(deployment, index):
+    return deployment.entry_point.dns_servers[index]
+
+
+def test_each_region_resolves_to_its_own_balancer_and_unknown_clients_to_the_default(live):
+    _driver, sig, deployment = live
+    with clients.client(sig.vcdn_id, "north", "10.1.0.20") as north, \
+            clients.client(sig.vcdn_id, "south", "10.2.0.20") as south, \
+            clients.client(sig.vcdn_id, "north", "10.99.0.20") as stranger:
+        assert north.resolve(dns_of(deployment, 0), sig.hostname) == \
+            [deployment.region_endpoints["north"]]
+        assert south.resolve(dns_of(deployment, 1), sig.hostname) == \
+            [deployment.region_endpoints["south"]]
+        # the default region (north) answers clients of no registered prefix
+        assert stranger.resolve(dns_of(deployment, 0), sig.hostname) == \
+            [deployment.region_endpoints["north"]]
+        assert north.resolve(dns_of(deployment, 0), "other.example.net") == []
+
+
+def test_fetch_returns_the_origins_bytes_then_hits(live, origin):
+    _driver, sig, deployment = live
+    path = "/objects/chunk-hd"
+    expected = requests.get(f"http://127.0.0.1:{origin.server_address[1]}{path}", timeout=5).content
+    with clients.client(sig.vcdn_id, "south", "10.2.0.21") as viewer:
+        lb = viewer.resolve(dns_of(deployment, 1), sig.hostname)[0]
+        first = viewer.fetch(f"http://{sig.hostname}{path}?v=1", resolve=(sig.hostname, lb))
+        second = viewer.fetch(f"http://{sig.hostname}{path}?v=1", resolve=(sig.hostname, lb))
+    assert first[0] == second[0] == 200
+    assert first[2] == second[2] == expected
+    assert (first[1]["x-cache-status"], second[1]["x-cache-status"]) == ("MISS", "HIT")
+
+
+def test_requests_spread_over_the_regions_caches(live):
+    _driver, sig, deployment = live
+    lb = deployment.region_endpoints["north"]
+    with clients.client(sig.vcdn_id, "north", "10.1.0.22") as viewer:
+        served_by = {viewer.fetch(f"http://{sig.hostname}/objects/small?spread={i}",
+                                  resolve=(sig.hostname, lb))[1]["x-served-by"] for i in range(24)}
+    assert served_by == {"north-cache-1", "north-cache-2"}
+
+
+def test_200_concurrent_first_fetches_make_one_origin_fetch(live, origin):
+    _driver, sig, deployment = live
+    path = f"/video/hd/seg-{uuid.uuid4().int % 300}.m4s"
+    origin.reset()
+    url = f"http://{sig.hostname}{path}"
+    command = ["curl", "-s", "-w", "%{http_code}\\n", "--parallel",
+               "--parallel-immediate", "--parallel-max", "200", "--max-time", "20",
+               "--resolve", f"{sig.hostname}:80:{deployment.region_endpoints['south']}"]
+    with clients.client(sig.vcdn_id, "south", "10.2.0.23") as viewer:
+        codes = viewer.run(command + ["-o", "/dev/null", url] * 200, timeout=40).split()
+    assert codes == ["200"] * 200
+    assert origin.stats().get(path) == 1
+
+
+def test_health_reports_each_vnf(live):
+    driver, _sig, deployment = live
+    checks = driver.health(deployment)
+    assert len(checks) == len(deployment.vnfs) and all(c.healthy for c in checks)
+
+
+def test_a_killed_cache_is_routed_around_and_reported(origin, state_dir):
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 2, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        victim = next(v for v in deployment.vnfs if v.name == "north-cache-1")
+        cgroups.remove(f"{network.owner()}_{sig.vcdn_id}_{victim.name}")  # its nginx dies
+        with clients.client(sig.vcdn_id, "north", "10.1.0.24") as viewer:
+            answers = [viewer.fetch(f"http://{sig.hostname}/objects/small?k={i}",
+                                    resolve=(sig.hostname, deployment.region_endpoints["north"]))
+                       for i in range(20)]
+        assert [a[0] for a in answers] == [200] * 20
+        assert {a[1]["x-served-by"] for a in answers} == {"north-cache-2"}
+        health = {c.name: c.healthy for c in driver.health(deployment)}
+        assert health["north-cache-1"] is False and health["north-cache-2"] is True
+    finally:
+        driver.terminate(deployment)
+
+
+def test_scale_out_and_in_keeps_serving_without_a_failed_request(origin, state_dir, monkeypatch):
+    monkeypatch.setenv("CDNAAS_LOCAL_DRAIN_SECONDS", "5")
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 2, "south": 1})
+    deployment = driver.deploy(sig)
+    failures, codes, stop = [], [], threading.Event()
+
+    def viewer_loop(viewer):
+        deadline = time.monotonic() + 60  # bounded in time and count
+        for i in range(2000):
+            if stop.is_set() or time.monotonic() > deadline:
+                return
+            status, _h, _b = viewer.fetch(f"http://{sig.hostname}/objects/chunk-low?n={i % 50}",
+                                          resolve=(sig.hostname, deployment.region_endpoints["north"]))
+            (codes if status == 200 else failures).append(status)
+    try:
+        with clients.client(sig.vcdn_id, "north", "10.1.0.25") as viewer:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                running = [pool.submit(viewer_loop, viewer) for _ in range(2)]
+                time.sleep(0.5)
+                grown = driver.update(deployment, make_sig(origin, {"north": 4, "south": 1},
+                                                           sig.vcdn_id))
+                assert sorted(v.name for v in grown.vnfs if v.region == "north" and v.role == "cache") \
+                    == ["north-cache-1", "north-cache-2", "north-cache-3", "north-cache-4"]
+                time.sleep(0.5)
+                shrunk = driver.update(grown, make_sig(origin, {"north": 1, "south": 1}, sig.vcdn_id))
+                time.sleep(0.5)
+                stop.set()
+                for future in running:
+                    future.result()
+        assert not failures, f"{len(failures)} failed requests during scaling: {failures[:5]}"
+        assert len(codes) > 20
+        names = [v.name for v in shrunk.vnfs if v.role == "cache" and v.region == "north"]
+        assert names == ["north-cache-1"]
+        alive = {n for n in network.list_namespaces() if sig.vcdn_id in n}
+        assert not any(f"north-cache-{k}" in n for n in alive for k in (2, 3, 4))
+        deployment = shrunk
+    finally:
+        stop.set()
+        driver.terminate(deployment)
+
+
+def test_terminate_leaves_nothing(origin, state_dir):
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    groups = [g for g in cgroups.names() if sig.vcdn_id in g]
+    pids = [pid for g in groups for pid in cgroups.pids(g)]
+    assert groups and pids
+    driver.terminate(deployment)
+    assert not [n for n in network.list_namespaces() if sig.vcdn_id in n]
+    assert not [b for b in network.list_bridges() if b[2] == sig.vcdn_id]
+    assert not [g for g in cgroups.names() if sig.vcdn_id in g]
+    assert not [p for p in pids if running(p)]
+    assert not (state_dir / "local" / network.owner() / sig.vcdn_id).exists()
+
+
+def test_a_crashed_ros_strays_are_found_and_removed(origin, state_dir):
+    sig = make_sig(origin, {"north": 1, "south": 1})
+    LocalDriver().deploy(sig)  # then the RO "crashes": its record is lost
+    removed = LocalDriver().cleanup(known_ids=set())
+    assert sig.vcdn_id in removed
+    assert not [n for n in network.list_namespaces() if sig.vcdn_id in n]
+
+
+def test_an_origin_off_this_machine_is_refused_and_nothing_is_left(state_dir):
+    document = sample_sig(f"local-{uuid.uuid4().hex[:8]}", {"north": 1})
+    document["origin"] = {"scheme": "http", "host": "192.0.2.10", "port": 80}  # TEST-NET-1
+    sig = ServiceInstanceGraph.from_dict(document)
+    with pytest.raises(Exception, match="not on this machine"):
+        LocalDriver().deploy(sig)
+    assert not [n for n in network.list_namespaces() if sig.vcdn_id in n]
+    assert not [b for b in network.list_bridges() if b[2] == sig.vcdn_id]
+
+
+def test_without_root_the_driver_says_so(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(PrerequisitesMissing, match="root"):
+        LocalDriver().check_prerequisites()
