@@ -10,6 +10,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import threading
+import time
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,6 +23,7 @@ from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR,
 from cdnaas.ro.vim.base import Deployment, VimError
 
 LOG = logging.getLogger(__name__)
+PROGRESS_INTERVAL = 0.1  # seconds between two recorded reports of a step in progress
 
 VNF_FIELDS = ("name", "role", "region", "host", "address", "vcpus")
 RESTART_STEP = "undo after restart"
@@ -245,9 +247,19 @@ class DeploymentService:
                                              else s for s in record.steps])
             record.mark(status, **changes)
 
-    def _progress(self, deployment_id):
-        """A driver progress callback recording ``step`` in the deployment's steps."""
+    def _progress(self, deployment_id, interval=PROGRESS_INTERVAL):
+        """A driver progress callback recording ``step`` in the deployment's steps.
+
+        A step's start and end are always written; reports in between at most
+        every ``interval`` seconds, so progress never slows the work it reports.
+        """
+        last_write = [0.0]
+
         def report(step, done, total):
+            now = time.monotonic()
+            if 0 < done < total and now - last_write[0] < interval:
+                return
+            last_write[0] = now
             try:
                 with self.database.transaction() as session:
                     record = session.get(DeploymentRecord, deployment_id, with_for_update=True)

@@ -207,7 +207,7 @@ class OperationRunner:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"RO still {status} after the deployment timeout")
             time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+            delay = min(delay * 1.5, 0.2)
 
     def _mirror(self, operation_id, step, ro_steps):
         done = sum(s.get("done", 0) for s in ro_steps)

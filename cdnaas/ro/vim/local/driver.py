@@ -83,16 +83,10 @@ class LocalDriver(VimDriver):
         layout = {r: {"bridge": network.bridge_name(owner, sig.vcdn_id, r),
                       "subnet": str(subnets[network.bridge_name(owner, sig.vcdn_id, r)])}
                   for r in regions}
-        origin_address = {r: _origin_address(sig.origin.host, layout[r]) for r in regions}
         addresses = _assign(sig, layout, {})
 
-        caches = sig.vnfs_in(role="cache")
-        self._parallel("boot caches", progress, caches, lambda v: self._start_cache(
-            owner, sig, v, addresses[v.name], layout[v.region], origin_address[v.region]))
-        balancers = sig.vnfs_in(role="load_balancer")
-        self._parallel("configure load balancers", progress, balancers, lambda v: self._start_lb(
-            owner, sig, v, addresses[v.name], layout[v.region],
-            [(c.name, addresses[c.name]) for c in sig.vnfs_in(v.region, "cache")]))
+        self._boot_caches(owner, sig, sig.vnfs_in(role="cache"), addresses, layout, progress)
+        self._boot_balancers(owner, sig, addresses, layout, progress)
         dns_vnfs = sig.vnfs_in(role="dns")
         self._parallel("configure DNS", progress, dns_vnfs,
                        lambda v: self._start_dns(owner, sig, v, layout, addresses))
@@ -113,9 +107,7 @@ class LocalDriver(VimDriver):
                    and v.name not in {c.name for c in sig.vnfs}]
         touched = sorted({v.region for v in added + removed})
         try:
-            self._parallel("boot caches", progress, added, lambda v: self._start_cache(
-                owner, sig, v, addresses[v.name], layout[v.region],
-                _origin_address(sig.origin.host, layout[v.region])))
+            self._boot_caches(owner, sig, added, addresses, layout, progress)
             self._parallel("reconfigure load balancers", progress, touched,
                            lambda region: self._reload_lb(owner, sig, region, addresses))
         except Exception as exc:
@@ -170,23 +162,31 @@ class LocalDriver(VimDriver):
 
     # -- VNFs ----------------------------------------------------------------
 
-    def _start_cache(self, owner, sig, vnf, address, region_layout, origin_address):
-        prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
-        text = vnfconfig.cache_config(name=vnf.name, workers=vnf.vcpus, listen_address=address,
-                                      listen_port=HTTP_PORT, origin=sig.origin,
-                                      origin_address=origin_address, prefix_dir=str(prefix),
-                                      user=VNF_USER)
-        self._start_nginx(owner, sig.vcdn_id, vnf, prefix, text,
-                          [(region_layout["bridge"], _cidr(address, region_layout), [])])
-        processes.wait_until(lambda: processes.answers_http(address), f"cache {vnf.name}")
+    def _boot_caches(self, owner, sig, caches, addresses, layout, progress):
+        """Start ``caches`` in parallel; each answers HTTP before this returns."""
+        origin = {r: _origin_address(sig.origin.host, layout[r]) for r in {c.region for c in caches}}
 
-    def _start_lb(self, owner, sig, vnf, address, region_layout, members):
-        prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
-        text = self._lb_text(vnf, address, members, prefix)
-        routes = sig.region(vnf.region).client_prefixes + ["default"]
-        self._start_nginx(owner, sig.vcdn_id, vnf, prefix, text,
-                          [(region_layout["bridge"], _cidr(address, region_layout), routes)])
-        processes.wait_until(lambda: processes.answers_http(address), f"load balancer {vnf.name}")
+        def config(vnf, prefix):
+            return vnfconfig.cache_config(
+                name=vnf.name, workers=vnf.vcpus, listen_address=addresses[vnf.name],
+                listen_port=HTTP_PORT, origin=sig.origin, prefix_dir=str(prefix), user=VNF_USER,
+                origin_address=origin[vnf.region])
+        self._boot_nginx("boot caches", progress, owner, sig.vcdn_id, caches, config,
+                         lambda v: [(layout[v.region]["bridge"],
+                                     _cidr(addresses[v.name], layout[v.region]), [])],
+                         addresses)
+
+    def _boot_balancers(self, owner, sig, addresses, layout, progress):
+        """Start each region's balancer with all its caches as members (one config each)."""
+        def config(vnf, prefix):
+            members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(vnf.region, "cache")]
+            return self._lb_text(vnf, addresses[vnf.name], members, prefix)
+        self._boot_nginx("configure load balancers", progress, owner, sig.vcdn_id,
+                         sig.vnfs_in(role="load_balancer"), config,
+                         lambda v: [(layout[v.region]["bridge"],
+                                     _cidr(addresses[v.name], layout[v.region]),
+                                     sig.region(v.region).client_prefixes + ["default"])],
+                         addresses)
 
     @staticmethod
     def _lb_text(vnf, address, members, prefix):
@@ -195,17 +195,27 @@ class LocalDriver(VimDriver):
                                    members=[(name, addr, HTTP_PORT) for name, addr in members],
                                    user=VNF_USER)
 
-    def _start_nginx(self, owner, deployment_id, vnf, prefix, text, links):
-        namespace = network.namespace_name(owner, deployment_id, vnf.name)
-        network.create_namespace(namespace, links)
-        vnfconfig.check_nginx(text, str(prefix), namespace=namespace)
-        conf = prefix / "nginx.conf"
-        conf.write_text(text)
-        procs = cgroups.create(_group(owner, deployment_id, vnf.name), vnf.vcpus)
-        command = processes.nginx_command(str(prefix), str(conf))
-        if vnf.host in _injected_failures():
-            command = ["false"]  # test hook: this host "fails" to start VNFs
-        processes.start_daemon(namespace, procs, command)
+    def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses):
+        """Plug every VNF's namespace in one ``ip`` run, then in parallel, in one
+        process chain each: configure it, test its nginx config in it, start it in
+        its CPU group; and wait until it answers."""
+        names = {v.name: network.namespace_name(owner, deployment_id, v.name) for v in vnfs}
+        network.create_namespaces([(names[v.name], links(v)) for v in vnfs])
+
+        def start(vnf):
+            prefix = self._prefix(owner, deployment_id, vnf.name)
+            conf = prefix / "nginx.conf"
+            conf.write_text(config(vnf, prefix))
+            vnfconfig.prepare_nginx_prefix(str(prefix))
+            script = prefix / "links.ip"
+            script.write_text("\n".join(network.inside_commands(links(vnf))) + "\n")
+            procs = cgroups.create(_group(owner, deployment_id, vnf.name), vnf.vcpus)
+            if vnf.host in _injected_failures():  # test hook: this host "fails" to start VNFs
+                processes.start_daemon(names[vnf.name], procs, ["false"])
+            processes.boot_nginx(names[vnf.name], procs, str(script), str(prefix), str(conf))
+            processes.wait_until(lambda: processes.answers_http(addresses[vnf.name]),
+                                 f"{vnf.role} {vnf.name}")
+        self._parallel(step, progress, vnfs, start)
 
     def _reload_lb(self, owner, sig, region, addresses, members=None):
         lb = sig.vnfs_in(region, "load_balancer")[0]

@@ -142,25 +142,45 @@ def list_namespaces():
 
 
 def create_namespace(namespace, links):
-    """Create ``namespace`` plugged into bridges.
+    """Create ``namespace`` plugged into bridges (see :func:`create_namespaces`)."""
+    create_namespaces([(namespace, links)])
+    configure_namespace(namespace, links)
 
-    :param links: ``[(bridge, address/prefix, [on-link routes])]``; the n-th link is
-        ``eth<n>`` inside the namespace. A route ``default`` is allowed: the
-        bridges have no uplink, so nothing leaves the machine.
+
+def create_namespaces(specs):
+    """Create many namespaces and plug each into its bridges, in ONE ``ip`` process.
+
+    :param specs: ``[(namespace, links)]``; links are ``[(bridge, address/prefix,
+        [on-link routes])]`` and the n-th link becomes ``eth<n>`` inside. The veth
+        peer is created directly in the namespace (no move afterwards). Addresses
+        and routes are set by :func:`configure_namespace`.
     """
-    run(["ip", "netns", "add", namespace])
-    root, inside = [], ["link set lo up"]
-    for index, (bridge, address, routes) in enumerate(links):
-        host_side = f"cv{_short(namespace, str(index))}"
-        temp_peer = f"cp{_short(namespace, str(index))}"
-        root += [f"link add {host_side} type veth peer name {temp_peer}",
-                 f"link set {host_side} master {bridge}", f"link set {host_side} up",
-                 f"link set {temp_peer} netns {namespace}"]
-        inside += [f"link set {temp_peer} name eth{index}", f"addr add {address} dev eth{index}",
-                   f"link set eth{index} up"]
+    lines = []
+    for namespace, links in specs:
+        lines.append(f"netns add {namespace}")
+        for index, (bridge, _address, _routes) in enumerate(links):
+            host_side = f"cv{_short(namespace, str(index))}"
+            lines += [f"link add {host_side} type veth peer name eth{index} netns {namespace}",
+                      f"link set {host_side} master {bridge}", f"link set {host_side} up"]
+    ip_batch(lines)
+
+
+def configure_namespace(namespace, links):
+    """Addresses, links up and on-link routes inside ``namespace`` (one ``ip`` process)."""
+    ip_batch(inside_commands(links), namespace=namespace)
+
+
+def inside_commands(links):
+    """``ip -batch`` lines that configure a namespace's links from the inside.
+
+    A route ``default`` is allowed: the bridges have no uplink, so nothing leaves
+    the machine.
+    """
+    inside = ["link set lo up"]
+    for index, (_bridge, address, routes) in enumerate(links):
+        inside += [f"addr add {address} dev eth{index}", f"link set eth{index} up"]
         inside += [f"route add {route} dev eth{index}" for route in routes]
-    ip_batch(root)
-    ip_batch(inside, namespace=namespace)
+    return inside
 
 
 def delete_namespace(namespace):

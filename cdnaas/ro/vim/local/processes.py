@@ -24,6 +24,19 @@ def start_daemon(namespace, cgroup_procs, command):
     run(["sh", "-c", _JOIN_AND_EXEC, "sh", cgroup_procs, *in_namespace(namespace, command)])
 
 
+def boot_nginx(namespace, cgroup_procs, ip_script, prefix, conf):
+    """One process chain inside ``namespace``: join the CPU group, configure the
+    links (``ip -batch ip_script``), ``nginx -t`` the config (it binds the VNF's
+    addresses, which exist only there), then start nginx.
+
+    :raises VimError: with the tools' own words when a step fails.
+    """
+    script = ('echo $$ > "$1" && ip -batch "$2" && nginx -t -q -p "$3" -c "$4" '
+              '&& exec nginx -p "$3" -c "$4"')
+    run(in_namespace(namespace, ["sh", "-c", script, "sh", cgroup_procs, ip_script,
+                                 f"{prefix}/", conf]))
+
+
 def nginx_command(prefix, conf, *extra):
     return ["nginx", "-p", f"{prefix}/", "-c", conf, *extra]
 

@@ -32,5 +32,10 @@ def ip_batch(lines, namespace=None, check=True):
 
 
 def in_namespace(namespace, command):
-    """``command`` wrapped to run inside network namespace ``namespace``."""
-    return ["ip", "netns", "exec", namespace, *command]
+    """``command`` wrapped to run inside network namespace ``namespace``.
+
+    ``nsenter`` joins only the network namespace; ``ip netns exec`` would also
+    make a mount namespace and remount /sys, which VNFs do not need and which
+    serialises parallel starts on the kernel's mount lock.
+    """
+    return ["nsenter", f"--net=/run/netns/{namespace}", *command]
