@@ -212,3 +212,49 @@ def test_instance_manager_ends_expired_leases_and_records_it(stack):
     assert ends[0]["details"]["lease_end"].startswith(end[:16])
     operations = stack.acme.ok("GET", f"/vcdns/{vcdn_id}/operations")["operations"]
     assert operations[-1]["reason"] == "lease expired"
+
+
+ELASTIC = {"flavor": "elastic-test", "version": 1, "plugin": "static", "technology": "container",
+           "description": "static plugin, 1 to 4 caches per region: scaled by the IM",
+           "vnfs": {role: {"image": "cdnaas-vnf", "instances": bounds, "vcpus": {"min": 1, "max": 1},
+                           "ram_mb": {"min": 256, "max": 256}, "config_templates": []}
+                    for role, bounds in (("cache", {"min": 1, "max": 4}),
+                                         ("load_balancer", {"min": 1, "max": 1}),
+                                         ("dns", {"min": 1, "max": 1}))}}
+
+
+def test_the_so_scales_a_region_and_heals_a_cache_as_operations(stack):
+    sidr = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates", json=ELASTIC, timeout=10)
+    assert sidr.status_code in (201, 409)
+    accepted = stack.acme.ok("POST", "/vcdns", 202,
+                             json=vcdn_body("elastic", (("us-east", 10),), flavor="elastic-test"))
+    vcdn_id = accepted["vcdn"]["id"]
+    assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+    so = f"{stack.urls['so']}/so/v1/instances/{vcdn_id}"
+
+    def caches():
+        sig = requests.get(f"{so}/sig", timeout=10).json()
+        return sorted(v["name"] for v in sig["vnfs"] if v["role"] == "cache")
+
+    before = reserved_vcpus(stack, "us-east")
+    grown = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 3,
+                                               "reason": "MOS below target"}, timeout=10)
+    assert grown.status_code == 202, grown.text
+    operation = stack.acme.wait(grown.json()["operation"]["id"])
+    assert operation["state"] == "COMPLETED" and operation["reason"] == "MOS below target"
+    assert caches() == ["us-east-cache-0", "us-east-cache-1", "us-east-cache-2"]
+    assert reserved_vcpus(stack, "us-east") == before + 2
+
+    too_many = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 5}, timeout=10)
+    assert too_many.status_code == 422 and too_many.json()["error"]["field"] == "caches"
+
+    healed = requests.post(f"{so}/heal", json={"vnf": "us-east-cache-1", "reason": "no HTTP answer"},
+                           timeout=10)
+    assert stack.acme.wait(healed.json()["operation"]["id"])["state"] == "COMPLETED"
+    assert caches() == ["us-east-cache-0", "us-east-cache-2", "us-east-cache-3"]
+
+    shrunk = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 1}, timeout=10)
+    assert stack.acme.wait(shrunk.json()["operation"]["id"])["state"] == "COMPLETED"
+    assert len(caches()) == 1 and reserved_vcpus(stack, "us-east") == before
+    vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")
+    assert vcdn["state"] == "ACTIVE" and vcdn["regions"][0]["caches"] == 1

@@ -1,7 +1,7 @@
 """HTTP views of the Service Orchestrator (thin: logic lives in the modules they call)."""
 from flask import Blueprint, current_app, request
 
-from cdnaas.so import catalogue, instances
+from cdnaas.so import catalogue, elasticity, instances
 
 blueprint = Blueprint("so", __name__, url_prefix="/so/v1")
 
@@ -110,6 +110,24 @@ def delete_instance(instance_id):
                                               reason=request.args.get("reason", "customer"))
     if operation.state == "PENDING":
         _runner().submit(operation.id)
+    return _accepted(instance, operation)
+
+
+@blueprint.post("/instances/<instance_id>/scale")
+def scale_instance(instance_id):
+    body = request.get_json()
+    instance, operation = elasticity.scale(_db(), instance_id, body["region"], body["caches"],
+                                           body.get("reason", "instance manager"))
+    _runner().submit(operation.id)
+    return _accepted(instance, operation)
+
+
+@blueprint.post("/instances/<instance_id>/heal")
+def heal_instance(instance_id):
+    body = request.get_json()
+    instance, operation = elasticity.heal(_db(), instance_id, body["vnf"],
+                                          body.get("reason", "instance manager"))
+    _runner().submit(operation.id)
     return _accepted(instance, operation)
 
 
