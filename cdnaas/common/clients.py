@@ -32,8 +32,10 @@ class RoClient(JsonClient):
     def deploy(self, deployment_id, sig):
         return self.put(f"/ro/v1/deployments/{deployment_id}", json={"sig": sig})
 
-    def get_deployment(self, deployment_id):
-        return self.get(f"/ro/v1/deployments/{deployment_id}")
+    def get_deployment(self, deployment_id, wait=0.0):
+        """The deployment; with ``wait``, RO answers at its next change (long poll)."""
+        params = {"wait": wait} if wait else None
+        return self.get(f"/ro/v1/deployments/{deployment_id}", params=params)
 
     def undeploy(self, deployment_id):
         return self.delete(f"/ro/v1/deployments/{deployment_id}")

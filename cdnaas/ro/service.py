@@ -43,6 +43,7 @@ class DeploymentService:
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ro-work")
         self._locks = {}
         self._locks_guard = threading.Lock()
+        self._changed = threading.Condition()  # notified whenever a record is written
 
     # -- requests ---------------------------------------------------------
 
@@ -72,10 +73,26 @@ class DeploymentService:
         self.pool.submit(self._run, deployment_id, work, sig)
         return view
 
-    def get(self, deployment_id):
-        """The representation of ``deployment_id``. :raises NotFound: unknown id."""
+    def get(self, deployment_id, wait=0.0):
+        """The representation of ``deployment_id``. :raises NotFound: unknown id.
+
+        :param wait: while the deployment is being worked on, wait up to this many
+            seconds for its next change (status or progress) before answering, so a
+            follower learns of it at once without polling.
+        """
+        with self._changed:
+            with self.database.transaction() as session:
+                view = represent(_find(session, deployment_id))
+            if wait > 0 and view["status"] in BUSY:
+                self._changed.wait(wait)
+            else:
+                return view
         with self.database.transaction() as session:
             return represent(_find(session, deployment_id))
+
+    def _notify(self):
+        with self._changed:
+            self._changed.notify_all()
 
     def list(self):
         """Representations of every deployment, oldest first."""
@@ -246,6 +263,7 @@ class DeploymentService:
                 changes.setdefault("steps", [dict(s, state="FAILED") if s["state"] != "COMPLETED"
                                              else s for s in record.steps])
             record.mark(status, **changes)
+        self._notify()
 
     def _progress(self, deployment_id, interval=PROGRESS_INTERVAL):
         """A driver progress callback recording ``step`` in the deployment's steps.
@@ -268,6 +286,7 @@ class DeploymentService:
                                     len(steps))
                     steps.insert(position, _step(step, done, total))
                     record.mark(record.status, steps=steps)
+                self._notify()
             except SQLAlchemyError as exc:  # progress is informative: never fail the work
                 LOG.warning("deployment %s: could not record progress of %s: %s",
                             deployment_id, step, exc)

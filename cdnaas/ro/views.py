@@ -20,7 +20,7 @@ def list_deployments():
 
 @blueprint.get("/deployments/<deployment_id>")
 def get_deployment(deployment_id):
-    return _service().get(deployment_id)
+    return _service().get(deployment_id, wait=request.args.get("wait", 0.0, type=float))
 
 
 @blueprint.delete("/deployments/<deployment_id>")

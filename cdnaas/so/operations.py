@@ -23,6 +23,7 @@ from cdnaas.so.models import Instance, Operation
 LOG = logging.getLogger(__name__)
 
 RO_BUSY = ("DEPLOYING", "UPDATING", "DELETING")
+LONG_POLL_SECONDS = 5.0  # RO answers at the deployment's next change, or after this
 
 
 class OperationFailed(Exception):
@@ -194,9 +195,8 @@ class OperationRunner:
     def _follow(self, operation_id, ro, instance_id, step, until):
         """Poll RO until its status is in ``until``; mirror its progress into the step."""
         deadline = time.monotonic() + config.float_setting("CDNAAS_DEPLOY_TIMEOUT", 600)
-        delay = 0.05
         while True:
-            deployment = ro.get_deployment(instance_id)
+            deployment = ro.get_deployment(instance_id, wait=LONG_POLL_SECONDS)
             self._mirror(operation_id, step, deployment.get("steps") or [])
             status = deployment["status"]
             if status in until:
@@ -206,8 +206,6 @@ class OperationRunner:
                                       rolled_back=status == "ERROR")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"RO still {status} after the deployment timeout")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.2)
 
     def _mirror(self, operation_id, step, ro_steps):
         done = sum(s.get("done", 0) for s in ro_steps)
