@@ -9,8 +9,11 @@ setup(
     description="CDN-as-a-Service orchestrator: vCDNs on demand over OpenStack or one Linux machine",
     python_requires=">=3.11",
     packages=find_packages(include=["cdnaas", "cdnaas.*"])
-    + ["cdnaas_plugins", "cdnaas_plugins.static"],
+    + ["cdnaas_plugins", "cdnaas_plugins.static", "cdnaas_plugins.qoe_video"],
     package_dir={"cdnaas_plugins": "plugins"},
+    package_data={"cdnaas.so": ["prices.yaml"],
+                  "cdnaas_plugins.static": ["template.yaml"],
+                  "cdnaas_plugins.qoe_video": ["template.yaml", "models/*.yaml"]},
     include_package_data=True,
     install_requires=[
         "Flask>=3.0",
@@ -28,6 +31,7 @@ setup(
         "rich>=13.0",
         "prometheus-client>=0.20",
         "dnspython>=2.6",
+        "scipy>=1.11",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3.5"],
@@ -37,6 +41,7 @@ setup(
         + [f"cdnaas-{svc} = cdnaas.common.serve:main_{svc}" for svc in SERVICES],
         "cdnaas.flavors": [
             "static = cdnaas_plugins.static.plugin:StaticFlavor",
+            "qoe-video = cdnaas_plugins.qoe_video.plugin:QoeVideoFlavor",
         ],
         "cdnaas.vim_drivers": [
             "noop = cdnaas.ro.vim.noop:NoopDriver",

@@ -5,7 +5,6 @@ import pytest
 import yaml
 
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity, PlanRequest, RegionRequest
-from cdnaas.common.placement import Demand, place
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas_plugins.static.plugin import StaticFlavor
 
@@ -43,11 +42,13 @@ def test_demand_does_not_change_the_size():
     assert len(StaticFlavor().plan(bigger).vnfs) == len(small.vnfs)
 
 
-def test_fewest_hosts_packs_and_spread_spreads():
-    demands = [Demand(f"c{i}", 1, 512) for i in range(4)]
-    hosts = [host("a", 8), host("b", 6)]
-    assert set(place("eu", demands, hosts, "fewest_hosts").values()) == {"b"}
-    assert set(place("eu", demands, hosts, "spread").values()) == {"a", "b"}
+def test_fewest_hosts_packs_one_host_and_spread_uses_both():
+    regions = [("eu", [host("e1", 16), host("e2", 16)])]
+    packed = StaticFlavor().plan(request_for(regions))
+    assert len({v.host for v in packed.vnfs}) == 1
+    spread = request_for(regions)
+    spread.template = {**TEMPLATE, "placement": {"objective": "spread", "max_host_share": 0.5}}
+    assert {v.host for v in StaticFlavor().plan(spread).vnfs_in("eu", "cache")} == {"e1", "e2"}
 
 
 def test_not_enough_capacity_says_how_much_is_missing():

@@ -32,6 +32,10 @@ def create(caller, body):
                                                           "request": body}))
 
 
+def quote(caller, body):
+    return _so().post("/so/v1/quotes", json={"tenant": caller.tenant, "request": body})
+
+
 def list_(caller):
     params = None if caller.is_operator else {"tenant": caller.tenant}
     return {"vcdns": _so().get("/so/v1/instances", params=params)["vcdns"]}

@@ -107,6 +107,11 @@ def create_vcdn():
     return vcdns.create(g.caller, request.get_json())
 
 
+@blueprint.post("/quotes")
+def create_quote():
+    return vcdns.quote(g.caller, request.get_json())
+
+
 @blueprint.get("/vcdns/<vcdn_id>")
 def get_vcdn(vcdn_id):
     return vcdns.owned(g.caller, vcdn_id)

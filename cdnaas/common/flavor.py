@@ -71,6 +71,37 @@ class FlavorPlugin(abc.ABC):
         :raises InsufficientCapacity: a region's free hosts cannot hold the plan.
         """
 
+    def quote(self, request: PlanRequest) -> dict:
+        """SO hook: what :meth:`plan` would reserve, with power, reserving nothing.
+
+        The default describes the plan itself (no quality prediction) and
+        estimates its power with every VNF fully busy: idle watts of each host
+        the plan powers on, plus ``(peak - idle) / host vCPUs`` per VNF vCPU.
+
+        :returns: ``{"flavor", "vcpus", "power_watts", "regions": [{"name",
+            "demand", "caches", "instances", "vcpus", "hosts", "hosts_powered_on",
+            "predicted_mos", "power_watts"}]}``.
+        :raises InsufficientCapacity: as :meth:`plan`.
+        """
+        sig = self.plan(request)
+        regions = []
+        for region in request.regions:
+            vnfs = sig.vnfs_in(region.name)
+            hosts = {h.name: h for h in region.hosts}
+            used = sorted({v.host for v in vnfs})
+            newly_on = [h for h in used if hosts[h].free_vcpus == hosts[h].vcpus]
+            watts = sum(hosts[h].idle_watts for h in newly_on) + sum(
+                (hosts[v.host].peak_watts - hosts[v.host].idle_watts) / hosts[v.host].vcpus
+                * v.vcpus for v in vnfs)
+            regions.append({"name": region.name, "demand": region.demand,
+                            "caches": len(sig.vnfs_in(region.name, "cache")),
+                            "instances": len(vnfs), "vcpus": sum(v.vcpus for v in vnfs),
+                            "hosts": used, "hosts_powered_on": newly_on,
+                            "predicted_mos": None, "power_watts": round(watts, 1)})
+        return {"flavor": sig.flavor, "vcpus": sum(r["vcpus"] for r in regions),
+                "power_watts": round(sum(r["power_watts"] for r in regions), 1),
+                "regions": regions}
+
     def boot_config(self, vnf, sig: ServiceInstanceGraph) -> dict:
         """RO hook: extra variables for ``vnf``'s config templates (none by default)."""
         return {}

@@ -12,9 +12,9 @@ import threading
 
 from sqlalchemy import select
 
-from cdnaas.common import config, errors
+from cdnaas.common import clock, config, errors
 from cdnaas.common.clients import RoClient, SoClient
-from cdnaas.common.timeutil import isoformat, parse, utcnow
+from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.im.models import Action
 
 LOG = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ LOG = logging.getLogger(__name__)
 
 def reconcile_once(database, now=None, so=None, ro=None):
     """Check every ACTIVE vCDN once; return the actions recorded in this pass."""
-    now = now or utcnow()
+    now = now or clock.now()
     so, ro = so or SoClient(), ro or RoClient()
     recorded = []
     for vcdn in so.get("/so/v1/instances", params={"state": "ACTIVE"})["vcdns"]:

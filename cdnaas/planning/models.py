@@ -23,6 +23,7 @@ How curves are read between and beyond their points:
 import bisect
 import dataclasses
 import functools
+import itertools
 import json
 import typing
 from pathlib import Path
@@ -211,15 +212,15 @@ def problems(document):
 def _monotone(points, field, key, rising):
     """Loads strictly increase; ``key`` never falls (``rising``) or never rises with load."""
     found = []
-    for index, (before, point) in enumerate(zip(points, points[1:]), start=1):
+    for index, (before, point) in enumerate(itertools.pairwise(points), start=1):
         if point["viewers_per_vcpu"] <= before["viewers_per_vcpu"]:
-            found.append((f"{field}.{index}.viewers_per_vcpu",
-                          f"loads must increase from point to point ({point['viewers_per_vcpu']} "
-                          f"after {before['viewers_per_vcpu']})"))
+            problem = (f"loads must increase from point to point ({point['viewers_per_vcpu']} "
+                       f"after {before['viewers_per_vcpu']})")
+            found.append((f"{field}.{index}.viewers_per_vcpu", problem))
         elif (point[key] < before[key]) if rising else (point[key] > before[key]):
-            found.append((f"{field}.{index}.{key}",
-                          f"{key} must not {'fall' if rising else 'rise'} as load grows "
-                          f"({point[key]} after {before[key]})"))
+            problem = (f"{key} must not {'fall' if rising else 'rise'} as load grows "
+                       f"({point[key]} after {before[key]})")
+            found.append((f"{field}.{index}.{key}", problem))
     return found
 
 
@@ -233,6 +234,7 @@ def _throughput_problems(document):
         seen.add(key)
     for video, size in document["video"]["chunk_kb"].items():
         if size not in {kb for kb, _ in seen}:
-            found.append(("throughput.points", f"no point for the {video} chunk size ({size} KB): "
-                                               "the planner needs it to estimate utilisation"))
+            problem = (f"no point for the {video} chunk size ({size} KB): the planner needs it "
+                       "to estimate utilisation")
+            found.append(("throughput.points", problem))
     return found

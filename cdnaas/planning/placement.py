@@ -19,7 +19,9 @@ Two solvers return the same ``{instance name: host name}``:
 :func:`place_greedy`, a heuristic; :func:`place` picks by problem size.
 Both treat instances of equal size, utilisation and role as one type and
 decide how many of each type go on each host, which removes the symmetry
-between identical caches.
+between identical caches, and both first drop hosts that can never be
+needed (:meth:`_Problem._undominated`), which keeps the optimum: with hosts
+of a few models, a region of 1,000 hosts shrinks to a few dozen.
 """
 import dataclasses
 import logging
@@ -39,8 +41,9 @@ DEFAULT_SPREAD_SHARE = 0.5
 #: :func:`place` solves exactly up to this many (instance type, host) pairs;
 #: beyond, HiGHS takes longer than the per-request budget (benchmarks/placement.py).
 EXACT_MAX_PAIRS = 400
-#: Seconds HiGHS may spend before :func:`place` settles for the heuristic.
-EXACT_TIME_LIMIT = 2.0
+#: Seconds HiGHS may spend on one region in :func:`place` (a fifth of the
+#: per-request budget; it usually proves optimality within a few ms).
+EXACT_TIME_LIMIT = 0.1
 #: Pruning compares distinct host profiles pairwise; beyond this many it is skipped.
 PRUNE_MAX_PROFILES = 3000
 #: Greedy starts besides the plain one (see :func:`_solve_greedy`).
@@ -97,16 +100,23 @@ def share_limit(objective, max_host_share):
 def place(region, instances, hosts, objective="fewest_hosts", max_host_share=None):
     """Place ``instances`` on ``hosts`` for ``objective``: exactly while small, else greedily.
 
+    Should HiGHS not prove optimality within :data:`EXACT_TIME_LIMIT`, the
+    cheaper of its best placement so far and the heuristic's is taken.
+
     :returns: ``{instance name: host name}``.
     :raises InsufficientCapacity: no placement exists.
     """
     share = share_limit(objective, max_host_share)
     problem = _Problem(region, instances, hosts, share)
-    if problem.pairs <= EXACT_MAX_PAIRS:
-        counts = _solve_exact(problem, EXACT_TIME_LIMIT)
-        if counts is not None:
-            return problem.mapping(counts)
-    return problem.mapping(_solve_greedy(problem))
+    if problem.pairs > EXACT_MAX_PAIRS:
+        return problem.mapping(_solve_greedy(problem))
+    counts, optimal = _solve_exact(problem, EXACT_TIME_LIMIT)
+    if optimal:
+        return problem.mapping(counts)
+    greedy = _solve_greedy(problem)
+    if counts is None or problem.cost(greedy) < problem.cost(counts):
+        counts = greedy
+    return problem.mapping(counts)
 
 
 def place_exact(region, instances, hosts, max_host_share=None, time_limit=None, prune=True):
@@ -120,7 +130,7 @@ def place_exact(region, instances, hosts, max_host_share=None, time_limit=None, 
     :raises InsufficientCapacity: the integer program is infeasible.
     """
     problem = _Problem(region, instances, hosts, max_host_share, prune)
-    counts = _solve_exact(problem, time_limit)
+    counts, _ = _solve_exact(problem, time_limit)
     return problem.mapping(_solve_greedy(problem) if counts is None else counts)
 
 
@@ -173,10 +183,9 @@ class _Problem:
         limit = np.where(self.serving[:, None], np.minimum(limit, self.cap // self.vcpus[:, None]),
                          limit)
         self.limit = np.maximum(limit, 0).reshape(len(self.keys), len(self.hosts))
-        keep = self.limit.any(axis=0)
-        if prune:
-            keep &= self._undominated()
-        self._restrict(keep)
+        self._restrict(self.limit.any(axis=0))  # hosts that hold nothing are never needed
+        if prune and self.hosts:
+            self._restrict(self._undominated())
         self.pairs = int((self.limit > 0).sum())
 
     def _undominated(self):
@@ -235,7 +244,8 @@ class _Problem:
 
 
 def _solve_exact(problem, time_limit=None):
-    """Optimal ``counts[t, h]`` by MILP; None if HiGHS ran out of time without a solution.
+    """``(counts[t, h], optimal)`` by MILP: counts None if HiGHS ran out of time
+    without a solution, ``optimal`` False if it ran out before proving optimality.
 
     Variables: n[t, h] integer (instances of type t on host h) for each pair
     that can hold one, y[h] binary (host h powered on) for each host now off.
@@ -247,7 +257,7 @@ def _solve_exact(problem, time_limit=None):
     if (problem.limit.sum(axis=1) < problem.count).any():
         raise problem.insufficient()
     if not problem.count.any():
-        return problem.limit * 0
+        return problem.limit * 0, True
     types, hosts = np.nonzero(problem.limit)
     n_vars, n_hosts = len(types), len(problem.hosts)
     var = np.arange(n_vars)
@@ -280,12 +290,12 @@ def _solve_exact(problem, time_limit=None):
     if result.status == 2:
         raise problem.insufficient()
     if result.x is None:
-        LOG.warning("region %s: HiGHS found no placement in %s s (%s); using the heuristic",
+        LOG.warning("region %s: HiGHS found no placement in %s s (%s)",
                     problem.region, time_limit, result.message)
-        return None
+        return None, False
     counts = np.zeros(problem.limit.shape, dtype=np.int64)
     counts[types, hosts] = np.rint(result.x[:n_vars]).astype(np.int64)
-    return counts
+    return counts, result.status == 0
 
 
 class _Rows:
@@ -335,7 +345,7 @@ def _solve_greedy(problem):
                 best = counts
     if best is not None:
         return best
-    counts = _solve_exact(problem, EXACT_TIME_LIMIT)
+    counts, _ = _solve_exact(problem, EXACT_TIME_LIMIT)
     if counts is None:
         raise problem.insufficient()
     return counts
@@ -384,13 +394,14 @@ def _greedy(problem, first=None):
 def _improve(problem, counts):
     """Local search from ``counts``: apply cost-cutting moves until none is left.
 
-    Moves: empty a powered-on host into hosts already paid for; merge two
-    powered-on hosts into one unused host; move single instances to hosts with cheaper dynamic watts;
-    exchange two instances of different types between hosts.
+    Moves: empty a powered-on host into hosts already paid for; move a host's
+    instances to one cheaper unused host; merge two powered-on hosts into one
+    unused host; move single instances to hosts with cheaper dynamic watts;
+    move an instance to a host made room on by moving one of another type away.
     """
     state = _State(problem, counts)
-    for _ in range(4 * len(problem.hosts) + 10):  # every move cuts the cost: a safe bound
-        if not (state.empty_one() or state.merge_two() or state.shift_one()
+    for _ in range(4 * len(problem.hosts) + 10):  # moves cut the cost; this caps odd cases
+        if not (state.empty_one() or state.swap_one() or state.merge_two() or state.shift_one()
                 or state.exchange_one()):
             break
     return state.counts
@@ -481,6 +492,17 @@ class _State:
             for h in np.flatnonzero(moved.sum(axis=0)):  # undo
                 self.put(moved[:, h], h, -1)
             self.put(column, host)
+        return False
+
+    def swap_one(self):
+        """Move one powered-on host's instances to a single cheaper unused host."""
+        for host in np.flatnonzero(self.used & ~self.p.on):
+            column = self.counts[:, host].copy()
+            found = self.cheapest_unused(column)
+            if found and found[1] < self.host_price(host, column) - _EPS:
+                self.put(column, host, -1)
+                self.put(column, found[0])
+                return True
         return False
 
     def merge_two(self):

@@ -4,9 +4,8 @@ import logging
 
 from sqlalchemy import select, update
 
-from cdnaas.common import errors, plugins
+from cdnaas.common import clock, errors, plugins
 from cdnaas.common.clients import SidrClient
-from cdnaas.common.timeutil import utcnow
 from cdnaas.common.validation import parse_prefixes
 from cdnaas.so import capacity
 from cdnaas.so.models import Host, Region
@@ -87,7 +86,7 @@ def update_host(session, region_name, name, body):
     host = session.get(Host, name)
     if host is None or host.region_name != region_name:
         raise errors.NotFound(f"no host {name} in region {region_name}", field="host")
-    held = capacity.reserved(session, [name], utcnow(), FOREVER)
+    held = capacity.reserved(session, [name], clock.now(), FOREVER)
     cpu, ram = held.get(name, (0, 0))
     if body.get("vcpus", host.vcpus) < cpu or body.get("ram_mb", host.ram_mb) < ram:
         raise errors.Conflict(f"host {name} has {cpu} vCPUs and {ram} MB reserved now or later; "
@@ -109,7 +108,7 @@ def list_hosts(session, region_name):
     get_region(session, region_name)
     hosts = session.scalars(select(Host).where(Host.region_name == region_name)
                             .order_by(Host.name)).all()
-    now = utcnow()
+    now = clock.now()
     held = capacity.reserved(session, [h.name for h in hosts], now, now + dt.timedelta(seconds=1))
     return [host_view(h, held.get(h.name, (0, 0))[0]) for h in hosts]
 

@@ -10,7 +10,7 @@ import re
 
 from cdnaas.common import errors
 from cdnaas.common.flavor import InsufficientCapacity
-from cdnaas.common.placement import Demand, place
+from cdnaas.planning.placement import Instance, place
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware
 from cdnaas.so import capacity
@@ -101,7 +101,7 @@ def _place(session, instance, sig, region, new):
     hosts = capacity.lock_hosts(session, [region])
     free = capacity.free_capacity(session, hosts, *window).get(region, [])
     try:
-        placed = place(region, [Demand(v.name, v.vcpus, v.ram_mb) for v in new], free)
+        placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new], free)
     except InsufficientCapacity as exc:
         raise errors.Conflict(f"not enough capacity: region {region} lacks {exc.missing_vcpus} "
                               f"vCPUs for {len(new)} more cache(s)", field="caches",

@@ -8,13 +8,13 @@ import uuid
 
 from sqlalchemy import select
 
-from cdnaas.common import config, errors, plugins
+from cdnaas.common import clock, config, errors, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.common.timeutil import aware, isoformat, parse, utcnow
+from cdnaas.common.timeutil import aware, isoformat, parse
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity
+from cdnaas.so import capacity, pricing
 from cdnaas.so.models import Instance, Operation, Region
 
 LOG = logging.getLogger(__name__)
@@ -158,8 +158,9 @@ def _default_region(session, requested):
 # -- planning ----------------------------------------------------------------
 
 def _plan(session, plugin, template, instance_id, hostname, origin, requested, window,
-          exclude_instance=None):
-    """Run the plugin over the free capacity of the window; return a checked SIG."""
+          exclude_instance=None, hook="plan"):
+    """Run the plugin's ``hook`` (``plan``: a checked SIG; ``quote``: its description)
+    over the free capacity of the window, with the region's hosts locked."""
     rows = _regions(session, requested)
     hosts = capacity.lock_hosts(session, list(rows))
     free = capacity.free_capacity(session, hosts, *window, exclude_instance=exclude_instance)
@@ -172,7 +173,7 @@ def _plan(session, plugin, template, instance_id, hostname, origin, requested, w
                                hosts=free.get(r["name"], []))
                  for r in requested])
     try:
-        sig = plugin.plan(request)
+        outcome = getattr(plugin, hook)(request)
     except InsufficientCapacity as exc:
         raise errors.Conflict(f"not enough capacity: region {exc.region} lacks "
                               f"{exc.missing_vcpus} vCPUs (the plan needs {exc.needed_vcpus}); "
@@ -181,9 +182,10 @@ def _plan(session, plugin, template, instance_id, hostname, origin, requested, w
                               details=[{"field": "regions", "region": exc.region,
                                         "missing_vcpus": exc.missing_vcpus,
                                         "problem": str(exc)}]) from None
-    capacity.check_fits(free, sig)
-    ServiceInstanceGraph.from_dict(sig.to_dict())  # the plugin's output obeys the schema
-    return sig
+    if hook == "plan":
+        capacity.check_fits(free, outcome)
+        ServiceInstanceGraph.from_dict(outcome.to_dict())  # the plugin's output obeys the schema
+    return outcome
 
 
 def _new_operation(instance_id, kind, steps, reason=None, previous_sig=None):
@@ -196,19 +198,28 @@ def _complete_first_step(operation):
     operation.steps[0].update(state="COMPLETED", done=1)
 
 
-def create(database, tenant, body, now=None):
-    """Validate, plan and reserve a new vCDN; return ``(instance, operation, start_now)``.
-
-    :raises BadRequest/Conflict/Unprocessable: nothing was written.
-    """
-    now = now or utcnow()
+def _accept(tenant, body, now):
+    """What every request for a new vCDN is checked for; ``(origin, window, template, plugin)``."""
     origin = parse_origin(body["origin"])
     window = _lease(body, now)
     _check_unique_regions(body["regions"])
     template, plugin = _load_flavor(body["flavor"])
     _check_quality(body["regions"], template)
+    return origin, window, template, plugin
+
+
+def _hostname(tenant, body):
+    return f"{body['name']}.{tenant}.{config.dns_domain()}"
+
+
+def create(database, tenant, body, now=None):
+    """Validate, plan and reserve a new vCDN; return ``(instance, operation, start_now)``.
+
+    :raises BadRequest/Conflict/Unprocessable: nothing was written.
+    """
+    now = now or clock.now()
+    origin, window, template, plugin = _accept(tenant, body, now)
     instance_id = str(uuid.uuid4())
-    hostname = f"{body['name']}.{tenant}.{config.dns_domain()}"
     lead = dt.timedelta(seconds=config.float_setting("CDNAAS_DEPLOY_LEAD_SECONDS", 60))
     start_now = window[0] - lead <= now
     with database.transaction() as session:
@@ -218,8 +229,8 @@ def create(database, tenant, body, now=None):
         if clash:
             raise errors.Conflict(f"you already have a vCDN named {body['name']} ({clash}); "
                                   "pick another name or delete it first", field="name")
-        sig = _plan(session, plugin, template, instance_id, hostname, origin, body["regions"],
-                    window)
+        sig = _plan(session, plugin, template, instance_id, _hostname(tenant, body), origin,
+                    body["regions"], window)
         instance = Instance(
             id=instance_id, tenant=tenant, name=body["name"], flavor=template["flavor"],
             template_version=template["version"], origin=origin.url,
@@ -235,6 +246,28 @@ def create(database, tenant, body, now=None):
         _complete_first_step(operation)
         session.add(operation)
     return instance, operation, start_now
+
+
+def quote(database, tenant, body, now=None):
+    """What ``create`` would plan and reserve for ``body``, its power, energy over the lease
+    and price; nothing is written (the transaction is rolled back).
+
+    :raises BadRequest/Conflict/Unprocessable: as ``create``.
+    """
+    now = now or clock.now()
+    origin, window, template, plugin = _accept(tenant, body, now)
+    with database.sessions() as session:
+        try:
+            described = _plan(session, plugin, template, "quote", _hostname(tenant, body),
+                              origin, body["regions"], window, hook="quote")
+        finally:
+            session.rollback()  # releases the hosts' locks; nothing was written
+    hours = (window[1] - window[0]).total_seconds() / 3600
+    energy_kwh = described["power_watts"] * hours / 1000
+    return {**described, "lease": {"start": isoformat(window[0]), "end": isoformat(window[1]),
+                                   "hours": round(hours, 3)},
+            "energy_kwh": round(energy_kwh, 3),
+            "price": pricing.price(template["flavor"], described["vcpus"], hours, energy_kwh)}
 
 
 def _merge_regions(current, changes):

@@ -13,10 +13,10 @@ import time
 
 from sqlalchemy import select
 
-from cdnaas.common import config, errors
+from cdnaas.common import clock, config, errors
 from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.common.timeutil import aware, utcnow
+from cdnaas.common.timeutil import aware
 from cdnaas.so import capacity
 from cdnaas.so.models import Instance, Operation
 
@@ -72,7 +72,7 @@ class OperationRunner:
 
     def start_due(self, now=None):
         """Start vCDNs whose lease begins within the deployment lead time; return their ids."""
-        now = now or utcnow()
+        now = now or clock.now()
         lead = dt.timedelta(seconds=config.float_setting("CDNAAS_DEPLOY_LEAD_SECONDS", 60))
         started = []
         with self.database.transaction() as session:

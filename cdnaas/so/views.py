@@ -84,6 +84,12 @@ def create_instance():
     return _accepted(instance, operation)
 
 
+@blueprint.post("/quotes")
+def create_quote():
+    body = request.get_json()
+    return instances.quote(_db(), body["tenant"], body["request"])
+
+
 @blueprint.get("/instances/<instance_id>")
 def get_instance(instance_id):
     with _db().sessions() as session:

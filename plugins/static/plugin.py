@@ -7,7 +7,7 @@ quality are recorded but do not change the size, and the Instance Manager has
 no elasticity policy for it.
 """
 from cdnaas.common.flavor import FlavorPlugin, PlanRequest
-from cdnaas.common.placement import Demand, place
+from cdnaas.planning.placement import Instance, place
 from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph, Vnf
 
 
@@ -24,8 +24,10 @@ class StaticFlavor(FlavorPlugin):
             wanted = self._region_vnfs(region.name, template)
             if region.name == request.default_region:
                 wanted += _instances(template, "dns", region.name, "dns")
-            hosts = place(region.name, [Demand(v.name, v.vcpus, v.ram_mb) for v in wanted],
-                          region.hosts, objective)
+            share = template.get("placement", {}).get("max_host_share")
+            hosts = place(region.name, [Instance(v.name, v.vcpus, v.ram_mb,
+                                                 serving=v.role == "cache") for v in wanted],
+                          region.hosts, objective, share)
             for vnf in wanted:
                 vnf.host = hosts[vnf.name]
             vnfs += wanted

@@ -1,0 +1,1 @@
+"""The qoe-video flavor: caches sized from measured QoE models, placed to save energy."""
