@@ -239,6 +239,11 @@ def test_the_cli_drives_a_vcdn_through_its_life(stack_database, tmp_path):
                          env, "cdn_not_a_token")
         assert invalid.exit_code == 1 and "unknown or revoked" in invalid.stderr
 
+        quoted = invoke_json(["vcdn", "quote", *CREATE[2:], "--region", "eu-west:1000:4.0",
+                              "--region", "us-east:500", "--lease-hours", "24"], env, tenant_token)
+        assert quoted["vcpus"] == 7 and quoted["price"]["amount"] > 0  # 2x(2 caches + LB) + DNS
+        assert invoke(["vcdn", "quote", *CREATE[2:], "--region", "eu-west:1000"], env,
+                      tenant_token).exit_code == 2  # no lease: a usage error
         created = invoke_json([*CREATE, "--region", "eu-west:1000:4.0", "--region", "us-east:500",
                                "--min-mos", "3.8", "--lease-hours", "24", "--wait"],
                               env, tenant_token)

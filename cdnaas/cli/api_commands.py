@@ -343,24 +343,35 @@ def vcdn():
     """Lease, change and end vCDNs."""
 
 
-@vcdn.command("create")
-@click.option("--name", required=True, callback=lambda _c, _p, v: name_argument(v, "vCDN"))
-@click.option("--flavor", required=True, help="See `cdnaas flavors`.")
-@click.option("--origin", required=True, metavar="URL", help="Origin server: http(s)://host[:port].")
-@click.option("--region", "region_list", type=RegionSpec(), multiple=True, required=True,
-              help="Region, peak concurrent viewers and quality: a minimum MOS (eu-west:1000:4.0) "
-                   "or a percentile response time in ms (eu-west:1000:p95=200). Repeatable.")
-@click.option("--min-mos", type=click.FloatRange(1, 5), default=3.6, show_default=True,
-              help="Minimum MOS of the regions that name no quality of their own "
-                   "(3.6 is the paper's 'acceptable').")
-@click.option("--lease-start", type=IsoTime(), help="When it must serve (default now).")
-@click.option("--lease-end", type=IsoTime(), help="When it ends (or --lease-hours).")
-@click.option("--lease-hours", type=click.FloatRange(min=0, min_open=True),
-              help="Lease length in hours from the start.")
-@_wait_options
-def vcdn_create(name, flavor, origin, region_list, min_mos, lease_start, lease_end, lease_hours,
-                wait, timeout):
-    """Lease a vCDN; --wait follows its deployment with a progress bar."""
+def _request_options(command):
+    """The options that describe a vCDN request (shared by create and quote)."""
+    options = [
+        click.option("--name", required=True, callback=lambda _c, _p, v: name_argument(v, "vCDN")),
+        click.option("--flavor", required=True, help="See `cdnaas flavors`."),
+        click.option("--origin", required=True, metavar="URL",
+                     help="Origin server: http(s)://host[:port]."),
+        click.option("--region", "region_list", type=RegionSpec(), multiple=True, required=True,
+                     help="Region, peak concurrent viewers and quality: a minimum MOS "
+                          "(eu-west:1000:4.0) or a percentile response time in ms "
+                          "(eu-west:1000:p95=200). Repeatable."),
+        click.option("--min-mos", type=click.FloatRange(1, 5), default=3.6, show_default=True,
+                     help="Minimum MOS of the regions that name no quality of their own "
+                          "(3.6 is the paper's 'acceptable')."),
+        click.option("--lease-start", type=IsoTime(), help="When it must serve (default now)."),
+        click.option("--lease-end", type=IsoTime(), help="When it ends (or --lease-hours)."),
+        click.option("--lease-hours", type=click.FloatRange(min=0, min_open=True),
+                     help="Lease length in hours from the start."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease_end, lease_hours):
+    """The ``VcdnRequest`` body the options describe.
+
+    :raises click.UsageError: the lease or the regions are inconsistent.
+    """
     if (lease_end is None) == (lease_hours is None):
         raise click.UsageError("give the lease as exactly one of --lease-end or --lease-hours")
     if lease_end is None:
@@ -379,9 +390,23 @@ def vcdn_create(name, flavor, origin, region_list, min_mos, lease_start, lease_e
     lease = {"end": timeutil.isoformat(lease_end)}
     if lease_start is not None:
         lease["start"] = timeutil.isoformat(lease_start)
-    body = {"name": name, "flavor": flavor, "origin": origin, "regions": regions_body,
+    return {"name": name, "flavor": flavor, "origin": origin, "regions": regions_body,
             "lease": lease}
-    _follow(api().create_vcdn(body), wait, timeout)
+
+
+@vcdn.command("create")
+@_request_options
+@_wait_options
+def vcdn_create(wait, timeout, **request):
+    """Lease a vCDN; --wait follows its deployment with a progress bar."""
+    _follow(api().create_vcdn(_request_body(**request)), wait, timeout)
+
+
+@vcdn.command("quote")
+@_request_options
+def vcdn_quote(**request):
+    """What a vCDN would take, predicted quality, power, energy and price; reserves nothing."""
+    output.show(api().quote(_request_body(**request)), output.render_quote)
 
 
 @vcdn.command("list")

@@ -136,6 +136,9 @@ class ApiClient(JsonClient):
     def vcdn(self, vcdn_id):
         return self.get(f"/api/v1/vcdns/{vcdn_id}")
 
+    def quote(self, body):
+        return self.post("/api/v1/quotes", json=body)
+
     def create_vcdn(self, body):
         return self.post("/api/v1/vcdns", json=body)
 

@@ -183,6 +183,24 @@ def render_vcdn(vcdn):
     render_region_summaries(vcdn.get("regions") or [])
 
 
+def render_quote(quote):
+    price = quote.get("price") or {}
+    lease = quote.get("lease") or {}
+    fields(quote, [("Flavor", "flavor"), ("vCPUs", "vcpus"),
+                   ("Power", lambda q: f"{q.get('power_watts')} W at peak demand"),
+                   ("Lease", lambda q: f"{lease.get('start')} -> {lease.get('end')} "
+                                       f"({lease.get('hours')} h)"),
+                   ("Energy", lambda q: f"{q.get('energy_kwh')} kWh over the lease"),
+                   ("Price", lambda q: f"{price.get('amount')} {price.get('currency')}")],
+           title="Quote (nothing reserved)")
+    table(quote.get("regions") or [],
+          [("Region", "name"), ("Demand", "demand"), ("Caches", "caches"), ("vCPUs", "vcpus"),
+           ("Hosts", lambda r: _cell(r.get("hosts"))),
+           ("Predicted MOS", lambda r: r.get("predicted_mos") if r.get("predicted_mos") is not None
+            else "-"),
+           ("Power (W)", "power_watts")])
+
+
 def render_region_summaries(regions):
     table(regions, [("Region", "name"), ("Demand", "demand"),
                     ("Quality", lambda r: quality_text(r.get("quality"))),
