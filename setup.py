@@ -11,7 +11,7 @@ setup(
     packages=find_packages(include=["cdnaas", "cdnaas.*"])
     + ["cdnaas_plugins", "cdnaas_plugins.static", "cdnaas_plugins.qoe_video"],
     package_dir={"cdnaas_plugins": "plugins"},
-    package_data={"cdnaas.so": ["prices.yaml"],
+    package_data={"cdnaas.so": ["prices.yaml"], "cdnaas.portal": ["static/*"],
                   "cdnaas_plugins.static": ["template.yaml"],
                   "cdnaas_plugins.qoe_video": ["template.yaml", "models/*.yaml"]},
     include_package_data=True,

@@ -258,3 +258,4 @@ def test_the_so_scales_a_region_and_heals_a_cache_as_operations(stack):
     assert len(caches()) == 1 and reserved_vcpus(stack, "us-east") == before
     vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")
     assert vcdn["state"] == "ACTIVE" and vcdn["regions"][0]["caches"] == 1
+
