@@ -223,6 +223,7 @@ def summary(vcdn, operation, tenant_token):
     console.print(f"\n[bold green]vCDN {vcdn['name']} is {vcdn.get('state')}[/bold green]")
     console.print(f"Entry point: [bold]{entry.get('hostname', '-')}[/bold]; delegate it to "
                   f"DNS server(s) {', '.join(entry.get('dns_servers') or []) or '-'}")
+    console.print(f"Portal: {config.service_url('api')}/portal/#token={tenant_token}")
     console.print("\nNext steps:")
     console.print(f"  export CDNAAS_TOKEN={tenant_token}   # tenant {TENANT}'s token")
     console.print(f"  cdnaas vcdn show {vcdn['id']}")

@@ -3,6 +3,13 @@
 
 const $ = (selector) => document.querySelector(selector);
 let token = sessionStorage.getItem("cdnaas-token") || "";
+// A link may carry the token in its fragment (never sent to a server): keep it for
+// this tab only and take it out of the address bar and history at once.
+if (location.hash.startsWith("#token=")) {
+  token = decodeURIComponent(location.hash.slice("#token=".length));
+  sessionStorage.setItem("cdnaas-token", token);
+  history.replaceState(null, "", location.pathname);
+}
 
 async function api(method, path, body) {
   const response = await fetch(`/api/v1${path}`, {
@@ -144,6 +151,8 @@ async function loadVcdns() {
     const row = rows.insertRow();
     const entry = vcdn.entry_point || {};
     cell(row, vcdn.name); cell(row, vcdn.flavor); cell(row, vcdn.state, `state-${vcdn.state}`);
+    cell(row, vcdn.regions.map((r) => `${r.name}: ${r.demand} viewers, ${r.caches} caches, ${r.vcpus} vCPUs`)
+      .join("; "));
     cell(row, entry.hostname); cell(row, (entry.dns_servers || []).join(", "));
     cell(row, vcdn.lease.end);
     const button = document.createElement("button");
