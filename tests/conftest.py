@@ -1,6 +1,8 @@
-"""Shared fixtures: a database URL on each backend (SQLite and real PostgreSQL)."""
+"""Shared fixtures: a database URL on each backend (SQLite and real PostgreSQL), and a
+sample origin on this machine."""
 import pytest
 
+from cdnaas.origin.server import serve_in_thread
 from tests.support import postgres
 
 
@@ -20,3 +22,13 @@ def database_url(request, tmp_path):
         admin = request.getfixturevalue("postgres_admin_url")
         with postgres.fresh_database(admin) as url:
             yield url
+
+
+@pytest.fixture(scope="module")
+def origin():
+    """The sample origin listening on all addresses (the local driver's caches reach this
+    machine at their bridge's gateway); ``origin.stats()`` counts fetches per path."""
+    server, _thread = serve_in_thread("0.0.0.0", 0)
+    yield server
+    server.shutdown()
+    server.server_close()

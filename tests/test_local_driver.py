@@ -10,21 +10,12 @@ import pytest
 import requests
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.origin.server import serve_in_thread
 from cdnaas.ro.vim.base import PrerequisitesMissing
 from cdnaas.ro.vim.local import cgroups, clients, network
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.support.sigs import sample_sig
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
-
-
-@pytest.fixture(scope="module")
-def origin():
-    server, _thread = serve_in_thread("0.0.0.0", 0)
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture(scope="module")

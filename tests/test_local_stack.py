@@ -4,20 +4,11 @@ import os
 
 import pytest
 
-from cdnaas.origin.server import serve_in_thread
 from cdnaas.ro.vim.local import clients, network
 from tests.support.api import populate, vcdn_body
 from tests.support.stack import running_stack
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
-
-
-@pytest.fixture(scope="module")
-def origin():
-    server, _thread = serve_in_thread("0.0.0.0", 0)
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ flavor's service template (in SIDR) names its plugin.
 import abc
 import dataclasses
 
-from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph
 
 
 @dataclasses.dataclass
@@ -45,6 +45,17 @@ class PlanRequest:
     regions: list[RegionRequest]
     default_region: str
     template: dict
+
+    def graph(self, vnfs) -> ServiceInstanceGraph:
+        """The SIG of this request made of the placed ``vnfs``."""
+        return ServiceInstanceGraph(
+            vcdn_id=self.vcdn_id, flavor=self.template["flavor"],
+            template_version=self.template["version"], hostname=self.hostname,
+            origin=self.origin, default_region=self.default_region,
+            regions=[RegionPlan(name=r.name, zone=r.zone, vim_region=r.vim_region,
+                                client_prefixes=list(r.client_prefixes), demand=r.demand,
+                                quality=dict(r.quality)) for r in self.regions],
+            vnfs=list(vnfs))
 
 
 class InsufficientCapacity(Exception):

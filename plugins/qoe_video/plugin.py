@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cdnaas.common import errors
 from cdnaas.common.flavor import FlavorPlugin, PlanRequest, RegionRequest
-from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph, Vnf
+from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 from cdnaas.planning import dimensioning, models, placement
 
 PLUGIN_DIR = Path(__file__).resolve().parent
@@ -55,16 +55,7 @@ class QoeVideoFlavor(FlavorPlugin):
         :raises Unprocessable: a target is beyond the model, a region needs
             more than the flavor's bounds allow, or the model file is unusable.
         """
-        template = request.template
-        outcomes = self.plan_regions(request)
-        return ServiceInstanceGraph(
-            vcdn_id=request.vcdn_id, flavor=template["flavor"],
-            template_version=template["version"], hostname=request.hostname,
-            origin=request.origin, default_region=request.default_region,
-            regions=[RegionPlan(name=r.name, zone=r.zone, vim_region=r.vim_region,
-                                client_prefixes=list(r.client_prefixes), demand=r.demand,
-                                quality=dict(r.quality)) for r in request.regions],
-            vnfs=[vnf for outcome in outcomes for vnf in outcome.vnfs])
+        return request.graph(vnf for outcome in self.plan_regions(request) for vnf in outcome.vnfs)
 
     def quote(self, request: PlanRequest) -> dict:
         """What :meth:`plan` would reserve, with predicted quality and power; reserves nothing.

@@ -8,7 +8,7 @@ no elasticity policy for it.
 """
 from cdnaas.common.flavor import FlavorPlugin, PlanRequest
 from cdnaas.planning.placement import Instance, place
-from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph, Vnf
+from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 
 
 class StaticFlavor(FlavorPlugin):
@@ -31,14 +31,7 @@ class StaticFlavor(FlavorPlugin):
             for vnf in wanted:
                 vnf.host = hosts[vnf.name]
             vnfs += wanted
-        return ServiceInstanceGraph(
-            vcdn_id=request.vcdn_id, flavor=template["flavor"],
-            template_version=template["version"], hostname=request.hostname,
-            origin=request.origin, default_region=request.default_region,
-            regions=[RegionPlan(name=r.name, zone=r.zone, vim_region=r.vim_region,
-                                client_prefixes=list(r.client_prefixes), demand=r.demand,
-                                quality=dict(r.quality)) for r in request.regions],
-            vnfs=vnfs)
+        return request.graph(vnfs)
 
     @staticmethod
     def _region_vnfs(region, template):

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import ipaddress
 import itertools
+import os
 import threading
 
 from cdnaas.ro.vim.local import network
@@ -71,8 +72,8 @@ def client(deployment_id, region, address, prefix_len=None):
     bridge, subnet = network.find_bridge(deployment_id, region)
     with _counter_lock:
         serial = next(_counter)
-    tag = hashlib.sha1(f"{deployment_id}/{region}/{address}/{serial}".encode()).hexdigest()[:10]
-    namespace = f"{CLIENT_PREFIX}{tag}"
+    tag = hashlib.sha1(f"{region}/{address}/{serial}/{os.getpid()}".encode()).hexdigest()[:10]
+    namespace = f"{CLIENT_PREFIX}{deployment_id}_{tag}"
     own = f"{address}/{prefix_len or 32}"
     network.create_namespace(namespace, [(bridge, own, [str(subnet)])])
     try:
@@ -81,9 +82,10 @@ def client(deployment_id, region, address, prefix_len=None):
         network.delete_namespace(namespace)
 
 
-def cleanup_clients():
-    """Remove client namespaces left by a crash; return how many."""
-    stale = [ns for ns in network.list_namespaces() if ns.startswith(CLIENT_PREFIX)]
+def remove_clients(deployment_id):
+    """Remove the client hosts of ``deployment_id`` (left by a crash); return how many."""
+    stale = [ns for ns in network.list_namespaces()
+             if ns.startswith(f"{CLIENT_PREFIX}{deployment_id}_")]
     for namespace in stale:
         network.delete_namespace(namespace)
     return len(stale)

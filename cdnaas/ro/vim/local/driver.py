@@ -157,7 +157,6 @@ class LocalDriver(VimDriver):
         for deployment_id in sorted(strays):
             LOG.info("removing stray local deployment %s", deployment_id)
             self._remove(owner, deployment_id)
-        clients.cleanup_clients()
         return sorted(strays)
 
     # -- VNFs ----------------------------------------------------------------
@@ -289,6 +288,7 @@ class LocalDriver(VimDriver):
             parsed = network.parse_namespace(namespace)
             if parsed and parsed[:2] == (owner, deployment_id):
                 network.delete_namespace(namespace)
+        clients.remove_clients(deployment_id)
         for bridge, own, dep, _region in network.list_bridges():
             if (own, dep) == (owner, deployment_id):
                 network.delete_bridge(bridge)
