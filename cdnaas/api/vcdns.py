@@ -4,7 +4,11 @@ The SO owns instances and operations; this module only forwards requests for
 the caller's tenant and hides every other tenant's records behind a 404.
 """
 from cdnaas.common import errors
-from cdnaas.common.clients import SoClient
+from cdnaas.common.clients import ImClient, SoClient
+
+#: query parameters forwarded to the Instance Manager, per view
+METRICS_ARGS = ("since", "until", "scope")
+DECISIONS_ARGS = ("since", "kind", "region")
 
 
 def _so():
@@ -63,3 +67,20 @@ def operation(caller, operation_id):
     except errors.NotFound:
         raise errors.NotFound(f"no operation {operation_id}", field="operation_id") from None
     return found
+
+
+def metrics(caller, vcdn_id, args):
+    """Time series of the caller's vCDN (the Instance Manager's), within the window in ``args``."""
+    owned(caller, vcdn_id)
+    return ImClient().get(f"/im/v1/vcdns/{vcdn_id}/metrics", params=_only(args, METRICS_ARGS))
+
+
+def decisions(caller, vcdn_id, args):
+    """Decisions the Instance Manager took about the caller's vCDN, oldest first."""
+    owned(caller, vcdn_id)
+    params = {"instance_id": vcdn_id, **_only(args, DECISIONS_ARGS)}
+    return {"decisions": ImClient().get("/im/v1/actions", params=params)["actions"]}
+
+
+def _only(args, names):
+    return {name: args[name] for name in names if args.get(name)}

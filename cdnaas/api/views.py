@@ -3,7 +3,7 @@ from flask import Blueprint, current_app, g, request
 
 from cdnaas.api import tenancy, vcdns
 from cdnaas.api.auth import require_operator
-from cdnaas.common.clients import SoClient
+from cdnaas.common.clients import ImClient, SoClient
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -61,6 +61,12 @@ def create_host(region):
 def update_host(region, host):
     require_operator()
     return SoClient().patch(f"/so/v1/regions/{region}/hosts/{host}", json=request.get_json())
+
+
+@blueprint.get("/hosts/power")
+def hosts_power():
+    require_operator()
+    return ImClient().get("/im/v1/hosts")
 
 
 @blueprint.get("/tenants")
@@ -130,6 +136,16 @@ def delete_vcdn(vcdn_id):
 @blueprint.get("/vcdns/<vcdn_id>/operations")
 def list_operations(vcdn_id):
     return vcdns.operations(g.caller, vcdn_id)
+
+
+@blueprint.get("/vcdns/<vcdn_id>/metrics")
+def vcdn_metrics(vcdn_id):
+    return vcdns.metrics(g.caller, vcdn_id, request.args)
+
+
+@blueprint.get("/vcdns/<vcdn_id>/decisions")
+def vcdn_decisions(vcdn_id):
+    return vcdns.decisions(g.caller, vcdn_id, request.args)
 
 
 @blueprint.get("/operations/<operation_id>")

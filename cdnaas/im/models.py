@@ -1,7 +1,7 @@
-"""Tables of the Instance Manager: what each reconcile pass saw and did."""
+"""Tables of the Instance Manager: what each reconcile pass saw, decided and marked."""
 import datetime as dt
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from cdnaas.common.timeutil import utcnow
@@ -12,15 +12,65 @@ class Base(DeclarativeBase):
 
 
 class Action(Base):
-    """One decision of the Instance Manager, with the figures that led to it."""
+    """One decision of the Instance Manager, with the figures that led to it.
+
+    ``instance_id`` is the vCDN acted on (None for a host mark); ``region`` and
+    ``host`` name what the decision is about, where it is about one.
+    """
 
     __tablename__ = "im_actions"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    instance_id: Mapped[str] = mapped_column(String(36), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(36), index=True, nullable=True)
     kind: Mapped[str] = mapped_column(String(32))
     outcome: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text)
     details: Mapped[dict] = mapped_column(JSON, default=dict)
+    region: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    host: Mapped[str | None] = mapped_column(String(63), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
                                                     index=True)
+
+
+class Sample(Base):
+    """One point of a time series: a cache, other VNF (``vnf``: balancer, DNS), region
+    or vCDN (``vcdn_id`` set), or a host.
+
+    Figures a scope has no value for are null; a host's ``cpu`` counts its VNFs'
+    technology overhead (``cpu / vcpus`` is its utilisation). ``energy_wh`` is cumulative since
+    the series began; ``requests_total``, ``cpu_seconds_total`` and ``read_at``
+    are a cache's raw counters (the next pass takes rates against them).
+    """
+
+    __tablename__ = "im_samples"
+    __table_args__ = (Index("ix_im_samples_series", "vcdn_id", "scope", "key", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), index=True)
+    scope: Mapped[str] = mapped_column(String(8))  # cache | vnf | region | vcdn | host
+    vcdn_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    key: Mapped[str] = mapped_column(String(63))   # cache, region or host name; "" for a vCDN
+    viewers: Mapped[float | None] = mapped_column(Float, nullable=True)
+    requests_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mos: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu: Mapped[float | None] = mapped_column(Float, nullable=True)  # cores kept busy
+    vcpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    watts: Mapped[float | None] = mapped_column(Float, nullable=True)
+    energy_wh: Mapped[float | None] = mapped_column(Float, nullable=True)
+    source: Mapped[str | None] = mapped_column(String(8), nullable=True)  # rapl | model
+    healthy: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    requests_total: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cpu_seconds_total: Mapped[float | None] = mapped_column(Float, nullable=True)
+    read_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class HostMark(Base):
+    """Whether a host may be powered down (``power_down``) or must stay on (``on``)."""
+
+    __tablename__ = "im_hosts"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    region: Mapped[str] = mapped_column(String(63))
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    changed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))

@@ -1,11 +1,33 @@
 """HTTP views of the Instance Manager."""
+import datetime as dt
+
 from flask import Blueprint, current_app, request
 from sqlalchemy import select
 
+from cdnaas.common import clock, errors
+from cdnaas.common.clients import SoClient
+from cdnaas.common.timeutil import aware, isoformat, parse
+from cdnaas.im import decisions, hosts, inventory, series
 from cdnaas.im.models import Action
-from cdnaas.im.reconcile import action_view
 
 blueprint = Blueprint("im", __name__, url_prefix="/im/v1")
+
+DEFAULT_WINDOW = dt.timedelta(hours=1)
+
+
+def _db():
+    return current_app.extensions["db"]
+
+
+def _time(name, default):
+    text = request.args.get(name)
+    if not text:
+        return default
+    try:
+        return parse(text)
+    except ValueError:
+        raise errors.BadRequest(f"{name} is not an ISO 8601 time like 2026-12-01T10:00:00Z",
+                                field=name) from None
 
 
 @blueprint.post("/reconcile")
@@ -16,7 +38,51 @@ def reconcile():
 @blueprint.get("/actions")
 def list_actions():
     query = select(Action).order_by(Action.id)
-    if request.args.get("instance_id"):
-        query = query.where(Action.instance_id == request.args["instance_id"])
-    with current_app.extensions["db"].sessions() as session:
-        return {"actions": [action_view(a) for a in session.scalars(query)]}
+    for arg, column in (("instance_id", Action.instance_id), ("kind", Action.kind),
+                        ("region", Action.region), ("host", Action.host)):
+        if request.args.get(arg):
+            query = query.where(column == request.args[arg])
+    since = _time("since", None)
+    if since is not None:
+        query = query.where(Action.created_at >= since)
+    with _db().sessions() as session:
+        return {"actions": [decisions.view(a) for a in session.scalars(query)]}
+
+
+@blueprint.get("/vcdns/<vcdn_id>/metrics")
+def vcdn_metrics(vcdn_id):
+    until = _time("until", clock.now())
+    since = _time("since", until - DEFAULT_WINDOW)
+    if since > until:
+        raise errors.BadRequest("since must not be after until", field="since")
+    with _db().sessions() as session:
+        found = series.window(session, vcdn_id, since, until, request.args.get("scope"))
+    return {"vcdn_id": vcdn_id, "since": isoformat(since), "until": isoformat(until),
+            "series": found}
+
+
+@blueprint.get("/hosts")
+def list_hosts():
+    known = inventory.hosts(SoClient())
+    with _db().sessions() as session:
+        latest = series.previous_hosts(session)
+        marks = hosts.marks(session)
+    views = []
+    for name, host in sorted(known.items()):
+        point, mark = latest.get(name), marks.get(name)
+        views.append({
+            "name": name, "region": host.region, "vcpus": host.vcpus,
+            "reserved_vcpus": host.reserved_vcpus, "enabled": host.enabled,
+            "idle_watts": host.idle_watts, "peak_watts": host.peak_watts,
+            "watts": None if point is None else round(point.watts, 1),
+            "utilisation": None if point is None else round(point.cpu / point.vcpus, 3),
+            "source": None if point is None else point.source,
+            "energy_wh": None if point is None else round(point.energy_wh, 3),
+            "sampled_at": None if point is None else isoformat(aware(point.at)),
+            "mark": None if mark is None else {"state": mark.state, "reason": mark.reason,
+                                               "since": isoformat(aware(mark.changed_at))}})
+    marked = [v for v in views if v["mark"] and v["mark"]["state"] == hosts.POWER_DOWN]
+    return {"hosts": views,
+            "totals": {"hosts": len(views), "watts": round(sum(v["watts"] or 0 for v in views), 1),
+                       "marked_power_down": len(marked),
+                       "idle_watts_of_marked": round(sum(v["idle_watts"] for v in marked), 1)}}

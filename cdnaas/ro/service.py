@@ -127,19 +127,36 @@ class DeploymentService:
         :raises NotFound: unknown id. :raises Conflict: the deployment is not ACTIVE.
         :raises UpstreamError: the driver could not check.
         """
-        with self.database.transaction() as session:
-            record = _find(session, deployment_id)
-            if record.status != ACTIVE:
-                raise errors.Conflict(f"deployment {deployment_id} is {record.status}; "
-                                      "health is checked only while it is ACTIVE")
-            self._check_driver(record)
-            deployment = Deployment.from_dict(record.deployment)
+        deployment = self._active(deployment_id, "health is checked")
         try:
             checks = self.driver.health(deployment)
         except VimError as exc:
             raise errors.UpstreamError(f"the VIM could not check {deployment_id}: {exc}") from exc
         return {"healthy": all(c.healthy for c in checks),
                 "vnfs": [dataclasses.asdict(c) for c in checks]}
+
+    def metrics(self, deployment_id):
+        """Load figures of each VNF of an ACTIVE deployment, as the driver reads them.
+
+        :raises NotFound: unknown id. :raises Conflict: the deployment is not ACTIVE.
+        :raises UpstreamError: the driver could not read them.
+        """
+        deployment = self._active(deployment_id, "metrics are read")
+        try:
+            figures = self.driver.metrics(deployment)
+        except VimError as exc:
+            raise errors.UpstreamError(f"the VIM could not read {deployment_id}: {exc}") from exc
+        return {"id": deployment_id, "vnfs": [dataclasses.asdict(f) for f in figures]}
+
+    def _active(self, deployment_id, what):
+        """The driver's record of an ACTIVE deployment of this driver."""
+        with self.database.transaction() as session:
+            record = _find(session, deployment_id)
+            if record.status != ACTIVE:
+                raise errors.Conflict(f"deployment {deployment_id} is {record.status}; "
+                                      f"{what} only while it is ACTIVE")
+            self._check_driver(record)
+            return Deployment.from_dict(record.deployment)
 
     # -- start-up ---------------------------------------------------------
 

@@ -31,3 +31,8 @@ def delete_deployment(deployment_id):
 @blueprint.get("/deployments/<deployment_id>/health")
 def deployment_health(deployment_id):
     return _service().health(deployment_id)
+
+
+@blueprint.get("/deployments/<deployment_id>/metrics")
+def deployment_metrics(deployment_id):
+    return _service().metrics(deployment_id)

@@ -26,6 +26,7 @@ from cdnaas.common import errors
 from cdnaas.common.flavor import FlavorPlugin, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 from cdnaas.planning import dimensioning, models, placement
+from cdnaas_plugins.qoe_video import policy as default_policy
 
 PLUGIN_DIR = Path(__file__).resolve().parent
 
@@ -90,6 +91,10 @@ class QoeVideoFlavor(FlavorPlugin):
             predicted[region.name] = {"viewers_per_vcpu": round(load, 1),
                                       **_predicted(model, region.quality, load)}
         return predicted
+
+    def policy(self, observation) -> list:
+        """IM hook: the flavor's default elasticity policy (:mod:`.policy`)."""
+        return default_policy.decide(observation)
 
     @staticmethod
     def load_model(template) -> models.Model:

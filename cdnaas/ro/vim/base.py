@@ -6,6 +6,7 @@ only the dataclasses below; backend objects never leave the driver.
 """
 import abc
 import dataclasses
+import time
 from typing import Callable
 
 from cdnaas.common.sig import ServiceInstanceGraph
@@ -93,6 +94,32 @@ class VnfHealth:
     detail: str = ""
 
 
+@dataclasses.dataclass
+class VnfMetrics:
+    """Load figures of one VNF, read at one instant.
+
+    Counters are cumulative since the VNF started; readers take differences
+    between two readings (``read_at`` apart) to get rates. A figure is None
+    where the VNF has none (a DNS VNF serves no HTTP) or it could not be read.
+
+    :param active_connections: open client connections (nginx ``stub_status``
+        "Active connections", without the reading's own).
+    :param requests: HTTP requests served so far.
+    :param cpu_seconds: CPU time the VNF's processes have used so far.
+    :param read_at: when the figures were read, seconds since the epoch.
+    """
+
+    name: str
+    role: str
+    region: str
+    host: str | None
+    vcpus: int
+    read_at: float
+    active_connections: int | None = None
+    requests: int | None = None
+    cpu_seconds: float | None = None
+
+
 class VimDriver(abc.ABC):
     """Deploys, changes, checks and removes the VNFs of a SIG on one kind of VIM."""
 
@@ -134,6 +161,18 @@ class VimDriver(abc.ABC):
     @abc.abstractmethod
     def health(self, deployment: Deployment) -> list[VnfHealth]:
         """Check each VNF of ``deployment`` (answers HTTP or DNS)."""
+
+    def metrics(self, deployment: Deployment) -> list[VnfMetrics]:
+        """Load figures of each VNF of ``deployment``, in its order.
+
+        The default knows no figures (every one None); drivers that can read
+        their VNFs override it.
+
+        :raises VimError: the VIM could not be asked at all.
+        """
+        now = time.time()
+        return [VnfMetrics(name=v.name, role=v.role, region=v.region, host=v.host,
+                           vcpus=v.vcpus, read_at=now) for v in deployment.vnfs]
 
     @abc.abstractmethod
     def cleanup(self, known_ids: set[str]) -> list[str]:

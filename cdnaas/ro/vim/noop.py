@@ -10,20 +10,35 @@ Failure injection, read at call time (comma-separated host names):
 
 - ``CDNAAS_NOOP_FAIL_HOSTS``: creating a VNF on one of these hosts fails.
 - ``CDNAAS_NOOP_UNHEALTHY_HOSTS``: VNFs on these hosts report unhealthy.
+
+Load injection: :meth:`NoopDriver.metrics` models each VNF's figures from a
+number of viewers per region, by default read at call time from the JSON
+file named by ``CDNAAS_NOOP_LOAD_FILE`` (``{"<deployment id>": {"<region>":
+viewers}}``; absent means no viewers). A region's balancer holds every
+viewer's connection; its caches share the viewers in proportion to their
+vCPUs; each viewer fetches one chunk every :data:`CHUNK_SECONDS`.
 """
 import ipaddress
+import json
 import logging
 import os
 import threading
+import time
 import uuid
 
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, VimDriver, VnfHealth,
-                                VnfInstance, no_progress)
+                                VnfInstance, VnfMetrics, no_progress)
 
 LOG = logging.getLogger(__name__)
 
 FAIL_HOSTS = "CDNAAS_NOOP_FAIL_HOSTS"
 UNHEALTHY_HOSTS = "CDNAAS_NOOP_UNHEALTHY_HOSTS"
+LOAD_FILE = "CDNAAS_NOOP_LOAD_FILE"
+#: every viewer fetches one video chunk this often (the paper's 2 s DASH segments)
+CHUNK_SECONDS = 2.0
+#: chunk requests a fully busy vCPU serves per second by default: 5000 HD viewers per
+#: vCPU (the paper's KVM quality plateau) at one chunk per 2 s
+REQUESTS_PER_VCPU = 2500.0
 
 #: first host number of each role in a region's /24, in the order addresses are given out
 FIRST_HOST = {"load_balancer": 2, "dns": 53, "cache": 10}
@@ -41,6 +56,21 @@ class NoopDriver(VimDriver):
     #: deployment id -> {resource id: VNF name} of what "runs", shared by all instances
     _running: dict[str, dict[str, str]] = {}
     _lock = threading.Lock()
+    #: resource id -> [read_at, requests, cpu_seconds] of the modelled counters, shared too
+    _counters: dict[str, list[float]] = {}
+    _counters_lock = threading.Lock()
+
+    def __init__(self, load=None, clock=time.time, utilisation=None):
+        """
+        :param load: ``load(deployment_id) -> {region: viewers}``; by default the
+            ``CDNAAS_NOOP_LOAD_FILE`` hook, read at each call.
+        :param clock: seconds since the epoch (a simulation passes its own clock).
+        :param utilisation: ``utilisation(viewers, vcpus) -> busy share (0-1)`` of a
+            VNF's vCPUs; by default its chunk requests over ``vcpus * REQUESTS_PER_VCPU``.
+        """
+        self._load = load or _load_file
+        self._clock = clock
+        self._utilisation = utilisation or _utilisation
 
     def deploy(self, sig, progress=no_progress):
         """See :meth:`VimDriver.deploy`."""
@@ -72,6 +102,8 @@ class NoopDriver(VimDriver):
             servers.update(self._running.pop(deployment.deployment_id, {}))
         for done, (resource_id, name) in enumerate(sorted(servers.items()), 1):
             LOG.info("noop: would delete %s (%s)", name, resource_id)
+            with self._counters_lock:
+                self._counters.pop(resource_id, None)
             progress(REMOVE_STEP, done, len(servers))
 
     def health(self, deployment):
@@ -81,6 +113,45 @@ class NoopDriver(VimDriver):
                           f"host {v.host} is listed in {UNHEALTHY_HOSTS}" if v.host in unhealthy
                           else "answers")
                 for v in deployment.vnfs]
+
+    def metrics(self, deployment):
+        """See :meth:`VimDriver.metrics`: figures modelled from the injected load.
+
+        Counters grow, since the previous reading, at the rate the current load
+        makes: ``viewers / CHUNK_SECONDS`` requests/s and ``utilisation * vcpus``
+        CPU seconds per second. A DNS VNF has no HTTP figures and no load.
+        """
+        viewers = self._load(deployment.deployment_id)
+        now = self._clock()
+        cache_vcpus = {}
+        for vnf in deployment.vnfs:
+            if vnf.role == "cache":
+                cache_vcpus[vnf.region] = cache_vcpus.get(vnf.region, 0) + vnf.vcpus
+        figures = []
+        for vnf in deployment.vnfs:
+            region_viewers = float(viewers.get(vnf.region, 0))
+            if vnf.role == "cache":
+                held = region_viewers * vnf.vcpus / cache_vcpus[vnf.region]
+            else:
+                held = region_viewers if vnf.role == "load_balancer" else 0.0
+            requests, cpu = self._advance(vnf, now, held)
+            http = vnf.role != "dns"
+            figures.append(VnfMetrics(name=vnf.name, role=vnf.role, region=vnf.region,
+                                      host=vnf.host, vcpus=vnf.vcpus, read_at=now,
+                                      active_connections=round(held) if http else None,
+                                      requests=int(requests) if http else None,
+                                      cpu_seconds=cpu))
+        return figures
+
+    def _advance(self, vnf, now, viewers):
+        """The VNF's counters moved to ``now`` at the rates ``viewers`` make."""
+        with self._counters_lock:
+            counter = self._counters.setdefault(vnf.resource_id, [now, 0.0, 0.0])
+            elapsed = max(0.0, now - counter[0])
+            counter[0] = now
+            counter[1] += viewers / CHUNK_SECONDS * elapsed
+            counter[2] += self._utilisation(viewers, vnf.vcpus) * vnf.vcpus * elapsed
+            return counter[1], counter[2]
 
     def cleanup(self, known_ids):
         """See :meth:`VimDriver.cleanup`."""
@@ -135,6 +206,28 @@ class NoopDriver(VimDriver):
                 servers.pop(instance.resource_id, None)
             if not servers:
                 self._running.pop(deployment_id, None)
+        with self._counters_lock:
+            for instance in instances:
+                self._counters.pop(instance.resource_id, None)
+
+
+def _load_file(deployment_id):
+    """``{region: viewers}`` of ``deployment_id`` in the ``CDNAAS_NOOP_LOAD_FILE`` hook."""
+    path = os.environ.get(LOAD_FILE)
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle).get(deployment_id, {})
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        LOG.warning("noop: cannot read the load file %s: %s", path, exc)
+        return {}
+
+
+def _utilisation(viewers, vcpus):
+    return min(1.0, viewers / CHUNK_SECONDS / (vcpus * REQUESTS_PER_VCPU))
 
 
 def _listed_hosts(variable):

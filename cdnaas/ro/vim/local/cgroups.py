@@ -3,6 +3,11 @@
 cgroup v2 (``cpu.max``) where the unified hierarchy has the cpu controller,
 otherwise cgroup v1 (``cpu.cfs_quota_us``). Every group lives under
 ``cdnaas/`` so strays are easy to find.
+
+CPU time used (:func:`cpu_usage_seconds`) comes from ``cpu.stat`` on v2 and
+``cpuacct.usage`` on v1. Where v1 mounts ``cpuacct`` apart from ``cpu``, a
+group has a twin of the same name in the ``cpuacct`` hierarchy, which its
+processes join when first read.
 """
 import contextlib
 import os
@@ -14,6 +19,7 @@ from cdnaas.ro.vim.base import PrerequisitesMissing
 
 ROOT_V2 = Path("/sys/fs/cgroup")
 ROOT_V1 = Path("/sys/fs/cgroup/cpu")
+ROOT_V1_ACCOUNTING = Path("/sys/fs/cgroup/cpuacct")
 PERIOD_US = 100_000
 
 
@@ -70,17 +76,60 @@ def pids(name):
     return []
 
 
+def cpu_usage_seconds(name):
+    """CPU time the processes of group ``name`` have used, in seconds; None if it is gone.
+
+    Where ``cpuacct`` is a hierarchy of its own, the group's processes are first
+    moved into its accounting twin (children they fork later follow), so time
+    used before the first reading is not counted: read once early, then
+    take differences.
+    """
+    version, base = _hierarchy()
+    group = base / name
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        if version == "v2":
+            fields = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+            return int(fields["usage_usec"]) / 1e6
+        if (group / "cpuacct.usage").exists():  # cpu and cpuacct mounted together
+            return int((group / "cpuacct.usage").read_text()) / 1e9
+        twin = _accounting_twin(name)
+        if twin is None or not group.exists():
+            return None
+        twin.mkdir(parents=True, exist_ok=True)
+        joined = set((twin / "cgroup.procs").read_text().split())
+        for pid in (group / "cgroup.procs").read_text().split():
+            if pid not in joined:
+                with contextlib.suppress(ProcessLookupError):
+                    (twin / "cgroup.procs").write_text(pid)
+        return int((twin / "cpuacct.usage").read_text()) / 1e9
+    return None
+
+
+def _accounting_twin(name):
+    """The group's twin in a separate v1 ``cpuacct`` hierarchy, or None when there is none."""
+    if not (ROOT_V1_ACCOUNTING / "cpuacct.usage").exists():
+        return None
+    return ROOT_V1_ACCOUNTING / "cdnaas" / name
+
+
 def remove(name, grace=2.0):
     """Stop every process of group ``name`` (TERM, then KILL) and remove it. Gone is fine."""
-    _version, base = _hierarchy()
+    version, base = _hierarchy()
     group = base / name
-    if not group.exists():
-        return
-    _signal_all(pids(name), signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while pids(name) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    _signal_all(pids(name), signal.SIGKILL)
+    if group.exists():
+        _signal_all(pids(name), signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while pids(name) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _signal_all(pids(name), signal.SIGKILL)
+        _rmdir(group, grace)
+    twin = _accounting_twin(name) if version == "v1" else None
+    if twin is not None:
+        _rmdir(twin, grace)  # its processes were the group's
+
+
+def _rmdir(group, grace):
+    """Remove an empty group, waiting up to ``grace`` s for exiting processes to leave it."""
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         try:
@@ -90,7 +139,8 @@ def remove(name, grace=2.0):
             return
         except OSError:  # processes still exiting
             time.sleep(0.02)
-    group.rmdir()
+    with contextlib.suppress(FileNotFoundError):
+        group.rmdir()
 
 
 def names():

@@ -18,11 +18,13 @@ import logging
 import os
 import shutil
 import socket
+import time
 
 from cdnaas.common import config
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, PrerequisitesMissing,
-                                VimDriver, VimError, VnfHealth, VnfInstance, no_progress)
+                                VimDriver, VimError, VnfHealth, VnfInstance, VnfMetrics,
+                                no_progress)
 from cdnaas.ro.vim.local import cgroups, clients, network, processes
 from cdnaas.ro.vim.local.system import in_namespace, run
 
@@ -139,6 +141,21 @@ class LocalDriver(VimDriver):
                 detail = "answers HTTP" if healthy else "no HTTP answer"
             results.append(VnfHealth(vnf.name, vnf.role, vnf.region, healthy, detail))
         return results
+
+    def metrics(self, deployment):
+        """Each nginx VNF's ``stub_status`` (active connections without this reading's
+        own, requests so far; probes count as requests) and every VNF's CPU time
+        from its cgroup, read in parallel."""
+        owner = deployment.resources.get("owner", network.owner())
+
+        def read(vnf):
+            status = processes.stub_status(vnf.address) if vnf.role != "dns" else None
+            cpu = cgroups.cpu_usage_seconds(_group(owner, deployment.deployment_id, vnf.name))
+            return VnfMetrics(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
+                              vcpus=vnf.vcpus, read_at=time.time(),
+                              active_connections=max(0, status["active"] - 1) if status else None,
+                              requests=status["requests"] if status else None, cpu_seconds=cpu)
+        return list(self.pool.map(read, deployment.vnfs))
 
     def cleanup(self, known_ids):
         owner = network.owner()
@@ -350,7 +367,10 @@ def _assign(sig, layout, kept):
     addresses = {}
     for region, info in layout.items():
         subnet = ipaddress.ip_network(info["subnet"])
-        taken = {kept[v.name] for v in sig.vnfs_in(region) if v.name in kept}
+        # An address held by any VNF of the deployment stays taken, even if that VNF is
+        # being removed: a replacement must not answer while the old one still drains.
+        taken = {a for address in kept.values()
+                 for a in (address if isinstance(address, list) else [address])}
         free = (str(a) for a in list(subnet.hosts())[FIRST_CACHE_HOST - 1:] if str(a) not in taken)
         for vnf in sig.vnfs_in(region):
             if vnf.role == "load_balancer":

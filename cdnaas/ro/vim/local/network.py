@@ -158,9 +158,13 @@ def create_namespaces(specs):
     lines = []
     for namespace, links in specs:
         lines.append(f"netns add {namespace}")
-        for index, (bridge, _address, _routes) in enumerate(links):
+        for index, (bridge, address, _routes) in enumerate(links):
             host_side = f"cv{_short(namespace, str(index))}"
-            lines += [f"link add {host_side} type veth peer name eth{index} netns {namespace}",
+            # The MAC follows the address, so a VNF put back on its address (a restart)
+            # keeps answering to the ARP entries its clients hold.
+            mac = _mac(f"{bridge}/{address.split('/')[0]}")
+            lines += [f"link add {host_side} type veth peer name eth{index} "
+                      f"address {mac} netns {namespace}",
                       f"link set {host_side} master {bridge}", f"link set {host_side} up"]
     ip_batch(lines)
 

@@ -1,0 +1,80 @@
+"""Time series of the Instance Manager: points per cache, region, vCDN and host.
+
+One pass writes all its points with the same ``at`` (the pass's clock), so
+"the previous pass" of a vCDN is its points at their latest ``at``. Points
+older than ``CDNAAS_IM_RETENTION_HOURS`` (default 24) are removed.
+"""
+import datetime as dt
+
+from sqlalchemy import delete, func, select
+
+from cdnaas.common import config
+from cdnaas.common.timeutil import aware, isoformat
+from cdnaas.im.models import Sample
+
+SCOPES = ("cache", "vnf", "region", "vcdn", "host")
+#: figures a point carries in the API, in order
+FIGURES = ("viewers", "requests_per_second", "mos", "cpu", "vcpus", "watts", "energy_wh")
+
+
+def retention():
+    """How long points are kept (``CDNAAS_IM_RETENTION_HOURS``)."""
+    return dt.timedelta(hours=config.float_setting("CDNAAS_IM_RETENTION_HOURS", 24))
+
+
+def write(session, at, points):
+    """Store ``points`` (dicts of :class:`Sample` columns but ``at``) as taken ``at``."""
+    session.add_all(Sample(at=at, **point) for point in points)
+
+
+def previous(session, vcdn_id):
+    """``{(scope, key): Sample}`` of the vCDN's latest pass ({} before its first)."""
+    latest = select(func.max(Sample.at)).where(Sample.vcdn_id == vcdn_id).scalar_subquery()
+    rows = session.scalars(select(Sample).where(Sample.vcdn_id == vcdn_id, Sample.at == latest))
+    return {(row.scope, row.key): row for row in rows}
+
+
+def previous_hosts(session):
+    """``{host: Sample}`` of the latest pass that saw hosts."""
+    latest = select(func.max(Sample.at)).where(Sample.scope == "host").scalar_subquery()
+    rows = session.scalars(select(Sample).where(Sample.scope == "host", Sample.at == latest))
+    return {row.key: row for row in rows}
+
+
+def recent(session, vcdn_id, scope, key, after, limit):
+    """Up to ``limit`` latest points of one series taken after ``after`` (None: any), oldest first."""
+    query = select(Sample).where(Sample.vcdn_id == vcdn_id, Sample.scope == scope,
+                                 Sample.key == key)
+    if after is not None:
+        query = query.where(Sample.at > after)
+    rows = session.scalars(query.order_by(Sample.at.desc()).limit(limit)).all()
+    return rows[::-1]
+
+
+def purge(session, now):
+    """Remove points older than the retention period."""
+    session.execute(delete(Sample).where(Sample.at < now - retention()))
+
+
+def window(session, vcdn_id, since, until, scope=None):
+    """The vCDN's series within ``[since, until]``: ``[{scope, key, points}]``, each oldest first."""
+    query = select(Sample).where(Sample.vcdn_id == vcdn_id, Sample.at >= since, Sample.at <= until)
+    if scope:
+        query = query.where(Sample.scope == scope)
+    series = {}
+    for row in session.scalars(query.order_by(Sample.at)):
+        series.setdefault((row.scope, row.key), []).append(point_view(row))
+    order = {name: index for index, name in enumerate(SCOPES)}
+    return [{"scope": scope_, "key": key, "points": points}
+            for (scope_, key), points in sorted(series.items(),
+                                                key=lambda item: (order[item[0][0]], item[0][1]))]
+
+
+def point_view(row):
+    view = {"at": isoformat(aware(row.at))}
+    view.update({name: _rounded(getattr(row, name)) for name in FIGURES})
+    return view
+
+
+def _rounded(value):
+    return round(value, 3) if isinstance(value, float) else value

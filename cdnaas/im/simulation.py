@@ -1,0 +1,285 @@
+"""A simulated vCDN for the Instance Manager: one plant answering as SO, RO and SIDR do.
+
+:class:`Plant` holds one vCDN's SIG on in-memory hosts and a simulated
+clock, and answers the calls :func:`cdnaas.im.reconcile.reconcile_once`
+makes (through :attr:`Plant.so`, :attr:`Plant.ro`, :attr:`Plant.sidr`), so
+the real pass, policy included, runs against it in-process: the benchmark
+replays a day in a minute, tests drive surges step by step.
+
+- **SO.** A scale request changes the SIG at once, as SO does: new caches
+  are placed at the least energy cost (:func:`cdnaas.planning.placement.place`);
+  removed ones come off the hosts carrying the fewest of the region's VNFs,
+  the newest first. The vCDN is
+  then ``UPDATING`` for the operation's time (booting ``boot_seconds`` plus
+  ``register_seconds`` for the balancer; draining ``drain_seconds``), during
+  which the previous caches serve and every VNF of either set draws power.
+- **RO.** Figures come from the no-op driver's model (:meth:`NoopDriver.metrics`)
+  fed the current viewers, on the simulated clock, with the flavor's model
+  for CPU use; every VNF is healthy unless listed in :attr:`Plant.failing`.
+- **Truth.** :meth:`Plant.true_mos` and :meth:`Plant.watts` are what the
+  viewers get and what the hosts draw: the model's MOS at viewers per
+  serving cache vCPU, and each host's power model with the technology
+  overhead (:mod:`cdnaas.im.power`); a host carrying nothing is off.
+"""
+import collections
+import dataclasses
+import datetime as dt
+import itertools
+import re
+
+from cdnaas.common import errors
+from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
+from cdnaas.common.timeutil import isoformat
+from cdnaas.im import power
+from cdnaas.planning.placement import Instance, place
+from cdnaas.ro.vim.base import Deployment, EntryPoint, VnfInstance
+from cdnaas.ro.vim.noop import NoopDriver
+
+_INDEX = re.compile(r"-(\d+)$")
+_PLANTS = itertools.count(1)
+#: the plant counts vCPUs only; RAM never runs short
+UNBOUNDED_RAM = 10 ** 9
+
+
+@dataclasses.dataclass
+class SimHost:
+    """A host of the plant (as SO registers it)."""
+
+    name: str
+    region: str
+    vcpus: int
+    idle_watts: float = 115.0
+    peak_watts: float = 269.0
+
+
+class Plant:
+    """One vCDN (``sig``, a :class:`ServiceInstanceGraph`) on ``hosts``, at a simulated time.
+
+    :param template: the flavor's service template (bounds, technology).
+    :param model: the flavor's :class:`~cdnaas.planning.models.Model`.
+    :param start: the simulated clock's first time (aware UTC).
+    """
+
+    def __init__(self, template, model, sig, hosts, start, boot_seconds=11.5,
+                 register_seconds=1.5, drain_seconds=10.0):
+        self.template, self.model = template, model
+        self.sig = sig
+        self.serving = sig  # what serves while an operation runs
+        self.hosts = {h.name: h for h in hosts}
+        self.now = start
+        self.viewers = {r.name: 0.0 for r in sig.regions}
+        self.failing = set()
+        self.operations = 0
+        self._done_at = None
+        self._times = (boot_seconds, register_seconds, drain_seconds)
+        self._ids = itertools.count(1)
+        self._resource_ids = {}
+        self.driver = NoopDriver(load=lambda _id: dict(self.viewers),
+                                 clock=lambda: self.now.timestamp(),
+                                 utilisation=self._utilisation)
+        self.so, self.ro, self.sidr = _So(self), _Ro(self), _Sidr(self)
+
+    # -- time and load ------------------------------------------------------------------------
+
+    def advance(self, now, viewers):
+        """Move the clock to ``now`` with ``viewers`` per region; finish a due operation."""
+        self.now = now
+        self.viewers.update(viewers)
+        if self._done_at is not None and now >= self._done_at:
+            self.serving, self._done_at = self.sig, None
+
+    @property
+    def busy(self):
+        return self._done_at is not None
+
+    # -- SO semantics ------------------------------------------------------------------------
+
+    def scale(self, region, caches, reason):
+        """SO's scale: see the module docstring. :raises Conflict/Unprocessable: as SO."""
+        if self.busy:
+            raise errors.Conflict(f"vCDN {self.sig.vcdn_id} is UPDATING", field="vcdn_id")
+        bounds = self.template["vnfs"]["cache"]["instances"]
+        if not bounds["min"] <= caches <= bounds["max"]:
+            raise errors.Unprocessable(f"the flavor allows {bounds['min']} to {bounds['max']} "
+                                       f"caches per region, not {caches}", field="caches")
+        sig = dataclasses.replace(self.sig, vnfs=list(self.sig.vnfs))
+        current = sig.vnfs_in(region, "cache")
+        if caches > len(current):
+            new = []
+            for _ in range(caches - len(current)):
+                new.append(dataclasses.replace(current[0], name=_next_name(sig, region),
+                                               host=None))
+                sig.vnfs.append(new[-1])
+            free = self.free(region)
+            try:
+                placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new], free)
+            except InsufficientCapacity as exc:
+                raise errors.Conflict(f"not enough capacity: region {region} lacks "
+                                      f"{exc.missing_vcpus} vCPUs", field="caches") from None
+            sig.vnfs = [dataclasses.replace(v, host=placed[v.name]) if v.name in placed else v
+                        for v in sig.vnfs]
+            seconds = self._times[0] + self._times[1]
+        else:
+            load = collections.Counter(v.host for v in sig.vnfs_in(region))
+            ranked = sorted(current, key=lambda v: (load[v.host], -_number(v.name)))
+            for vnf in ranked[:len(current) - caches]:
+                sig.vnfs.remove(vnf)
+            seconds = self._times[2]
+        return self._operation(sig, seconds, reason)
+
+    def heal(self, vnf_name, reason):
+        """SO's heal: the cache is replaced by a new one of a new name on the same host."""
+        if self.busy:
+            raise errors.Conflict(f"vCDN {self.sig.vcdn_id} is UPDATING", field="vcdn_id")
+        sig = dataclasses.replace(self.sig, vnfs=list(self.sig.vnfs))
+        sick = next(v for v in sig.vnfs if v.name == vnf_name)
+        sig.vnfs[sig.vnfs.index(sick)] = dataclasses.replace(sick,
+                                                             name=_next_name(sig, sick.region))
+        self.failing.discard(vnf_name)
+        return self._operation(sig, self._times[0] + self._times[1], reason)
+
+    def _operation(self, sig, seconds, reason):
+        self.serving, self.sig = self.sig, sig
+        self._done_at = self.now + dt.timedelta(seconds=seconds)
+        self.operations += 1
+        return {"vcdn": self.view(), "operation": {"id": f"op-{self.operations}",
+                                                   "reason": reason}}
+
+    def free(self, region):
+        """Free capacity of the region's hosts as SO computes it (the SIG's reservations)."""
+        taken = self.reserved()
+        return [HostCapacity(name=h.name, free_vcpus=h.vcpus - taken[h.name],
+                             free_ram_mb=UNBOUNDED_RAM, vcpus=h.vcpus, ram_mb=UNBOUNDED_RAM,
+                             idle_watts=h.idle_watts, peak_watts=h.peak_watts)
+                for h in sorted(self.hosts.values(), key=lambda h: h.name)
+                if h.region == region]
+
+    def reserved(self):
+        taken = collections.Counter({name: 0 for name in self.hosts})
+        for vnf in self.sig.vnfs:
+            taken[vnf.host] += vnf.vcpus
+        return taken
+
+    def view(self):
+        """The vCDN as SO's instance view shows it."""
+        return {"id": self.sig.vcdn_id, "flavor": self.sig.flavor,
+                "template_version": self.sig.template_version,
+                "state": "UPDATING" if self.busy else "ACTIVE",
+                "lease": {"start": isoformat(self.now - dt.timedelta(days=1)),
+                          "end": isoformat(self.now + dt.timedelta(days=365))},
+                "regions": [{"name": r.name, "demand": r.demand, "quality": r.quality,
+                             "caches": len(self.sig.vnfs_in(r.name, "cache"))}
+                            for r in self.sig.regions]}
+
+    # -- RO semantics and the truth ----------------------------------------------------------
+
+    def deployment(self):
+        """The serving VNFs as the no-op driver would have built them."""
+        vnfs = [VnfInstance(name=v.name, role=v.role, region=v.region, host=v.host,
+                            address="198.18.0.1", resource_id=self._resource_id(v.name),
+                            vcpus=v.vcpus) for v in self.serving.vnfs]
+        return Deployment(deployment_id=self.sig.vcdn_id, driver="noop", vnfs=vnfs,
+                          entry_point=EntryPoint(self.sig.hostname, []), region_endpoints={})
+
+    def _resource_id(self, name):
+        return self._resource_ids.setdefault(name, f"{self.sig.vcdn_id}-{next(self._ids)}")
+
+    def _utilisation(self, viewers, vcpus):
+        return self.model.utilisation(viewers, vcpus) if viewers else 0.0
+
+    def cache_vcpus(self, region):
+        return sum(v.vcpus for v in self.serving.vnfs_in(region, "cache"))
+
+    def true_mos(self, region):
+        """The MOS the region's viewers get now (no smoothing)."""
+        vcpus = self.cache_vcpus(region)
+        return self.model.mos(self.viewers[region] / vcpus) if vcpus else 1.0
+
+    def cache_utilisation(self, region):
+        """Mean busy share of the region's serving caches (what a CPU meter reports)."""
+        vcpus = self.cache_vcpus(region)
+        return self._utilisation(self.viewers[region], vcpus) if vcpus else 0.0
+
+    def watts(self):
+        """``{host: watts}`` of the hosts carrying a VNF, serving or in an operation."""
+        running = {v.name: v for v in self.serving.vnfs + self.sig.vnfs}
+        serving = {v.name for v in self.serving.vnfs}
+        busy = collections.Counter()
+        on = set()
+        overhead = power.OVERHEAD.get(self.template["technology"], 1.0)
+        for vnf in running.values():
+            on.add(vnf.host)
+            if vnf.name not in serving or vnf.role == "dns":
+                continue
+            region_viewers = self.viewers[vnf.region]
+            held = (region_viewers * vnf.vcpus / self.cache_vcpus(vnf.region)
+                    if vnf.role == "cache" else region_viewers)
+            busy[vnf.host] += self._utilisation(held, vnf.vcpus) * vnf.vcpus * overhead
+        return {name: power.modelled_watts(self.hosts[name].idle_watts,
+                                           self.hosts[name].peak_watts,
+                                           min(1.0, busy[name] / self.hosts[name].vcpus))
+                for name in on}
+
+
+class _So:
+    """The plant seen as the Service Orchestrator's JSON API."""
+
+    def __init__(self, plant):
+        self.plant = plant
+
+    def get(self, path, params=None):
+        plant = self.plant
+        if path == "/so/v1/instances":
+            state = (params or {}).get("state")
+            view = plant.view()
+            return {"vcdns": [view] if state in (None, view["state"]) else []}
+        if path == "/so/v1/regions":
+            return {"regions": [{"name": r} for r in sorted({h.region
+                                                             for h in plant.hosts.values()})]}
+        region = path.split("/")[4]
+        taken = plant.reserved()
+        return {"hosts": [{"name": h.name, "region": h.region, "vcpus": h.vcpus,
+                           "reserved_vcpus": taken[h.name], "idle_watts": h.idle_watts,
+                           "peak_watts": h.peak_watts, "enabled": True}
+                          for h in plant.hosts.values() if h.region == region]}
+
+    def post(self, path, json=None):
+        if path.endswith("/scale"):
+            return self.plant.scale(json["region"], json["caches"], json.get("reason"))
+        return self.plant.heal(json["vnf"], json.get("reason"))
+
+
+class _Ro:
+    """The plant seen as the Resource Orchestrator's JSON API."""
+
+    def __init__(self, plant):
+        self.plant = plant
+
+    def get(self, _path):
+        return {"vnfs": [dataclasses.asdict(m)
+                         for m in self.plant.driver.metrics(self.plant.deployment())]}
+
+    def health(self, _deployment_id):
+        return {"vnfs": [{"name": v.name, "healthy": v.name not in self.plant.failing}
+                         for v in self.plant.serving.vnfs]}
+
+
+class _Sidr:
+    """The plant seen as SIDR: it stores the one template."""
+
+    def __init__(self, plant):
+        self.plant = plant
+        self.base_url = f"simulation:{next(_PLANTS)}"  # flavors are cached per SIDR
+
+    def get_template(self, _flavor, _version):
+        return {"document": self.plant.template}
+
+
+def _next_name(sig, region):
+    used = [int(m.group(1)) for v in sig.vnfs_in(region, "cache") if (m := _INDEX.search(v.name))]
+    return f"{region}-cache-{max(used, default=-1) + 1}"
+
+
+def _number(name):
+    match = _INDEX.search(name)
+    return int(match.group(1)) if match else 0

@@ -1,0 +1,112 @@
+"""The Instance Manager in a real five-process stack on the noop driver: viewers injected
+through the driver's load file are seen in the customer API's metrics, a surge is met by
+a scale out and a lull by a scale in (SO operations, decisions with their inputs), the
+views are tenant-scoped, operators see host power and marks, Prometheus has the gauges."""
+import json
+import time
+
+import pytest
+import requests
+
+from cdnaas_plugins.qoe_video.policy import DEFAULTS
+from tests.support.api import populate, vcdn_body
+from tests.support.stack import running_stack
+from tests.support.im import FLAVOR, MODELS, template
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("im-stack")
+    load = tmp / "load.json"
+    load.write_text("{}")
+    extra = {"CDNAAS_NOOP_LOAD_FILE": str(load)}
+    with running_stack(None, tmp, extra_env=extra) as running:
+        populate(running)
+        sidr = requests.post(f"{running.urls['sidr']}/sidr/v1/templates",
+                             json=template(MODELS / "vm.yaml"), timeout=10)
+        assert sidr.status_code == 201, sidr.text
+        running.load = load
+        yield running
+
+
+def eventually(check, what, timeout=40):
+    """Poll ``check()`` until it returns something true; return it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def set_viewers(stack, vcdn_id, **regions):
+    stack.load.write_text(json.dumps({vcdn_id: {r.replace("_", "-"): v
+                                                for r, v in regions.items()}}))
+
+
+def region_points(stack, vcdn_id, region):
+    found = stack.acme.ok("GET", f"/vcdns/{vcdn_id}/metrics", params={"scope": "region"})
+    return next((s["points"] for s in found["series"] if s["key"] == region), [])
+
+
+def decisions(stack, vcdn_id, kind):
+    return stack.acme.ok("GET", f"/vcdns/{vcdn_id}/decisions", params={"kind": kind})["decisions"]
+
+
+def test_the_im_scales_a_region_out_and_back_in_through_so_and_says_why(stack):
+    body = vcdn_body("elastic-video", (("eu-west", 10000), ("us-east", 5000)), flavor=FLAVOR)
+    accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
+    vcdn_id = accepted["vcdn"]["id"]
+    assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+    caches = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["regions"][0]["caches"]
+
+    set_viewers(stack, vcdn_id, eu_west=8000, us_east=2000)
+    calm = eventually(lambda: [p for p in region_points(stack, vcdn_id, "eu-west")
+                               if p["viewers"] == 8000], "metrics of 8000 viewers")
+    assert calm[-1]["mos"] == pytest.approx(4.8) and calm[-1]["watts"] > 0
+
+    set_viewers(stack, vcdn_id, eu_west=16000, us_east=2000)  # 8000 per vCPU: MOS 3.5
+    [out] = eventually(lambda: decisions(stack, vcdn_id, "scale_out"), "a scale out")
+    assert out["outcome"] == "started" and out["region"] == "eu-west"
+    assert out["details"]["counters"]["below"] >= 2
+    assert out["details"]["thresholds"] == {
+        "target": 4.0, "scale_out_below": 4.0 + DEFAULTS.out_margin,
+        "scale_in_at_least": 4.0 + DEFAULTS.in_margin}
+    assert out["details"]["samples"][-1]["viewers"] == 16000
+    operation = stack.acme.wait(out["details"]["operation"])
+    assert operation["state"] == "COMPLETED" and operation["type"] == "UPDATE"
+    grown = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["regions"][0]["caches"]
+    assert grown == out["details"]["target_caches"] > caches
+
+    set_viewers(stack, vcdn_id, eu_west=3000, us_east=2000)
+    [back] = eventually(lambda: decisions(stack, vcdn_id, "scale_in")[:1], "a scale in", 60)
+    assert back["outcome"] == "started" and back["details"]["target_caches"] == grown - 1
+    counters = back["details"]["counters"]
+    assert counters["above_with_one_fewer"] >= counters["needed"]
+    assert counters["samples_since_change"] >= counters["cooldown"]
+    assert stack.acme.wait(back["details"]["operation"])["state"] == "COMPLETED"
+
+    assert stack.globex.call("GET", f"/vcdns/{vcdn_id}/metrics").status_code == 404
+    assert stack.globex.call("GET", f"/vcdns/{vcdn_id}/decisions").status_code == 404
+    prometheus = requests.get(f"{stack.urls['im']}/metrics", timeout=10).text
+    assert f'cdnaas_im_vcdn_mos{{vcdn="{vcdn_id}"}}' in prometheus
+    assert f'cdnaas_im_vcdn_watts{{vcdn="{vcdn_id}"}}' in prometheus
+
+
+def test_operators_see_each_hosts_power_and_power_down_marks(stack):
+    assert stack.acme.call("GET", "/hosts/power").status_code == 403
+    found = eventually(lambda: [h for h in stack.operator.ok("GET", "/hosts/power")["hosts"]
+                                if h["watts"] is not None], "host power figures")
+    by_name = {h["name"]: h for h in found}
+    assert set(by_name) >= {"eu-1", "eu-2", "us-1"}
+    assert all(h["source"] == "model" and h["watts"] >= h["idle_watts"] for h in found)
+    marked = eventually(lambda: [h for h in stack.operator.ok("GET", "/hosts/power")["hosts"]
+                                 if h["mark"] and h["mark"]["state"] == "power_down"],
+                        "a power-down mark")
+    assert all(h["reserved_vcpus"] == 0 for h in marked)
+    totals = stack.operator.ok("GET", "/hosts/power")["totals"]
+    assert totals["marked_power_down"] >= 1 and totals["idle_watts_of_marked"] >= 115.0
+    actions = requests.get(f"{stack.urls['im']}/im/v1/actions", params={"kind": "power_down"},
+                           timeout=10).json()["actions"]
+    assert actions and actions[0]["host"] and actions[0]["details"]["headroom_vcpus"] >= 4
