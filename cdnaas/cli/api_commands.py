@@ -3,12 +3,20 @@ import datetime as dt
 import re
 
 import click
+from rich.markup import escape
 
-from cdnaas.cli import client, output
+from cdnaas.cli import charts, client, output
 from cdnaas.common import config, timeutil
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")
+AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+AGO_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+#: the Kind enum of api-spec/im.yaml (the API filters on it without checking it)
+DECISION_KINDS = ("terminate", "health", "reconcile", "heal", "scale_out", "scale_in",
+                  "consolidate", "power_down", "power_up")
+OUTCOME_STYLES = {"started": "green", "healthy": "green", "marked": "cyan", "deferred": "yellow",
+                  "held": "yellow", "refused": "red", "error": "red", "unhealthy": "red"}
 
 
 def api():
@@ -100,6 +108,18 @@ class IsoTime(click.ParamType):
             self.fail(f"{value!r} is not an ISO 8601 time such as 2030-01-31T18:00:00Z",
                       param, ctx)
         return None  # not reached
+
+
+class TimeOrAgo(IsoTime):
+    """An ISO 8601 time, or how long before now: ``90s``, ``15m``, ``2h``, ``1d``."""
+
+    name = "ISO-TIME|AGO"
+
+    def convert(self, value, param, ctx):
+        match = AGO.match(value) if isinstance(value, str) else None
+        if match:
+            return timeutil.utcnow() - dt.timedelta(**{AGO_UNITS[match[2]]: float(match[1])})
+        return super().convert(value, param, ctx)
 
 
 def name_argument(value, what):
@@ -224,6 +244,38 @@ def hosts_update(region, name, vcpus, ram_mb, idle_watts, peak_watts, enabled):
     if not body:
         raise click.UsageError("nothing to change: give at least one option")
     output.show(api().update_host(region, name, body), output.render_host)
+
+
+@hosts.command("power")
+def hosts_power():
+    """Every host's power, utilisation and power-down mark, as the Instance Manager last saw them
+    (operator)."""
+    output.show(api().get("/api/v1/hosts/power"), _render_hosts_power)
+
+
+def _render_hosts_power(power):
+    output.table(power.get("hosts") or [], [
+        ("Host", "name"), ("Region", "region"),
+        ("Utilisation", lambda h: charts.share_bar(h.get("utilisation"))),
+        ("Watts", lambda h: "-" if h.get("watts") is None else f"{h['watts']:,.1f}"),
+        ("Source", "source"), ("Energy Wh", "energy_wh"), ("Mark", _mark_text)])
+    totals = power.get("totals") or {}
+    output.out().print(f"{totals.get('hosts', 0)} hosts drawing {totals.get('watts', 0):,.1f} W; "
+                       f"{totals.get('marked_power_down', 0)} marked for power-down "
+                       f"({totals.get('idle_watts_of_marked', 0):,.1f} W idle)")
+
+
+def _mark_text(host):
+    mark = host.get("mark")
+    if not mark:
+        return "-"
+    state = "[bold]⏻ power down[/bold]" if mark.get("state") == "power_down" else "on"
+    return f"{state} since {_short_time(mark.get('since'))}: {escape(mark.get('reason') or '')}"
+
+
+def _short_time(text):
+    """``2030-01-31T18:00:05.123Z`` -> ``2030-01-31 18:00:05`` (None -> ``-``)."""
+    return text[:19].replace("T", " ") if text else "-"
 
 
 # -- tenants and tokens -----------------------------------------------------------------------
@@ -447,6 +499,62 @@ def vcdn_operations(vcdn_id):
     output.show(api().vcdn_operations(vcdn_id), lambda ops: output.table(
         ops, [("Operation", "id"), ("Type", "type"), ("State", lambda o: output.styled(o.get("state"))),
               ("Reason", "reason"), ("Created", "created_at"), ("Error", "error")]))
+
+
+@vcdn.command("metrics")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--since", type=TimeOrAgo(), help="Start of the window: an ISO time or how long "
+              "ago (15m, 2h, 1d); default an hour before --until.")
+@click.option("--until", type=TimeOrAgo(), help="End of the window (default now).")
+@click.option("--width", type=click.IntRange(min=1), default=60, show_default=True,
+              help="Most bars per sparkline; longer series are averaged down to it.")
+def vcdn_metrics(vcdn_id, since, until, width):
+    """Viewers, estimated MOS and watts of each region over time, as sparklines.
+
+    With --json, the API's region series as they are (every figure of every point).
+    """
+    params = _drop_none({"scope": "region", "since": timeutil.isoformat(since),
+                         "until": timeutil.isoformat(until)})
+    metrics = api().get(f"/api/v1/vcdns/{vcdn_id}/metrics", params=params)
+    output.show(metrics, lambda m: _render_metrics(m, width))
+
+
+def _render_metrics(metrics, width):
+    rows = charts.region_rows(metrics, width)
+    window = f"{_short_time(metrics.get('since'))} -> {_short_time(metrics.get('until'))} UTC"
+    if not rows:
+        output.out().print(f"no samples between {window} (the Instance Manager records one "
+                           "per pass)")
+        return
+    output.table(rows, [("Region", "region"), ("Samples", "samples"), ("Series", "figure"),
+                        ("Over time", "chart"), ("Latest", "latest"), ("Min", "min"),
+                        ("Max", "max")],
+                 title=f"vCDN {metrics.get('vcdn_id')}, {window}")
+
+
+@vcdn.command("decisions")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--since", type=TimeOrAgo(), help="Only decisions taken since: an ISO time or how "
+              "long ago (15m, 2h, 1d).")
+@click.option("--kind", type=click.Choice(DECISION_KINDS), help="Only decisions of this kind.")
+@click.option("--region", help="Only decisions about this region.")
+def vcdn_decisions(vcdn_id, since, kind, region):
+    """What the Instance Manager decided about one vCDN and why, oldest first.
+
+    With --json, each decision with the figures that caused it (its details).
+    """
+    params = _drop_none({"since": timeutil.isoformat(since), "kind": kind, "region": region})
+    found = api().get(f"/api/v1/vcdns/{vcdn_id}/decisions", params=params)["decisions"]
+    output.show(found, lambda decisions: output.table(decisions, [
+        ("Time (UTC)", lambda d: _short_time(d.get("created_at"))), ("Kind", "kind"),
+        ("Region", lambda d: d.get("region") or d.get("host") or "-"),
+        ("Outcome", _styled_outcome), ("Reason", lambda d: escape(d.get("reason") or "-"))]))
+
+
+def _styled_outcome(decision):
+    outcome = decision.get("outcome") or "-"
+    style = OUTCOME_STYLES.get(outcome)
+    return f"[{style}]{outcome}[/{style}]" if style else escape(outcome)
 
 
 @click.group()

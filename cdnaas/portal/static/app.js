@@ -155,11 +155,70 @@ async function loadVcdns() {
       .join("; "));
     cell(row, entry.hostname); cell(row, (entry.dns_servers || []).join(", "));
     cell(row, vcdn.lease.end);
+    const actions = row.insertCell();
+    const details = document.createElement("button");
+    details.textContent = "Details";
+    details.onclick = () => openDetail(vcdn.id);
     const button = document.createElement("button");
     button.className = "secondary";
     button.textContent = "End";
     button.onclick = () => end(vcdn.id);
-    row.insertCell().append(button);
+    actions.append(details, " ", button);
+  }
+}
+
+// -- one vCDN's detail: charts of its metrics and the Instance Manager's decisions ------------
+
+const DETAIL_REFRESH_MS = 10000;
+const DECISIONS_SHOWN = 20;
+let detail = { vcdnId: null, timer: null };
+
+function openDetail(vcdnId) {
+  closeDetail();
+  detail = { vcdnId, timer: setInterval(refreshDetail, DETAIL_REFRESH_MS) };
+  $("#detail").hidden = false;
+  refreshDetail();
+  $("#detail").scrollIntoView({ behavior: "smooth" });
+}
+
+function closeDetail() {
+  clearInterval(detail.timer);
+  detail = { vcdnId: null, timer: null };
+  $("#detail").hidden = true;
+}
+
+// {region: minimum MOS} of the regions whose quality is a MOS.
+function mosTargets(vcdn) {
+  const targets = {};
+  for (const region of vcdn.regions) {
+    if (region.quality && region.quality.min_mos !== undefined) targets[region.name] = region.quality.min_mos;
+  }
+  return targets;
+}
+
+async function refreshDetail() {
+  const vcdnId = detail.vcdnId;
+  try {
+    const [vcdn, metrics, { decisions }] = await Promise.all([
+      api("GET", `/vcdns/${vcdnId}`),
+      api("GET", `/vcdns/${vcdnId}/metrics?scope=region`),
+      api("GET", `/vcdns/${vcdnId}/decisions`),
+    ]);
+    if (vcdnId !== detail.vcdnId) return;  // closed, or another vCDN opened meanwhile
+    $("#detail-name").textContent = `${vcdn.name} (${vcdn.state})`;
+    $("#detail-window").textContent = `last hour, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
+    $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn));
+    const rows = $("#decisions tbody");
+    rows.replaceChildren();
+    for (const decision of decisions.slice(-DECISIONS_SHOWN).reverse()) {
+      const row = rows.insertRow();
+      cell(row, decision.created_at.slice(0, 19).replace("T", " "));
+      cell(row, decision.kind); cell(row, decision.region || decision.host);
+      cell(row, decision.outcome, `outcome-${decision.outcome}`); cell(row, decision.reason);
+    }
+  } catch (error) {
+    closeDetail();
+    showError(error);
   }
 }
 
@@ -182,5 +241,6 @@ $("#login").addEventListener("submit", (event) => {
   start();
 });
 $("#quote-button").addEventListener("click", quote);
+$("#detail-close").addEventListener("click", closeDetail);
 $("#request").addEventListener("submit", lease);
 start();

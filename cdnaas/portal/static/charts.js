@@ -1,0 +1,113 @@
+// Line charts of a vCDN's metrics as inline SVG markup, drawn by hand: no library, nothing
+// fetched. Pure functions of the API's answers, so they can be checked outside a browser.
+"use strict";
+
+const CHART_BOX = { width: 320, height: 120, left: 46, right: 10, top: 22, bottom: 20 };
+// The figures of a region's Point (api-spec/im.yaml) drawn for each region: field, title, unit.
+const REGION_FIGURES = [
+  ["viewers", "Viewers", ""],
+  ["mos", "Estimated MOS", ""],
+  ["watts", "Power", "W"],
+];
+
+function escapeXml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+// 16000 -> "16k", 1500 -> "1.5k", 226.78 -> "227", 42.5 -> "42.5", 4.8 -> "4.80".
+function formatValue(value) {
+  const size = Math.abs(value);
+  if (size >= 10000) return `${(value / 1000).toFixed(0)}k`;
+  if (size >= 1000) return `${(value / 1000).toFixed(1)}k`;
+  if (size >= 100) return value.toFixed(0);
+  return value.toFixed(size >= 10 ? 1 : 2);
+}
+
+// "2030-01-31T18:00:05.123Z" (or its milliseconds) -> "18:00:05" in UTC.
+function clockTime(time) {
+  return new Date(time).toISOString().slice(11, 19);
+}
+
+// Consecutive known points as runs: a null value ends a run.
+function runsOf(points) {
+  const runs = [];
+  let run = [];
+  for (const point of points) {
+    if (point.value === null || point.value === undefined) {
+      if (run.length) runs.push(run);
+      run = [];
+    } else {
+      run.push(point);
+    }
+  }
+  if (run.length) runs.push(run);
+  return runs;
+}
+
+// One line chart as SVG markup.
+//   points: [{time: ISO text, value: number or null}], oldest first.
+//   target: a value drawn as a dashed line (e.g. the region's minimum MOS), or null.
+// A null value breaks the line; a point alone between gaps is drawn as a dot.
+function lineChart({ title, unit = "", points, target = null }) {
+  const box = CHART_BOX;
+  const plotWidth = box.width - box.left - box.right;
+  const plotHeight = box.height - box.top - box.bottom;
+  const known = points.filter((p) => p.value !== null && p.value !== undefined);
+  const latest = known.length ? `${formatValue(known[known.length - 1].value)} ${unit}`.trim() : "no data";
+  const parts = [
+    `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="${box.width}" height="${box.height}"`
+      + ` viewBox="0 0 ${box.width} ${box.height}" role="img" aria-label="${escapeXml(title)}">`,
+    `<text class="title" x="${box.left}" y="14">${escapeXml(title)}: ${escapeXml(latest)}</text>`,
+    `<rect class="plot" x="${box.left}" y="${box.top}" width="${plotWidth}" height="${plotHeight}"/>`,
+  ];
+  if (known.length) {
+    const values = known.map((p) => p.value).concat(target === null ? [] : [target]);
+    let low = Math.min(...values);
+    let high = Math.max(...values);
+    if (high === low) { const pad = Math.abs(high) * 0.1 || 1; low -= pad; high += pad; }
+    const times = points.map((p) => Date.parse(p.time));
+    const first = Math.min(...times);
+    const span = Math.max(...times) - first;
+    const x = (time) => box.left + (span ? ((Date.parse(time) - first) / span) * plotWidth : plotWidth / 2);
+    const y = (value) => box.top + (1 - (value - low) / (high - low)) * plotHeight;
+    const at = (number) => number.toFixed(1);
+    if (target !== null) {
+      parts.push(`<line class="target" x1="${box.left}" x2="${box.left + plotWidth}" y1="${at(y(target))}"`
+        + ` y2="${at(y(target))}" stroke-dasharray="4 3"><title>target ${formatValue(target)}</title></line>`);
+    }
+    for (const run of runsOf(points)) {
+      if (run.length === 1) {
+        parts.push(`<circle class="line" cx="${at(x(run[0].time))}" cy="${at(y(run[0].value))}" r="2"/>`);
+      } else {
+        const coordinates = run.map((p) => `${at(x(p.time))},${at(y(p.value))}`).join(" ");
+        parts.push(`<polyline class="line" points="${coordinates}"/>`);
+      }
+    }
+    parts.push(
+      `<text class="axis" x="${box.left - 4}" y="${box.top + 8}" text-anchor="end">${formatValue(high)}</text>`,
+      `<text class="axis" x="${box.left - 4}" y="${box.top + plotHeight}" text-anchor="end">${formatValue(low)}</text>`,
+      `<text class="axis" x="${box.left}" y="${box.height - 6}">${clockTime(first)}</text>`,
+      `<text class="axis" x="${box.left + plotWidth}" y="${box.height - 6}" text-anchor="end">`
+        + `${clockTime(first + span)} UTC</text>`,
+    );
+  }
+  parts.push("</svg>");
+  return parts.join("");
+}
+
+// The charts of every region of a Metrics answer (api-spec/im.yaml) as HTML markup:
+// per region a heading and one line chart per REGION_FIGURES entry.
+//   targets: {region name: minimum MOS}, drawn as a dashed line on the MOS chart.
+function regionPanels(metrics, targets = {}) {
+  const regions = (metrics.series || []).filter((series) => series.scope === "region");
+  if (!regions.length) return `<p class="muted">No samples yet: the Instance Manager records one each pass.</p>`;
+  return regions.map((series) => {
+    const charts = REGION_FIGURES.map(([field, title, unit]) => lineChart({
+      title, unit,
+      points: series.points.map((point) => ({ time: point.at, value: point[field] })),
+      target: field === "mos" && targets[series.key] !== undefined ? targets[series.key] : null,
+    }));
+    return `<div class="region-charts"><h4>${escapeXml(series.key)}</h4>`
+      + `<div class="charts">${charts.join("")}</div></div>`;
+  }).join("");
+}

@@ -1,0 +1,221 @@
+"""What the CLI shows of the Instance Manager: sparklines of a vCDN's metrics, its decisions
+and the hosts' power; ``charts`` on its own, then the commands against a real stack on the
+noop driver whose load file feeds the modelled viewers."""
+import datetime as dt
+import json
+import time
+
+import click
+import pytest
+import requests
+from click.testing import CliRunner
+
+from cdnaas.cli import charts
+from cdnaas.cli.api_commands import TimeOrAgo
+from cdnaas.cli.main import cli
+from cdnaas.common import timeutil
+from tests.support.api import populate, vcdn_body
+from tests.support.im import FLAVOR, MODELS, template
+from tests.support.stack import running_stack
+
+
+# -- charts -----------------------------------------------------------------------------------
+
+def test_a_sparkline_draws_one_bar_per_value_from_the_least_to_the_greatest():
+    assert charts.sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█"
+    assert charts.sparkline([10, 40, 20]) == "▁█▃"
+    assert charts.sparkline([5, 6], low=0, high=10) == "▅▅"
+
+
+def test_unknown_values_are_gaps_of_the_same_width():
+    line = charts.sparkline([1, None, 3, None])
+    assert line == "▁ █ " and len(line) == 4
+    assert charts.sparkline([None, None]) == "  "
+    assert charts.sparkline([]) == ""
+
+
+def test_a_flat_series_is_drawn_at_mid_height():
+    assert charts.sparkline([4.8, 4.8, 4.8]) == "▄▄▄"
+    assert charts.sparkline([7]) == "▄"
+
+
+def test_long_series_are_averaged_down_to_the_width():
+    assert charts.resample([1, 2, 3], 5) == [1, 2, 3]
+    assert charts.resample([1, 3, 5, 7, None, None], 3) == [2, 6, None]
+    assert len(charts.resample(list(range(1000)), 60)) == 60
+
+
+def test_a_share_bar_fills_its_cells_in_proportion():
+    assert charts.share_bar(0.3) == "███░░░░░░░ 30%"
+    assert charts.share_bar(1.5, width=4) == "████ 150%"
+    assert charts.share_bar(None) == "-"
+
+
+def test_region_rows_give_each_figure_its_chart_latest_and_range():
+    points = [{"viewers": 100.0, "mos": 4.8, "watts": 50.0},
+              {"viewers": 300.0, "mos": None, "watts": 60.5},
+              {"viewers": 200.0, "mos": 4.2, "watts": None}]
+    metrics = {"series": [{"scope": "cache", "key": "eu-west-cache-0", "points": points},
+                          {"scope": "region", "key": "eu-west", "points": points}]}
+    rows = charts.region_rows(metrics, width=60)
+    assert [(r["region"], r["figure"], r["samples"]) for r in rows] == [
+        ("eu-west", "viewers", 3), ("eu-west", "MOS", 3), ("eu-west", "watts", 3)]
+    viewers, mos, watts = rows
+    assert viewers == {"region": "eu-west", "samples": 3, "figure": "viewers", "chart": "▁█▅",
+                       "latest": "200", "min": "100", "max": "300"}
+    assert (mos["chart"], mos["latest"], mos["min"], mos["max"]) == ("█ ▁", "4.20", "4.20", "4.80")
+    assert (watts["chart"], watts["latest"], watts["max"]) == ("▁█ ", "-", "60.5")
+    # squeezed to 100 and mean(300, 200), drawn on the scale of the raw 100-300
+    assert charts.region_rows(metrics, width=2)[0]["chart"] == "▁▆"
+
+
+def test_since_takes_an_iso_time_or_how_long_ago():
+    since = TimeOrAgo()
+    assert since.convert("2030-01-31T18:00:00Z", None, None) == \
+        dt.datetime(2030, 1, 31, 18, tzinfo=dt.timezone.utc)
+    ago = timeutil.utcnow() - since.convert("15m", None, None)
+    assert dt.timedelta(minutes=14, seconds=59) < ago < dt.timedelta(minutes=15, seconds=5)
+    with pytest.raises(click.BadParameter):
+        since.convert("a while", None, None)
+
+
+# -- against a running stack ------------------------------------------------------------------
+
+def invoke(args, env, token):
+    result = CliRunner().invoke(cli, args, env={**env, "CDNAAS_TOKEN": token, "COLUMNS": "250"},
+                                catch_exceptions=False)
+    return result
+
+
+def invoke_json(args, env, token):
+    result = invoke(["--json", *args], env, token)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def eventually(check, what, timeout=25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    """A stack whose vCDN saw 8000 then 16000 viewers in eu-west and was scaled out for it."""
+    tmp = tmp_path_factory.mktemp("cli-metrics")
+    load = tmp / "load.json"
+    load.write_text("{}")
+    with running_stack(None, tmp, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as stack:
+        populate(stack)
+        sidr = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates",
+                             json=template(MODELS / "vm.yaml"), timeout=10)
+        assert sidr.status_code == 201, sidr.text
+        body = vcdn_body("charted", (("eu-west", 10000), ("us-east", 5000)), flavor=FLAVOR)
+        accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
+        vcdn_id = accepted["vcdn"]["id"]
+        assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+
+        def region_viewers():
+            found = stack.acme.ok("GET", f"/vcdns/{vcdn_id}/metrics", params={"scope": "region"})
+            return [p["viewers"] for s in found["series"] if s["key"] == "eu-west"
+                    for p in s["points"]]
+
+        load.write_text(json.dumps({vcdn_id: {"eu-west": 8000, "us-east": 2000}}))
+        eventually(lambda: region_viewers().count(8000) >= 3, "three samples of 8000 viewers")
+        load.write_text(json.dumps({vcdn_id: {"eu-west": 16000, "us-east": 2000}}))
+        [scale_out] = eventually(lambda: stack.acme.ok(
+            "GET", f"/vcdns/{vcdn_id}/decisions", params={"kind": "scale_out"})["decisions"],
+            "a scale out")
+        assert stack.acme.wait(scale_out["details"]["operation"])["state"] == "COMPLETED"
+        stack.vcdn_id = vcdn_id
+        stack.tokens = {tenant: stack.operator.ok("POST", f"/tenants/{tenant}/tokens", 201,
+                                                  json={})["token"]
+                        for tenant in ("acme", "globex")}
+        yield stack
+
+
+def test_metrics_draw_one_bar_per_sample_of_each_region(scaled):
+    env, token = scaled.env, scaled.tokens["acme"]
+    time.sleep(1.5)  # let the passes in flight at `until` write their points
+    until = timeutil.utcnow() - dt.timedelta(seconds=1)
+    window = ["--since", "10m", "--until", timeutil.isoformat(until)]
+    found = invoke_json(["vcdn", "metrics", scaled.vcdn_id, *window], env, token)
+    series = {s["key"]: s["points"] for s in found["series"]}
+    assert set(series) == {"eu-west", "us-east"} and all(s["scope"] == "region"
+                                                          for s in found["series"])
+    eu_west = series["eu-west"]
+    viewers = [p["viewers"] for p in eu_west]
+    assert 8000 in viewers and 16000 in viewers and eu_west[-1]["watts"] > 0
+
+    shown = invoke(["vcdn", "metrics", scaled.vcdn_id, *window, "--width", "1000"], env, token)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    viewers_line = next(line for line in lines if "eu-west" in line and "viewers" in line)
+    expected = charts.sparkline(viewers)
+    assert len(expected) == len(eu_west) and len(set(expected.strip())) >= 2
+    assert expected in viewers_line and f" {len(eu_west)} " in viewers_line
+    assert "16,000" in viewers_line and "8,000" in viewers_line
+    mos_line = next(line for line in lines if "eu-west" in line and " MOS " in line)
+    assert charts.sparkline([p["mos"] for p in eu_west]) in mos_line
+    assert f"{eu_west[-1]['mos']:.2f}" in mos_line
+    assert sum(1 for line in lines if " watts " in line) == 2  # one per region
+
+    squeezed = invoke(["vcdn", "metrics", scaled.vcdn_id, *window, "--width", "5"], env, token)
+    assert charts.sparkline(charts.resample(viewers, 5), min(viewers), max(viewers)) in \
+        squeezed.stdout
+
+
+def test_metrics_of_an_empty_window_or_another_tenants_vcdn(scaled):
+    env = scaled.env
+    empty = invoke(["vcdn", "metrics", scaled.vcdn_id, "--since", "2001-01-01T00:00:00Z",
+                    "--until", "2001-01-01T01:00:00Z"], env, scaled.tokens["acme"])
+    assert empty.exit_code == 0 and "no samples between 2001-01-01 00:00:00" in empty.stdout
+    backwards = invoke(["vcdn", "metrics", scaled.vcdn_id, "--since", "1m", "--until", "2h"],
+                       env, scaled.tokens["acme"])
+    assert backwards.exit_code == 1 and "since must not be after until" in backwards.stderr
+    foreign = invoke(["vcdn", "metrics", scaled.vcdn_id], env, scaled.tokens["globex"])
+    assert foreign.exit_code == 1
+
+
+def test_decisions_show_the_scale_out_and_why(scaled):
+    env, token = scaled.env, scaled.tokens["acme"]
+    found = invoke_json(["vcdn", "decisions", scaled.vcdn_id], env, token)
+    scale_out = next(d for d in found if d["kind"] == "scale_out")
+    assert scale_out["outcome"] == "started" and scale_out["region"] == "eu-west"
+    assert scale_out["details"]["samples"][-1]["viewers"] == 16000
+
+    shown = invoke(["vcdn", "decisions", scaled.vcdn_id], env, token)
+    assert shown.exit_code == 0, shown.output
+    row = next(line for line in shown.stdout.splitlines() if "scale_out" in line)
+    assert "eu-west" in row and "started" in row and "predicted MOS" in row
+    assert timeutil.isoformat(timeutil.parse(scale_out["created_at"]))[:19].replace("T", " ") \
+        in row
+
+    only = invoke_json(["vcdn", "decisions", scaled.vcdn_id, "--kind", "health"], env, token)
+    assert only and {d["kind"] for d in only} == {"health"}
+    assert invoke_json(["vcdn", "decisions", scaled.vcdn_id, "--since", "2099-01-01T00:00:00Z"],
+                       env, token) == []
+
+
+def test_operators_see_each_hosts_power_and_tenants_do_not(scaled):
+    env = scaled.env
+    power = invoke_json(["hosts", "power"], env, scaled.operator_token)
+    hosts = {h["name"]: h for h in power["hosts"]}
+    assert set(hosts) >= {"eu-1", "eu-2", "us-1"} and power["totals"]["hosts"] == len(hosts)
+    busy = max(hosts.values(), key=lambda h: h["utilisation"] or 0)
+    assert busy["watts"] > busy["idle_watts"]
+
+    shown = invoke(["hosts", "power"], env, scaled.operator_token)
+    assert shown.exit_code == 0, shown.output
+    row = next(line for line in shown.stdout.splitlines() if f" {busy['name']} " in line)
+    assert charts.share_bar(busy["utilisation"]) in row and f"{busy['watts']:,.1f}" in row
+    assert "model" in row
+    assert f"{power['totals']['hosts']} hosts drawing {power['totals']['watts']:,.1f} W" in \
+        shown.stdout
+
+    refused = invoke(["hosts", "power"], env, scaled.tokens["acme"])
+    assert refused.exit_code == 1 and refused.stdout == ""

@@ -1,0 +1,149 @@
+"""The portal's vCDN detail: its page and scripts wire the charts and decisions to the API, and
+the hand-written SVG charts (``charts.js``, run in Node) draw the API's real metrics."""
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from cdnaas.portal import STATIC
+from tests.support.api import populate, vcdn_body
+from tests.support.im import FLAVOR, MODELS, template
+from tests.support.stack import running_stack
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="Node.js runs the portal's chart code")
+RUN = """
+const fs = require("fs"), vm = require("vm");
+const page = {};
+vm.runInNewContext(fs.readFileSync(process.argv[1], "utf8"), page);
+const [name, args] = JSON.parse(fs.readFileSync(0, "utf8"));
+process.stdout.write(page[name](...args));
+"""
+
+
+def charts_js(name, *args):
+    """``name(*args)`` of ``charts.js``, run by Node; its markup."""
+    done = subprocess.run([NODE, "-e", RUN, str(STATIC / "charts.js")],
+                          input=json.dumps([name, args]), capture_output=True, text=True,
+                          timeout=20, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def svgs(markup):
+    return re.findall(r"<svg\b.*?</svg>", markup, re.S)
+
+
+def polyline_points(svg):
+    return [len(points.split()) for points in re.findall(r'<polyline[^>]* points="([^"]*)"', svg)]
+
+
+def point(second, **figures):
+    values = {"viewers": None, "requests_per_second": None, "mos": None, "cpu": None,
+              "vcpus": None, "watts": None, "energy_wh": None, **figures}
+    return {"at": f"2030-01-31T18:00:{second:02d}Z", **values}
+
+
+METRICS = {"vcdn_id": "v1", "since": "2030-01-31T17:00:00Z", "until": "2030-01-31T18:00:00Z",
+           "series": [
+               {"scope": "cache", "key": "eu-west-cache-0", "points": [point(0, viewers=5.0)]},
+               {"scope": "region", "key": "eu-west", "points": [
+                   point(0, viewers=100.0, mos=4.8, watts=150.0),
+                   point(10, viewers=300.0, mos=None, watts=151.0),
+                   point(20, viewers=200.0, mos=4.1, watts=152.0),
+                   point(30, viewers=250.0, mos=4.3, watts=152.0)]},
+               {"scope": "region", "key": "us-<east>", "points": [point(0, viewers=7.0)]},
+               {"scope": "vcdn", "key": "", "points": [point(0, viewers=300.0)]}]}
+
+
+# -- the page and its scripts -----------------------------------------------------------------
+
+def test_the_page_loads_the_chart_code_before_the_app_and_has_a_detail_view():
+    page = (STATIC / "index.html").read_text()
+    assert page.index("/portal/charts.js") < page.index("/portal/app.js")
+    assert all(f'id="{node}"' in page for node in ("detail", "charts", "decisions", "detail-close"))
+    app = (STATIC / "app.js").read_text()
+    assert "/metrics?scope=region" in app and "/decisions`" in app
+    assert "regionPanels(metrics, mosTargets(vcdn))" in app and "setInterval(refreshDetail" in app
+    assert "openDetail(vcdn.id)" in app
+
+
+# -- the chart code ---------------------------------------------------------------------------
+
+@needs_node
+def test_each_region_gets_a_chart_of_viewers_mos_and_watts_with_the_mos_target_dashed():
+    markup = charts_js("regionPanels", METRICS, {"eu-west": 4.0})
+    assert markup.count('class="region-charts"') == 2  # the regions; not the cache, not the vCDN
+    assert "<h4>eu-west</h4>" in markup and "<h4>us-&#60;east&#62;</h4>" in markup
+    viewers, mos, watts, *others = svgs(markup)
+    assert len(others) == 3
+    assert "Viewers: 250" in viewers and polyline_points(viewers) == [4]
+    assert "Estimated MOS: 4.30" in mos and polyline_points(mos) == [2]  # after the gap
+    assert '<circle class="line"' in mos  # the lone point before the gap
+    assert mos.count('stroke-dasharray="4 3"') == 1 and "target 4.00" in mos
+    assert "stroke-dasharray" not in viewers + watts + others[1]  # us-east has no target
+    assert "Power: 152 W" in watts and polyline_points(watts) == [4]
+    assert "18:00:00" in viewers and "18:00:30 UTC" in viewers
+
+
+@needs_node
+def test_a_line_spans_the_plot_from_the_first_to_the_last_sample():
+    chart = charts_js("lineChart", {"title": "Viewers", "points": [
+        {"time": "2030-01-31T18:00:00Z", "value": 1}, {"time": "2030-01-31T18:01:00Z", "value": 3},
+        {"time": "2030-01-31T18:02:00Z", "value": 2}]})
+    [points] = re.findall(r'<polyline[^>]* points="([^"]*)"', chart)
+    coordinates = [tuple(map(float, pair.split(","))) for pair in points.split()]
+    xs, ys = [x for x, _ in coordinates], [y for _, y in coordinates]
+    assert xs == sorted(xs) and xs[1] - xs[0] == pytest.approx(xs[2] - xs[1])
+    assert ys[1] == min(ys) and ys[0] == max(ys)  # SVG's y grows downwards
+    flat = charts_js("lineChart", {"title": "MOS", "points": [
+        {"time": "2030-01-31T18:00:00Z", "value": 4.8},
+        {"time": "2030-01-31T18:01:00Z", "value": 4.8}]})
+    assert polyline_points(flat) == [2] and "NaN" not in flat
+    empty = charts_js("lineChart", {"title": "MOS", "points": [
+        {"time": "2030-01-31T18:00:00Z", "value": None}]})
+    assert "MOS: no data" in empty and "<polyline" not in empty
+    assert "No samples yet" in charts_js("regionPanels", {"series": []}, {})
+
+
+# -- against a running stack ------------------------------------------------------------------
+
+@needs_node
+def test_the_served_portal_charts_the_apis_real_metrics(tmp_path):
+    load = Path(tmp_path) / "load.json"
+    load.write_text("{}")
+    with running_stack(None, tmp_path, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as stack:
+        populate(stack)
+        sidr = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates",
+                             json=template(MODELS / "vm.yaml"), timeout=10)
+        assert sidr.status_code == 201, sidr.text
+        for asset in ("charts.js", "app.js"):
+            served = requests.get(f"{stack.urls['api']}/portal/{asset}", timeout=10)
+            assert served.status_code == 200 and served.text == (STATIC / asset).read_text()
+        accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body(
+            "portal", (("eu-west", 10000), ("us-east", 5000)), flavor=FLAVOR))
+        vcdn_id = accepted["vcdn"]["id"]
+        assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+        load.write_text(json.dumps({vcdn_id: {"eu-west": 8000, "us-east": 2000}}))
+        deadline = time.monotonic() + 20
+        while True:  # the portal's own request
+            metrics = stack.acme.ok("GET", f"/vcdns/{vcdn_id}/metrics?scope=region")
+            series = {s["key"]: s["points"] for s in metrics["series"]}
+            if (len(series) == 2 and min(map(len, series.values())) >= 3
+                    and series["eu-west"][-1]["viewers"] == 8000) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert set(series) == {"eu-west", "us-east"} and series["eu-west"][-1]["viewers"] == 8000
+        markup = charts_js("regionPanels", metrics, {"eu-west": 4.0, "us-east": 4.0})
+    drawn = svgs(markup)
+    assert len(drawn) == 6
+    eu_viewers, eu_mos, eu_watts = drawn[:3]
+    assert "Viewers: 8.0k" in eu_viewers
+    known = [p for p in series["eu-west"] if p["viewers"] is not None]
+    assert sum(polyline_points(eu_viewers)) + eu_viewers.count("<circle") == len(known) >= 3
+    assert 'stroke-dasharray="4 3"' in eu_mos and "<polyline" in eu_watts
