@@ -32,6 +32,7 @@ setup(
         "prometheus-client>=0.20",
         "dnspython>=2.6",
         "scipy>=1.11",
+        "openstacksdk>=4.0",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3.5"],
@@ -46,6 +47,7 @@ setup(
         "cdnaas.vim_drivers": [
             "noop = cdnaas.ro.vim.noop:NoopDriver",
             "local = cdnaas.ro.vim.local.driver:LocalDriver",
+            "openstack = cdnaas.ro.vim.openstack.driver:OpenStackDriver",
         ],
     },
 )

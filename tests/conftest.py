@@ -3,6 +3,7 @@ sample origin on this machine."""
 import pytest
 
 from cdnaas.origin.server import serve_in_thread
+from tests.openstack.fixtures import *  # noqa: F401,F403 (the mini cloud's fixtures)
 from tests.support import postgres
 
 

@@ -220,12 +220,13 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, demo, local
+    from cdnaas.cli import api_commands, demo, image, local
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
     cli.add_command(demo.demo)
     cli.add_command(local.local)
+    cli.add_command(image.image)
 
 
 _register_commands()

@@ -1,0 +1,12 @@
+"""The ``openstack`` VIM driver: vCDNs on an OpenStack cloud through openstacksdk.
+
+- ``driver``: :class:`~cdnaas.ro.vim.openstack.driver.OpenStackDriver`, the lifecycle;
+- ``cloud``: connections (``clouds.yaml`` / ``OS_CLOUD``), API call counting, waits,
+  Octavia's batch member update, deletes that accept what is gone;
+- ``plan``: pure decisions (subnets, addresses, flavors, tags), testable without a cloud;
+- ``userdata``: cloud-init user-data rendered from the same ``templates/`` as the
+  local driver (through :mod:`cdnaas.ro.vnfconfig`);
+- ``undo``: each step's revert, run in reverse when a later step fails;
+- ``translate``: openstacksdk objects in, our dataclasses out (nothing of
+  openstacksdk leaves this package).
+"""

@@ -1,0 +1,623 @@
+"""The ``openstack`` VIM driver: a vCDN as Nova servers, Neutron networks and Octavia balancers.
+
+Per vCDN and region: a Neutron network and /24 subnet (RO's addresses, see
+:mod:`.plan`), security groups opening only what each VNF needs (TCP 80 from
+the region's subnet for caches; UDP and TCP 53 for DNS), one port per VNF with
+its address, one Nova server per cache or DNS VNF in the region's availability
+zone (``regions[].zone``) and OpenStack region (``regions[].vim_region``), with the
+smallest flavor fitting its vCPUs and RAM, the SIG's image found by name (or
+tag) in Glance and cloud-init user-data from ``templates/`` (:mod:`.userdata`);
+and one Octavia load balancer (listener and pool created with it, in one call)
+whose members — the region's caches — are registered in ONE batch member
+update. The SIG's load-balancer VNF is that Octavia balancer.
+
+Servers are created in parallel and waited for together (one listing per poll);
+every wait has a timeout (``CDNAAS_OS_*_TIMEOUT``). Every resource carries the
+tags ``cdnaas``, ``cdnaas-owner:<owner>`` and ``cdnaas-vcdn:<id>``; each step
+records its undo (:class:`.undo.Undo`), a failed deploy undoes everything and
+then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
+strays by tag.
+
+Settings (read at call time): ``CDNAAS_OS_CLOUD`` / ``OS_CLOUD`` (the clouds.yaml
+entry), ``CDNAAS_OS_OWNER``, ``CDNAAS_OS_POOL``, ``CDNAAS_OS_NETWORK`` (an
+operator-provided network used by every region instead of one per vCDN; its
+first IPv4 subnet holds the VNFs and Neutron picks their addresses),
+``CDNAAS_OS_CREATE_FLAVORS=1`` (create a flavor when none fits; needs the
+admin role), ``CDNAAS_OS_FLAVOR_DISK_GB``.
+"""
+import base64
+import concurrent.futures
+import ipaddress
+import logging
+import socket
+
+from cdnaas.common import config
+from cdnaas.ro.vim.base import (
+    Deployment,
+    DeploymentFailed,
+    EntryPoint,
+    RetryableVimError,
+    VimDriver,
+    VimError,
+    no_progress,
+)
+from cdnaas.ro.vim.openstack import cloud as oscloud
+from cdnaas.ro.vim.openstack import plan, translate, userdata
+from cdnaas.ro.vim.openstack.undo import Undo
+
+LOG = logging.getLogger(__name__)
+
+SERVER_ROLES = ("cache", "dns")
+
+
+class OpenStackDriver(VimDriver):
+    """Deploys SIGs on an OpenStack cloud (Nova, Neutron, Glance, Octavia) with openstacksdk."""
+
+    name = "openstack"
+
+    def __init__(self):
+        self._cloud = None
+        self.pool = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="openstack-vim")
+
+    @property
+    def cloud(self):
+        """The :class:`.cloud.Cloud` named by the environment now (a new one if it changed)."""
+        name = oscloud.cloud_name()
+        if self._cloud is None or self._cloud.name != name:
+            self._cloud = oscloud.Cloud(name)
+        return self._cloud
+
+    def check_prerequisites(self):
+        """See :meth:`VimDriver.check_prerequisites`: openstacksdk and a cloud in clouds.yaml."""
+        oscloud.check_configured()
+
+    # -- deploy ------------------------------------------------------------------
+
+    def deploy(self, sig, progress=no_progress):
+        """See :meth:`VimDriver.deploy`."""
+        self.check_prerequisites()
+        cloud = self.cloud
+        prepared = self._prepare(cloud, sig, sig.vnfs)
+        undo = Undo()
+        record = {"cloud": cloud.name, "owner": plan.owner(), "regions": {}, "servers": {}}
+        try:
+            cidrs = plan.subnets(sig, {})
+            addresses = plan.addresses(sig, cidrs, {})
+            self._create_networks(cloud, sig, cidrs, record, undo, progress)
+            addresses = self._operator_addresses(sig, record, addresses)
+            lbs = self._create_balancers(cloud, sig, addresses, record, undo)
+            self._boot(cloud, sig, sig.vnfs_in(role="cache") + sig.vnfs_in(role="dns"),
+                       prepared, addresses, record, undo, progress)
+            self._register_members(cloud, sig, lbs, record, addresses, undo, progress)
+        except Exception as exc:
+            LOG.warning("deployment %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo),
+                        exc)
+            undo.run()
+            self._sweep(cloud, self._vim_regions(sig), plan.vcdn_tag(sig.vcdn_id))
+            raise DeploymentFailed(f"{_words(exc)}; everything created was removed") from exc
+        return self._deployment(sig, record, addresses)
+
+    def _prepare(self, cloud, sig, vnfs):
+        """Look up what the servers need (image, flavor, origin address); create nothing.
+
+        :returns: ``{"images": {(vim_region, image): id}, "flavors": {(vim_region, vcpus,
+            ram): id}, "origin_address": ip}``.
+        :raises DeploymentFailed: an image or flavor is missing, or the origin does not resolve.
+        :raises RetryableVimError: the cloud does not answer.
+        """
+        prepared = {"images": {}, "flavors": {}, "origin_address": None}
+        try:
+            for vnf in vnfs:
+                if vnf.role not in SERVER_ROLES:
+                    continue
+                vim_region = sig.region(vnf.region).vim_region
+                conn = cloud.conn(vim_region)
+                key = (vim_region, vnf.image)
+                if key not in prepared["images"]:
+                    prepared["images"][key] = _find_image(conn, vnf.image, vim_region)
+                key = (vim_region, vnf.vcpus, vnf.ram_mb)
+                if key not in prepared["flavors"]:
+                    prepared["flavors"][key] = _find_flavor(conn, vnf.vcpus, vnf.ram_mb)
+            if any(v.role == "cache" for v in vnfs):
+                prepared["origin_address"] = _resolve(sig.origin.host)
+        except RetryableVimError:
+            raise
+        except Exception as exc:
+            raise DeploymentFailed(f"{_words(exc)}; nothing was created") from exc
+        return prepared
+
+    def _create_networks(self, cloud, sig, cidrs, record, undo, progress):
+        """Per region: network, subnet and security groups (or the operator's network)."""
+        operator_network = config.env("CDNAAS_OS_NETWORK")
+        tags = plan.tags(sig.vcdn_id)
+        step = "create networks"
+        progress(step, 0, len(sig.regions))
+        for done, region in enumerate(sig.regions, 1):
+            conn = cloud.conn(region.vim_region)
+            info = {"vim_region": region.vim_region, "zone": region.zone,
+                    "cidr": cidrs[region.name], "security_groups": {}}
+            record["regions"][region.name] = info
+            name = plan.resource_name(sig.vcdn_id, region.name)
+            if operator_network:
+                network = conn.network.find_network(operator_network, ignore_missing=False)
+                subnet = next(s for s in conn.network.subnets(network_id=network.id)
+                              if s.ip_version == 4)
+                info.update(network_id=network.id, subnet_id=subnet.id, cidr=subnet.cidr,
+                            operator_network=True)
+            else:
+                # Neutron takes tags at creation for ports only: the others get them next
+                network = conn.network.create_network(name=name,
+                                                      description=f"CDNaaS vCDN {sig.vcdn_id}")
+                undo.push(f"network {name}", self._delete_network, conn, network.id)
+                conn.network.set_tags(network, tags)
+                subnet = conn.network.create_subnet(
+                    name=name, network_id=network.id, ip_version=4, cidr=cidrs[region.name],
+                    gateway_ip=str(ipaddress.ip_network(cidrs[region.name])[1]))
+                undo.push(f"subnet {name}", self._delete_subnet, conn, subnet.id)
+                conn.network.set_tags(subnet, tags)
+                info.update(network_id=network.id, subnet_id=subnet.id)
+            roles = {v.role for v in sig.vnfs_in(region.name)} & set(SERVER_ROLES)
+            for role in sorted(roles):
+                info["security_groups"][role] = self._security_group(
+                    conn, sig, region.name, role, info["cidr"], undo)
+            progress(step, done, len(sig.regions))
+
+    def _security_group(self, conn, sig, region, role, cidr, undo):
+        """A security group opening only what ``role`` serves: 80/tcp (cache), 53 (DNS)."""
+        name = plan.resource_name(sig.vcdn_id, f"{region}-{role}")
+        group = conn.network.create_security_group(
+            name=name, description=f"CDNaaS vCDN {sig.vcdn_id}: {role} VNFs of {region}")
+        undo.push(f"security group {name}", oscloud.gone, conn.network.delete_security_group,
+                  group.id)
+        conn.network.set_tags(group, plan.tags(sig.vcdn_id))
+        if role == "cache":  # from the region's subnet: the balancer reaches its caches
+            rules = [("tcp", plan.HTTP_PORT, cidr)]
+        else:  # from anywhere: the region's clients
+            rules = [("udp", 53, "0.0.0.0/0"), ("tcp", 53, "0.0.0.0/0")]
+        conn.network.create_security_group_rules([
+            {"security_group_id": group.id, "direction": "ingress", "ethertype": "IPv4",
+             "protocol": protocol, "port_range_min": port, "port_range_max": port,
+             "remote_ip_prefix": prefix} for protocol, port, prefix in rules])
+        return group.id
+
+    def _operator_addresses(self, sig, record, addresses):
+        """On an operator's network Neutron picks the addresses: forget RO's."""
+        if not any(i.get("operator_network") for i in record["regions"].values()):
+            return addresses
+        return {name: None for name in addresses}
+
+    def _create_balancers(self, cloud, sig, addresses, record, undo):
+        """Start creating each region's load balancer with its listener and pool (one call each).
+
+        :returns: region -> load balancer id (provisioning; :meth:`_register_members` waits).
+        """
+        lbs = {}
+        tags = plan.tags(sig.vcdn_id)
+        for region in sig.regions:
+            conn = cloud.conn(region.vim_region)
+            info = record["regions"][region.name]
+            lb_vnf = sig.vnfs_in(region.name, "load_balancer")
+            name = plan.resource_name(sig.vcdn_id, lb_vnf[0].name if lb_vnf else region.name)
+            attrs = {"name": name, "vip_subnet_id": info["subnet_id"], "tags": tags,
+                     "description": f"CDNaaS vCDN {sig.vcdn_id}, region {region.name}",
+                     "listeners": [{"name": name, "protocol": "HTTP",
+                                    "protocol_port": plan.HTTP_PORT, "tags": tags,
+                                    "default_pool": {"name": name, "protocol": "HTTP",
+                                                     "lb_algorithm": "SOURCE_IP",
+                                                     "tags": tags}}]}
+            if lb_vnf and addresses.get(lb_vnf[0].name):
+                attrs["vip_address"] = addresses[lb_vnf[0].name]
+            lb = conn.load_balancer.create_load_balancer(**attrs)
+            undo.push(f"load balancer {name}", self._delete_load_balancer, conn, lb.id)
+            info["lb_id"] = lb.id
+            lbs[region.name] = lb.id
+        return lbs
+
+    def _boot(self, cloud, sig, vnfs, prepared, addresses, record, undo, progress,
+              step="boot servers"):
+        """Create the ports (one bulk call per region) and servers (in parallel) of ``vnfs``;
+        return when every server is ACTIVE."""
+        if not vnfs:
+            return
+        tags = plan.tags(sig.vcdn_id)
+        by_region = {}
+        for vnf in vnfs:
+            by_region.setdefault(vnf.region, []).append(vnf)
+        ports = {}
+        for region, members in by_region.items():  # one bulk call per region
+            conn = cloud.conn(sig.region(region).vim_region)
+            info = record["regions"][region]
+            created = list(conn.network.create_ports([self._port_spec(sig, v, info, addresses,
+                                                                      tags) for v in members]))
+            for vnf, port in zip(members, created):
+                undo.push(f"port of {vnf.name}", oscloud.gone, conn.network.delete_port, port.id)
+                ports[vnf.name] = port
+                addresses[vnf.name] = port.fixed_ips[0]["ip_address"]
+            # Neutron keeps tags given at creation only with ML2's extension driver
+            # tag_ports_during_bulk_creation; without it, tag each port afterwards
+            untagged = [p for p in created if not set(tags) <= set(p.tags or ())]
+            self._parallel(lambda p, conn=conn: conn.network.set_tags(p, tags), untagged)
+        # LIFO: this runs after every server's delete, before the ports' deletes
+        server_ids = {}
+        undo.push("wait for servers to go", lambda: [
+            oscloud.servers_gone(cloud.conn(sig.region(r).vim_region),
+                                 [server_ids[v.name] for v in ms if v.name in server_ids],
+                                 oscloud.timeout("delete"))
+            for r, ms in by_region.items()])
+
+        def create(vnf):
+            region = sig.region(vnf.region)
+            conn = cloud.conn(region.vim_region)
+            name = plan.resource_name(sig.vcdn_id, vnf.name)
+            server = conn.compute.create_server(
+                name=name, image_id=prepared["images"][(region.vim_region, vnf.image)],
+                flavor_id=prepared["flavors"][(region.vim_region, vnf.vcpus, vnf.ram_mb)],
+                networks=[{"port": ports[vnf.name].id}], availability_zone=region.zone,
+                user_data=base64.b64encode(self._user_data(sig, vnf, addresses, prepared)
+                                           .encode()).decode(),
+                tags=tags, metadata={"cdnaas_vcdn": sig.vcdn_id[:255], "cdnaas_vnf": vnf.name,
+                                     "cdnaas_role": vnf.role})
+            undo.push(f"server {name}", oscloud.gone, conn.compute.delete_server, server.id)
+            server_ids[vnf.name] = server.id
+            record["servers"][vnf.name] = {"server_id": server.id, "port_id": ports[vnf.name].id,
+                                           "region": vnf.region}
+            return server.id
+
+        self._parallel(create, vnfs)
+        progress(step, 0, len(vnfs))
+        active = {}
+
+        def wait(region):
+            members = by_region[region]
+
+            def report(count):
+                active[region] = count
+                progress(step, sum(active.values()), len(vnfs))
+            oscloud.servers_active(cloud.conn(sig.region(region).vim_region),
+                                   [server_ids[v.name] for v in members],
+                                   plan.vcdn_tag(sig.vcdn_id), oscloud.timeout("boot"), report)
+        self._parallel(wait, list(by_region))
+        progress(step, len(vnfs), len(vnfs))
+
+    @staticmethod
+    def _port_spec(sig, vnf, info, addresses, tags):
+        spec = {"name": plan.resource_name(sig.vcdn_id, vnf.name), "network_id": info["network_id"],
+                "security_group_ids": [info["security_groups"][vnf.role]], "tags": tags,
+                "fixed_ips": [{"subnet_id": info["subnet_id"]}]}
+        if addresses.get(vnf.name):
+            spec["fixed_ips"][0]["ip_address"] = addresses[vnf.name]
+        return spec
+
+    @staticmethod
+    def _user_data(sig, vnf, addresses, prepared):
+        if vnf.role == "cache":
+            return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"])
+        balancers = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
+                     for r in sig.regions}
+        return userdata.dns(sig, vnf, addresses[vnf.name], balancers)
+
+    def _register_members(self, cloud, sig, lbs, record, addresses, undo, progress,
+                          regions=None, step="register members"):
+        """Wait for each balancer, then set its pool's members in ONE batch call per region."""
+        regions = regions if regions is not None else [r.name for r in sig.regions]
+        progress(step, 0, len(regions))
+
+        def register(region):
+            conn = cloud.conn(sig.region(region).vim_region)
+            info = record["regions"][region]
+            oscloud.load_balancer_active(conn, lbs[region], oscloud.timeout("lb"))
+            if "pool_id" not in info:
+                lb = conn.load_balancer.get_load_balancer(lbs[region])
+                info["pool_id"] = lb.pools[0]["id"]
+                info["vip_address"] = lb.vip_address
+            oscloud.batch_update_members(conn, info["pool_id"], self._members(
+                sig, region, info, addresses))
+            oscloud.load_balancer_active(conn, lbs[region], oscloud.timeout("lb"))
+        done = 0
+        for _ in self._parallel(register, regions, as_completed=True):
+            done += 1
+            progress(step, done, len(regions))
+
+    @staticmethod
+    def _members(sig, region, info, addresses):
+        return [{"name": plan.resource_name(sig.vcdn_id, v.name), "address": addresses[v.name],
+                 "protocol_port": plan.HTTP_PORT, "subnet_id": info["subnet_id"],
+                 "tags": plan.tags(sig.vcdn_id)} for v in sig.vnfs_in(region, "cache")]
+
+    # -- update ------------------------------------------------------------------
+
+    def update(self, deployment, sig, progress=no_progress):
+        """See :meth:`VimDriver.update`: caches are added or removed, with their pool members
+        (one batch call per region); other VNFs and the regions stay as they are."""
+        self.check_prerequisites()
+        cloud = self.cloud
+        record = _copy(deployment.resources)
+        if set(record["regions"]) != {r.name for r in sig.regions}:
+            raise DeploymentFailed("the openstack driver cannot add or remove regions of a live "
+                                   "vCDN; deploy a new one")
+        old = {v.name: v for v in deployment.vnfs}
+        new_names = {v.name for v in sig.vnfs}
+        added = [v for v in sig.vnfs if v.name not in old]
+        if any(v.role != "cache" for v in added):
+            raise DeploymentFailed("only caches can be added by an update")
+        removed = [v for v in deployment.vnfs if v.name not in new_names]
+        if any(v.role != "cache" for v in removed):
+            raise DeploymentFailed("only caches can be removed by an update")
+        prepared = self._prepare(cloud, sig, added)
+        cidrs = {r: info["cidr"] for r, info in record["regions"].items()}
+        addresses = plan.addresses(sig, cidrs, {n: v.address for n, v in old.items()
+                                                if n in new_names})
+        if any(i.get("operator_network") for i in record["regions"].values()):
+            addresses.update({v.name: None for v in added})
+        touched = sorted({v.region for v in added + removed})
+        lbs = {r: record["regions"][r]["lb_id"] for r in touched}
+        undo = Undo()
+        try:
+            self._boot(cloud, sig, added, prepared, addresses, record, undo, progress,
+                       step="boot caches")
+            for region in touched:  # should the batch fail: put the old members back
+                undo.push(f"members of {region}", self._restore_members, cloud, deployment,
+                          region)
+            self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
+                                   regions=touched, step="update load balancers")
+        except Exception as exc:
+            LOG.warning("update of %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo), exc)
+            undo.run()
+            raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
+        self._remove_servers(cloud, sig, removed, record, progress)
+        return self._deployment(sig, record, addresses)
+
+    def _restore_members(self, cloud, deployment, region):
+        info = deployment.resources["regions"][region]
+        conn = cloud.conn(info["vim_region"])
+        members = [{"name": plan.resource_name(deployment.deployment_id, v.name),
+                    "address": v.address, "protocol_port": plan.HTTP_PORT,
+                    "subnet_id": info["subnet_id"], "tags": plan.tags(deployment.deployment_id)}
+                   for v in deployment.vnfs if v.region == region and v.role == "cache"]
+        oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+        oscloud.batch_update_members(conn, info["pool_id"], members)
+        oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+
+    def _remove_servers(self, cloud, sig, vnfs, record, progress, step="remove caches"):
+        """Delete the servers and ports of ``vnfs`` (already out of their pools)."""
+        progress(step, 0, len(vnfs))
+        for done, vnf in enumerate(vnfs, 1):
+            entry = record["servers"].pop(vnf.name, None)
+            if entry is None:
+                continue
+            conn = cloud.conn(record["regions"][vnf.region]["vim_region"])
+            oscloud.gone(conn.compute.delete_server, entry["server_id"])
+            oscloud.servers_gone(conn, [entry["server_id"]], oscloud.timeout("delete"))
+            oscloud.gone(conn.network.delete_port, entry["port_id"])
+            progress(step, done, len(vnfs))
+
+    # -- terminate, health, cleanup ------------------------------------------------
+
+    def terminate(self, deployment, progress=no_progress):
+        """See :meth:`VimDriver.terminate`: what the record names and what carries the
+        vCDN's tag goes; what is gone already is fine."""
+        self.check_prerequisites()
+        record = deployment.resources
+        regions = sorted({i.get("vim_region") for i in record.get("regions", {}).values()},
+                         key=str) or [None]
+        progress("remove VNFs", 0, 1)
+        self._sweep(self.cloud, regions, plan.vcdn_tag(deployment.deployment_id), record)
+        progress("remove VNFs", 1, 1)
+
+    def health(self, deployment):
+        """See :meth:`VimDriver.health`: server status (caches, DNS) and load balancer
+        provisioning status, as the cloud reports them (one listing per region)."""
+        from openstack import exceptions
+        record = deployment.resources
+        results = []
+        servers, lbs = {}, {}
+        for region, info in record["regions"].items():
+            conn = self.cloud.conn(info["vim_region"])
+            servers.update({s.id: s for s in conn.compute.servers(
+                tags=plan.vcdn_tag(deployment.deployment_id))})
+            try:
+                lbs[region] = conn.load_balancer.get_load_balancer(info["lb_id"])
+            except exceptions.NotFoundException:
+                lbs[region] = None
+        for vnf in deployment.vnfs:
+            if vnf.role == "load_balancer":
+                results.append(translate.load_balancer_health(vnf, lbs.get(vnf.region)))
+            else:
+                results.append(translate.server_health(vnf, servers.get(vnf.resource_id)))
+        return results
+
+    def cleanup(self, known_ids):
+        """See :meth:`VimDriver.cleanup`: vCDN tags of this owner's resources not in ``known_ids``."""
+        self.check_prerequisites()
+        cloud = self.cloud
+        known = {plan.vcdn_tag(i) for i in known_ids}
+        owner_tag = plan.owner_tag()
+        strays = {}
+        for vim_region in cloud.regions():
+            conn = cloud.conn(vim_region)
+            listings = (conn.compute.servers(tags=owner_tag),
+                        conn.load_balancer.load_balancers(tags=owner_tag),
+                        conn.network.networks(tags=owner_tag),
+                        conn.network.ports(tags=owner_tag),
+                        conn.network.security_groups(tags=owner_tag))
+            for listing in listings:
+                for resource in listing:
+                    value = plan.vcdn_from_tags(translate.tags_of(resource))
+                    if value is not None and f"cdnaas-vcdn:{value}" not in known:
+                        strays.setdefault(value, set()).add(vim_region)
+        for value, regions in sorted(strays.items()):
+            LOG.info("removing stray OpenStack resources of vCDN %s", value)
+            self._sweep(cloud, sorted(regions, key=str), f"cdnaas-vcdn:{value}")
+        return sorted(strays)
+
+    # -- removal -----------------------------------------------------------------
+
+    def _sweep(self, cloud, vim_regions, vcdn_tag, record=None):
+        """Remove every resource tagged ``vcdn_tag`` (and of this owner), plus the ids of
+        ``record``: balancers and servers, then ports, security groups, subnets, networks."""
+        tags = f"{plan.owner_tag()},{vcdn_tag}"
+        record = record or {}
+        for vim_region in vim_regions:
+            conn = cloud.conn(vim_region)
+            infos = [i for i in record.get("regions", {}).values()
+                     if i.get("vim_region") == vim_region]
+            lb_ids = {lb.id for lb in conn.load_balancer.load_balancers(tags=tags)}
+            lb_ids |= {i["lb_id"] for i in infos if i.get("lb_id")}
+            server_ids = {s.id for s in conn.compute.servers(tags=tags, details=False)}
+            server_ids |= {e["server_id"] for e in record.get("servers", {}).values()
+                           if record["regions"].get(e["region"], {}).get("vim_region") == vim_region}
+            for lb_id in lb_ids:
+                self._delete_load_balancer(conn, lb_id, wait=False)
+            self._parallel(lambda sid, conn=conn: oscloud.gone(conn.compute.delete_server, sid),
+                           sorted(server_ids))
+            oscloud.servers_gone(conn, server_ids, oscloud.timeout("delete"))
+            for lb_id in lb_ids:
+                oscloud.load_balancer_gone(conn, lb_id, oscloud.timeout("delete"))
+            port_ids = {p.id for p in conn.network.ports(tags=tags)}
+            port_ids |= {e["port_id"] for e in record.get("servers", {}).values()
+                         if record["regions"].get(e["region"], {}).get("vim_region") == vim_region}
+            for port_id in port_ids:
+                oscloud.gone(conn.network.delete_port, port_id)
+            for group in list(conn.network.security_groups(tags=tags)):
+                oscloud.gone(conn.network.delete_security_group, group.id)
+            for info in infos:
+                for group_id in info.get("security_groups", {}).values():
+                    oscloud.gone(conn.network.delete_security_group, group_id)
+            network_ids = {n.id for n in conn.network.networks(tags=tags)}
+            network_ids |= {i["network_id"] for i in infos
+                            if i.get("network_id") and not i.get("operator_network")}
+            for network_id in network_ids:
+                self._delete_network(conn, network_id)
+
+    def _delete_load_balancer(self, conn, lb_id, wait=True):
+        from openstack import exceptions
+        try:
+            conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
+        except exceptions.ConflictException:  # still provisioning: delete once it settles
+            oscloud.wait_until(lambda: _settled(conn, lb_id), f"load balancer {lb_id} to settle",
+                               oscloud.timeout("lb"))
+            conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
+        if wait:
+            oscloud.load_balancer_gone(conn, lb_id, oscloud.timeout("delete"))
+
+    @staticmethod
+    def _delete_subnet(conn, subnet_id):
+        oscloud.retry_conflicts(lambda: oscloud.gone(conn.network.delete_subnet, subnet_id),
+                                f"deleting subnet {subnet_id}", oscloud.timeout("delete"))
+
+    @staticmethod
+    def _delete_network(conn, network_id):
+        oscloud.retry_conflicts(lambda: oscloud.gone(conn.network.delete_network, network_id),
+                                f"deleting network {network_id}", oscloud.timeout("delete"))
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _parallel(self, action, items, as_completed=False):
+        """Run ``action`` over ``items`` in parallel; every action finishes, then the first
+        error is raised. With ``as_completed``, yields as each finishes (a generator)."""
+        futures = [self.pool.submit(action, item) for item in items]
+        if as_completed:
+            return self._completed(futures)
+        errors = []
+        for future in futures:
+            try:
+                future.result()
+            except Exception as exc:  # gathered: each started action ends before any undo
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return [f.result() for f in futures]
+
+    @staticmethod
+    def _completed(futures):
+        errors = []
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                future.result()
+            except Exception as exc:
+                errors.append(exc)
+                continue
+            yield future
+        if errors:
+            raise errors[0]
+
+    @staticmethod
+    def _vim_regions(sig):
+        return sorted({r.vim_region for r in sig.regions}, key=str)
+
+    def _deployment(self, sig, record, addresses):
+        instances = []
+        for vnf in sig.vnfs:
+            info = record["regions"][vnf.region]
+            if vnf.role == "load_balancer":
+                instances.append(translate.vnf_instance(vnf, info["lb_id"], info["vip_address"]))
+            else:
+                instances.append(translate.vnf_instance(
+                    vnf, record["servers"][vnf.name]["server_id"], addresses[vnf.name]))
+        endpoints = {r.name: record["regions"][r.name]["vip_address"] for r in sig.regions}
+        dns = [i.address for i in instances if i.role == "dns"]
+        return Deployment(deployment_id=sig.vcdn_id, driver=self.name, vnfs=instances,
+                          entry_point=EntryPoint(hostname=sig.hostname, dns_servers=dns),
+                          region_endpoints=endpoints, resources=record)
+
+
+def _find_image(conn, name, vim_region):
+    """Id of the active Glance image named (or else tagged) ``name``, the newest if several."""
+    images = [i for i in conn.image.images(name=name) if i.status == "active"]
+    if not images:
+        images = [i for i in conn.image.images(tag=name) if i.status == "active"]
+    if not images:
+        raise VimError(f"image {name!r} not found in Glance (region {vim_region or 'default'}); "
+                       f"register it: cdnaas image register FILE --name {name}")
+    return max(images, key=lambda i: i.created_at or "").id
+
+
+def _find_flavor(conn, vcpus, ram_mb):
+    """Id of the smallest flavor with ``vcpus`` and ``ram_mb``; created when allowed."""
+    flavors = [translate.flavor_tuple(f) for f in conn.compute.flavors(details=True)]
+    chosen = plan.pick_flavor(flavors, vcpus, ram_mb)
+    if chosen is not None:
+        return chosen[0]
+    if config.env("CDNAAS_OS_CREATE_FLAVORS") != "1":
+        raise VimError(f"no flavor with {vcpus} vCPUs and {ram_mb} MB of RAM; create one or "
+                       "set CDNAAS_OS_CREATE_FLAVORS=1 (needs the admin role)")
+    name = plan.flavor_name(vcpus, ram_mb)
+    existing = conn.compute.find_flavor(name)
+    if existing is not None:
+        return existing.id
+    disk = int(config.env("CDNAAS_OS_FLAVOR_DISK_GB", "4"))
+    LOG.info("creating flavor %s (%d vCPUs, %d MB, %d GB)", name, vcpus, ram_mb, disk)
+    return conn.compute.create_flavor(name=name, vcpus=vcpus, ram=ram_mb, disk=disk,
+                                      is_public=True).id
+
+
+def _resolve(host):
+    """The IPv4 address caches connect to for the origin ``host`` (an address stays as is)."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        pass
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except socket.gaierror as exc:
+        raise VimError(f"origin host {host} does not resolve here: {exc}") from None
+
+
+def _settled(conn, lb_id):
+    from openstack import exceptions
+    try:
+        return not conn.load_balancer.get_load_balancer(lb_id).provisioning_status.startswith(
+            "PENDING")
+    except exceptions.NotFoundException:
+        return True
+
+
+def _words(exc):
+    """The message of ``exc`` as an operator should read it (openstacksdk's details first)."""
+    return str(oscloud.translate_error(exc, "OpenStack")) if not isinstance(exc, VimError) \
+        else str(exc)
+
+
+def _copy(value):
+    import json
+    return json.loads(json.dumps(value))

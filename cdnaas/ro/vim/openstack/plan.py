@@ -1,0 +1,124 @@
+"""Decisions of the OpenStack driver that need no cloud: subnets, addresses, flavors, tags.
+
+RO manages the addresses: each region of a vCDN gets its own /24 out of
+``CDNAAS_OS_POOL`` (default ``10.200.0.0/16``; vCDN networks are isolated, so
+every vCDN may use the same pool): gateway ``.1``, load balancer VIP ``.2``,
+DNS ``.3``, caches from ``.10``. Regions and caches that stay keep theirs.
+"""
+import hashlib
+import ipaddress
+
+from cdnaas.common import config
+from cdnaas.ro.vim.base import DeploymentFailed
+
+LB_HOST = 2
+DNS_HOST = 3
+FIRST_CACHE_HOST = 10
+HTTP_PORT = 80
+DNS_BASE_PORT = 5300
+
+#: every resource of every vCDN carries this tag
+BASE_TAG = "cdnaas"
+_MAX_TAG = 60  # nova's limit (neutron: 255, octavia: 255)
+
+
+def pool():
+    return ipaddress.ip_network(config.env("CDNAAS_OS_POOL", "10.200.0.0/16"))
+
+
+def owner():
+    """Who owns the resources this RO creates: ``CDNAAS_OS_OWNER`` (default ``cdnaas``).
+
+    Two ROs (or two test runs) sharing a project keep to their own resources.
+    """
+    return config.env("CDNAAS_OS_OWNER", "cdnaas")
+
+
+def _tag(prefix, value):
+    tag = f"{prefix}:{value}"
+    if len(tag) <= _MAX_TAG and "," not in tag and "/" not in tag:
+        return tag
+    return f"{prefix}:sha1-{hashlib.sha1(value.encode()).hexdigest()[:40]}"
+
+
+def vcdn_tag(vcdn_id):
+    """The tag naming the vCDN ``vcdn_id`` on each of its resources."""
+    return _tag("cdnaas-vcdn", vcdn_id)
+
+
+def owner_tag(owner_name=None):
+    return _tag("cdnaas-owner", owner_name or owner())
+
+
+def vcdn_from_tags(tags):
+    """The vCDN tag's value among ``tags`` (the id, or ``sha1-...`` for long ids), or None."""
+    for tag in tags or ():
+        if tag.startswith("cdnaas-vcdn:"):
+            return tag.split(":", 1)[1]
+    return None
+
+
+def tags(vcdn_id, *extra):
+    return [BASE_TAG, owner_tag(), vcdn_tag(vcdn_id), *extra]
+
+
+def subnets(sig, existing):
+    """Region -> /24 CIDR: regions keep theirs, new ones take the lowest free /24 of the pool."""
+    chosen = {r.name: existing[r.name] for r in sig.regions if r.name in existing}
+    taken = {ipaddress.ip_network(c) for c in chosen.values()}
+    free = (n for n in pool().subnets(new_prefix=24) if n not in taken)
+    for region in sig.regions:
+        if region.name not in chosen:
+            network = next(free, None)
+            if network is None:
+                raise DeploymentFailed(f"no /24 left in {pool()} for region {region.name}")
+            chosen[region.name] = str(network)
+    return chosen
+
+
+def addresses(sig, region_cidrs, kept):
+    """VNF name -> address: kept VNFs keep theirs; LB .2, DNS .3, caches the lowest free from .10."""
+    result = dict(kept)
+    for region in sig.regions:
+        network = ipaddress.ip_network(region_cidrs[region.name])
+        used = {result[v.name] for v in sig.vnfs_in(region.name) if v.name in result}
+        for vnf in sig.vnfs_in(region.name):
+            if vnf.name in result:
+                continue
+            if vnf.role == "load_balancer":
+                result[vnf.name] = str(network[LB_HOST])
+            elif vnf.role == "dns":
+                result[vnf.name] = str(network[DNS_HOST])
+            else:
+                address = next((str(network[n]) for n in range(FIRST_CACHE_HOST,
+                                                                network.num_addresses - 1)
+                                if str(network[n]) not in used), None)
+                if address is None:
+                    raise DeploymentFailed(f"no address left in {network} for {vnf.name}")
+                result[vnf.name] = address
+            used.add(result[vnf.name])
+    return result
+
+
+def pick_flavor(flavors, vcpus, ram_mb):
+    """The smallest flavor with at least ``vcpus`` and ``ram_mb``.
+
+    :param flavors: ``(id, name, vcpus, ram_mb, disk_gb)`` of each flavor on offer.
+    :returns: the chosen tuple, or None when none fits.
+    """
+    fitting = [f for f in flavors if f[2] >= vcpus and f[3] >= ram_mb]
+    return min(fitting, key=lambda f: (f[2], f[3], f[4], f[1]), default=None)
+
+
+def flavor_name(vcpus, ram_mb):
+    """Name of a flavor the driver creates when allowed (``CDNAAS_OS_CREATE_FLAVORS=1``)."""
+    return f"cdnaas.{vcpus}c{ram_mb}m"
+
+
+def dns_ports(sig):
+    """Region -> port of its dnsmasq on the DNS VNF (port 53 is steered to it by client prefix)."""
+    return {r.name: DNS_BASE_PORT + i for i, r in enumerate(sig.regions)}
+
+
+def resource_name(vcdn_id, name):
+    return f"cdnaas-{vcdn_id}-{name}"

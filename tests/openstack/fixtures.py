@@ -1,0 +1,159 @@
+"""pytest fixtures running the ``openstack`` VIM driver against the mini cloud.
+
+- ``minicloud`` (session): starts the mini cloud (``minicloud.py start``: installs
+  what is missing, idempotent) and stops it at the end if this test run started
+  it. Under pytest-xdist the workers share one cloud: a lock serialises the start
+  and the last worker out stops it. A cloud already running before the tests
+  (a developer's) is used and left running.
+- ``openstack_env``: this test's environment: ``OS_CLIENT_CONFIG_FILE``,
+  ``OS_CLOUD=minicloud`` and an owner of its own (``CDNAAS_OS_OWNER``), so the
+  ``cleanup(set())`` of one test never touches another test's vCDNs.
+- ``fail_host_openstack`` / ``origin_openstack``: what the driver contract test
+  (``tests/test_vim_contract.py``) asks of each driver. ``fail(host)`` disables
+  the nova-compute service of the zone the host's region maps to (``<region>-az``),
+  so a server placed there really fails to schedule (NoValidHost); it is enabled
+  again after the test.
+- ``_openstack_contract_env`` (autouse): gives a contract test parametrized with
+  ``driver_name=openstack`` the mini cloud before its ``driver`` fixture runs.
+
+Use: ``from tests.openstack.fixtures import *  # noqa`` in a conftest or test module.
+"""
+import fcntl
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import configs
+
+__all__ = [
+    "_openstack_contract_env",
+    "admin_conn",
+    "fail_host_openstack",
+    "minicloud",
+    "openstack_env",
+    "origin_openstack",
+    "pytest_collection_modifyitems",
+]
+
+BASE = Path(os.environ.get("CDNAAS_MINICLOUD_DIR") or "/opt/cdnaas-minicloud")
+#: the origin of contract SIGs: TEST-NET-1 (the fake servers never fetch from it)
+ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
+
+
+def _minicloud(*command, check=True):
+    return subprocess.run([sys.executable, str(HERE / "minicloud.py"), *command], check=check)
+
+
+def _running():
+    result = subprocess.run([sys.executable, str(HERE / "minicloud.py"), "status"],
+                            capture_output=True, text=True, check=False)
+    return result.returncode == 0 and "stopped" not in result.stdout
+
+
+@pytest.fixture(scope="session")
+def minicloud():
+    """Path of the mini cloud's clouds.yaml, the cloud running for the whole session."""
+    if os.geteuid() != 0:
+        pytest.skip("the mini OpenStack needs root (apt packages, its own MariaDB and RabbitMQ)")
+    state = Path("/tmp/cdnaas-minicloud-tests")
+    users = state / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+    me = users / f"{run_id}-{os.getpid()}"
+    with open(state / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _running():
+            _minicloud("start")
+            (state / "started-by").write_text(run_id)
+        me.touch()
+    yield BASE / "clouds.yaml"
+    with open(state / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        me.unlink(missing_ok=True)
+        starter = (state / "started-by").read_text() if (state / "started-by").exists() else ""
+        still_used = [u for u in users.iterdir() if _pid_alive(u.name.rsplit("-", 1)[-1])]
+        if starter == run_id and not still_used:
+            _minicloud("stop", check=False)
+            (state / "started-by").unlink(missing_ok=True)
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture
+def openstack_env(minicloud, monkeypatch):
+    """This test's cloud (``minicloud``) and owner; returns the owner."""
+    owner = f"test-{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(minicloud))
+    monkeypatch.setenv("OS_CLOUD", "minicloud")
+    monkeypatch.delenv("CDNAAS_OS_CLOUD", raising=False)
+    monkeypatch.setenv("CDNAAS_OS_OWNER", owner)
+    monkeypatch.setenv("CDNAAS_OS_POLL_INTERVAL", "0.5")
+    return owner
+
+
+@pytest.fixture
+def admin_conn(minicloud):
+    """An openstacksdk connection as the mini cloud's admin (to look and to inject failures)."""
+    from openstack import connection
+    conn = connection.Connection(config=_config(minicloud))
+    yield conn
+    conn.close()
+
+
+def _config(clouds_yaml):
+    from openstack import config as os_config
+    return os_config.OpenStackConfig(config_files=[str(clouds_yaml)]).get_one("minicloud-admin")
+
+
+@pytest.fixture
+def fail_host_openstack(openstack_env, admin_conn):
+    """``fail(host)``: the compute host of ``<region>-az`` (region: ``host`` up to ``-host-``)
+    stops taking servers (its nova-compute service is disabled) until the test ends."""
+    disabled = []
+
+    def fail(host):
+        zone = host.split("-host-")[0] + "-az"
+        compute = {z: h for h, z in configs.COMPUTE_HOSTS}[zone]
+        for service in admin_conn.compute.services(binary="nova-compute", host=compute):
+            admin_conn.compute.disable_service(service, disabled_reason="cdnaas test: " + host)
+            disabled.append(service)
+    yield fail
+    for service in disabled:
+        admin_conn.compute.enable_service(service)
+
+
+@pytest.fixture
+def origin_openstack(openstack_env):
+    return dict(ORIGIN)
+
+
+@pytest.fixture(autouse=True)
+def _openstack_contract_env(request):
+    """A test parametrized with ``driver_name=openstack`` gets the mini cloud first."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("driver_name") == "openstack":
+        request.getfixturevalue("openstack_env")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Every test on the mini cloud in one pytest-xdist group (``--dist loadgroup``): they
+    share its compute hosts, which the failure injection disables. First, so the group is
+    marked before pytest-xdist's own hook turns the marks into node ids."""
+    for item in items:
+        if "openstack" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group("openstack"))

@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""A real, minimal OpenStack control plane on loopback, for the OpenStack driver's tests.
+
+    python3 tests/openstack/minicloud.py start    # install what is missing, configure, start
+    python3 tests/openstack/minicloud.py stop     # stop what start started (by PID)
+    python3 tests/openstack/minicloud.py status   # which of its processes run
+    python3 tests/openstack/minicloud.py destroy  # stop, then remove its data (keeps the venv)
+
+keystone, glance, placement, nova (fake virt driver; two nova-compute processes
+standing for two regional data centers, each host in its own availability
+zone), neutron (ML2, no agents, the test-only ``cdnaas_bindall`` mechanism
+driver of ``plugins/``) and octavia (noop drivers, throwaway CA), each API
+served by gunicorn; with a MariaDB, a RabbitMQ and an epmd of its own on ports
+that do not clash with the machine's (``configs.PORTS``). ``../shared/openstack/NOTES.md``
+records why it is built this way.
+
+Everything lives under ``$CDNAAS_MINICLOUD_DIR`` (default ``/opt/cdnaas-minicloud``):
+``venv/`` (the services, installed with uv from PyPI under the 2026.1 upper
+constraints), ``run/`` (configs, data, logs, pid files) and ``clouds.yaml``
+(clouds ``minicloud``: project ``cdnaas``, member roles; ``minicloud-admin``).
+Every step is idempotent: a second ``start`` does what is missing only. Debian
+packages it needs (mariadb-server, rabbitmq-server, openssl) are installed with
+apt-get when absent, without letting apt start their system services.
+
+Standard library only: it runs under the system ``python3`` before any venv exists.
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import configs
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+#: OpenStack 2026.1 upper constraints (a copy of ../shared/openstack/'s)
+CONSTRAINTS = HERE / "upper-constraints-2026.1.txt"
+SERVER_PACKAGES = ["keystone==29.1.0", "glance==32.0.0", "openstack-placement==15.0.0",
+                   "nova==33.0.2", "neutron==28.0.2", "octavia==18.0.1", "gunicorn",
+                   "PyMySQL", "openstacksdk"]
+APT_PACKAGES = {"mariadb-server": "/usr/sbin/mariadbd", "rabbitmq-server":
+                "/usr/lib/rabbitmq/bin/rabbitmq-server", "openssl": "/usr/bin/openssl",
+                "erlang-base": "/usr/bin/epmd"}
+
+#: APIs served by gunicorn: name -> (wsgi module, environment naming its config)
+WSGI = {
+    "keystone": ("keystone.wsgi.api", {"OS_KEYSTONE_CONFIG_DIR": "{etc}/keystone"}),
+    "glance": ("glance.wsgi.api", {"OS_GLANCE_CONFIG_DIR": "{etc}/glance"}),
+    "placement": ("placement.wsgi.api", {"OS_PLACEMENT_CONFIG_DIR": "{etc}/placement"}),
+    "nova": ("nova.wsgi.osapi_compute", {"OS_NOVA_CONFIG_DIR": "{etc}/nova"}),
+    "neutron": ("neutron.wsgi.api", {"OS_NEUTRON_CONFIG_DIR": "{etc}/neutron"}),
+    "octavia": ("octavia.wsgi.api", {}),
+}
+
+
+def log(message):
+    print(f"[minicloud {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class Cloud:
+    def __init__(self, base=None):
+        self.base = Path(base or os.environ.get("CDNAAS_MINICLOUD_DIR") or "/opt/cdnaas-minicloud")
+        self.venv = self.base / "venv"
+        self.run = self.base / "run"
+        self.etc = self.run / "etc"
+        self.logs = self.run / "logs"
+        self.pids = self.run / "pids"
+        self.clouds_yaml = self.base / "clouds.yaml"
+
+    # -- install -------------------------------------------------------------
+
+    def install(self):
+        self._apt()
+        self._venv()
+
+    def _apt(self):
+        missing = [p for p, path in APT_PACKAGES.items() if not os.path.exists(path)]
+        if not missing:
+            return
+        log(f"apt-get install {' '.join(missing)}")
+        policy = Path("/usr/sbin/policy-rc.d")
+        created = not policy.exists()
+        if created:  # keep apt from starting the system MariaDB/RabbitMQ on all interfaces
+            policy.write_text("#!/bin/sh\nexit 101\n")
+            policy.chmod(0o755)
+        try:
+            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+            subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+                           check=True, env=env)
+        finally:
+            if created:
+                policy.unlink()
+
+    def _venv(self):
+        constraints = CONSTRAINTS
+        stamp = self.venv / ".minicloud-installed"
+        digest = hashlib.sha256()
+        for item in [constraints.read_bytes(), " ".join(SERVER_PACKAGES).encode()] + \
+                [p.read_bytes() for p in sorted((HERE / "plugins").rglob("*.py"))] + \
+                [(HERE / "plugins/pyproject.toml").read_bytes()]:
+            digest.update(item)
+        if stamp.exists() and stamp.read_text() == digest.hexdigest():
+            return
+        started = time.monotonic()
+        if not (self.venv / "bin/python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
+        python = str(self.venv / "bin/python")
+        if not (self.venv / "bin/uv").exists():
+            subprocess.run([python, "-m", "pip", "install", "-q", "uv"], check=True)
+        uv = [str(self.venv / "bin/uv"), "pip", "install", "--python", python, "-q"]
+        log("installing the OpenStack services into " + str(self.venv))
+        subprocess.run(uv + ["-c", str(constraints), *SERVER_PACKAGES], check=True)
+        # the test-only plugins, built from a copy so the repository is left as it is
+        build = self.base / "build/plugins"
+        shutil.rmtree(build, ignore_errors=True)
+        shutil.copytree(HERE / "plugins", build)
+        subprocess.run(uv + ["--reinstall-package", "cdnaas-minicloud-plugins", str(build)],
+                       check=True)
+        stamp.write_text(digest.hexdigest())
+        log(f"installed in {time.monotonic() - started:.0f} s")
+
+    # -- processes -----------------------------------------------------------
+
+    def _spawn(self, name, argv, env=None, cwd=None):
+        """Start ``argv`` in its own session, output to logs/<name>.log, pid to pids/<name>."""
+        if self.alive(name):
+            return
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.pids.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{name}.log", "ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=dict(os.environ, **(env or {})), cwd=cwd)
+        (self.pids / name).write_text(str(proc.pid))
+
+    def _pid(self, name):
+        try:
+            pid = int((self.pids / name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:  # the pid is ours only while its process still runs in our session
+            if os.getsid(pid) != pid:
+                return None
+        except ProcessLookupError:
+            return None
+        return pid
+
+    def alive(self, name):
+        return self._pid(name) is not None
+
+    def _stop(self, name, grace=10):
+        pid = self._pid(name)
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and _group_alive(pid):
+                time.sleep(0.1)
+            if _group_alive(pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        (self.pids / name).unlink(missing_ok=True)
+
+    def names(self):
+        """Process names in start order (stop goes the other way)."""
+        computes = [f"nova-compute-{host}" for host, _zone in configs.COMPUTE_HOSTS]
+        return ["epmd", "rabbitmq", "mariadb", "keystone", "glance", "placement", "neutron",
+                "nova-conductor", "nova-scheduler", "nova", *computes, "octavia-worker",
+                "octavia"]
+
+    # -- start ---------------------------------------------------------------
+
+    def start(self):
+        started = time.monotonic()
+        self.install()
+        self._write_configs()
+        fresh = not (self.run / "state/.initialized").exists()
+        self._start_backends(fresh)
+        if fresh:
+            self._init_databases()
+        self._start_wsgi("keystone")
+        self._wait_http("keystone", "/v3")
+        if fresh:
+            self._bootstrap("catalog")
+            self._sync_schemas()
+        for name in ("glance", "placement", "neutron"):
+            self._start_wsgi(name)
+        self._start_nova()
+        self._start_octavia()
+        for name in ("glance", "placement", "neutron", "nova", "octavia"):
+            self._wait_http(name, "/")
+        self._bootstrap("resources")
+        dead = [name for name in self.names() if not self.alive(name)]
+        if dead:
+            raise SystemExit(f"exited: {', '.join(dead)}; see their logs in {self.logs}")
+        (self.run / "state/.initialized").touch()
+        self._write_clouds_yaml()
+        log(f"every API answers ({time.monotonic() - started:.0f} s); "
+            f"OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD=minicloud")
+
+    def _write_configs(self):
+        for relative, text in configs.render(str(self.run), str(self.venv)).items():
+            path = self.etc / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        shutil.copy(self.venv / "etc/nova/api-paste.ini", self.etc / "nova/api-paste.ini")
+        shutil.copy(self.venv / "etc/glance/glance-api-paste.ini",
+                    self.etc / "glance/glance-api-paste.ini")
+        for service in ("keystone", "glance", "nova", "neutron", "octavia", "placement"):
+            for sub in ("", "/locks"):
+                (self.run / f"state/{service}{sub}").mkdir(parents=True, exist_ok=True)
+        for host, _zone in configs.COMPUTE_HOSTS:
+            state = self.run / f"state/nova-{host}"
+            (state / "instances").mkdir(parents=True, exist_ok=True)
+            # nova-compute refuses to start a second time without its node identity
+            # file, which it writes for the libvirt driver only
+            if not (state / "compute_id").exists():
+                (state / "compute_id").write_text(str(uuid.uuid5(uuid.NAMESPACE_DNS, host)))
+        wsgi = self.run / "wsgi"
+        wsgi.mkdir(parents=True, exist_ok=True)
+        for name, (module, _env) in WSGI.items():
+            argv = [name] if name != "octavia" else \
+                [name, "--config-file", str(self.etc / "octavia/octavia.conf")]
+            # The services parse the process's command line as their own options.
+            (wsgi / f"wsgi_{name}.py").write_text(
+                f"import sys\nsys.argv = {argv!r}\nfrom {module} import application  # noqa\n")
+        self._octavia_certificates()
+
+    def _octavia_certificates(self):
+        """A throwaway CA and client certificate: octavia reads them even with noop drivers."""
+        state = self.run / "state/octavia"
+        if (state / "client.pem").exists():
+            return
+        def openssl(*args):
+            subprocess.run(["openssl", *args], check=True, cwd=state, capture_output=True)
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-days", "3650", "-subj", "/CN=minicloud-ca",
+                "-keyout", "ca.key", "-out", "ca.pem", "-passout", "pass:minicloud")
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=minicloud-client",
+                "-keyout", "client.key", "-out", "client.csr")
+        openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-passin", "pass:minicloud", "-CAcreateserial", "-days", "3650",
+                "-out", "client.crt")
+        (state / "client.pem").write_text((state / "client.crt").read_text()
+                                          + (state / "client.key").read_text())
+
+    def _start_backends(self, fresh):
+        ports = configs.PORTS
+        rabbit = self.run / "state/rabbitmq"
+        (rabbit / "home").mkdir(parents=True, exist_ok=True)
+        erlang_env = {"ERL_EPMD_PORT": str(ports["epmd"]), "ERL_EPMD_ADDRESS": configs.HOST,
+                      "HOME": str(rabbit / "home")}
+        self._spawn("epmd", ["epmd", "-port", str(ports["epmd"]), "-address", configs.HOST],
+                    env=erlang_env)
+        self._spawn("rabbitmq", ["/usr/lib/rabbitmq/bin/rabbitmq-server"], env=dict(
+            erlang_env,
+            RABBITMQ_NODENAME="minicloud@localhost", RABBITMQ_NODE_IP_ADDRESS=configs.HOST,
+            RABBITMQ_NODE_PORT=str(ports["rabbitmq"]),
+            RABBITMQ_DIST_PORT=str(ports["rabbitmq_dist"]),
+            RABBITMQ_CONF_ENV_FILE=str(self.etc / "rabbitmq/rabbitmq-env.conf"),
+            RABBITMQ_CONFIG_FILE=str(self.etc / "rabbitmq/rabbitmq.conf"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.etc / "rabbitmq/enabled_plugins"),
+            RABBITMQ_MNESIA_BASE=str(rabbit / "mnesia"), RABBITMQ_LOG_BASE=str(self.logs),
+            RABBITMQ_PID_FILE=str(rabbit / "rabbit.pid"),
+            RABBITMQ_SERVER_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+S 1:1 +A 4"))
+        data = self.run / "state/mariadb"
+        if not (data / "mysql").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}",
+                            "--user=root", "--auth-root-authentication-method=socket",
+                            "--skip-test-db"], check=True, capture_output=True)
+        self._spawn("mariadb", [
+            "mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={data}/mysqld.sock",
+            f"--port={ports['mariadb']}", f"--bind-address={configs.HOST}", "--user=root",
+            f"--pid-file={data}/mariadbd.pid", "--skip-name-resolve", "--skip-log-bin",
+            "--innodb-buffer-pool-size=256M", "--innodb-flush-log-at-trx-commit=0",
+            "--innodb-doublewrite=0", "--sync-binlog=0", "--max-connections=2000",
+            "--character-set-server=utf8mb4", f"--log-error={self.logs}/mariadb-error.log"])
+        _wait_port(ports["mariadb"], "MariaDB", 60)
+        _wait_port(ports["rabbitmq"], "RabbitMQ", 90)
+
+    def sql(self, statement):
+        subprocess.run(["mariadb", "--no-defaults", "-uroot",
+                        f"--socket={self.run}/state/mariadb/mysqld.sock", "-e", statement],
+                       check=True)
+
+    def _init_databases(self):
+        statements = [f"CREATE DATABASE IF NOT EXISTS {db} CHARACTER SET utf8mb3;"
+                      for db in configs.DATABASES]
+        statements.append(f"CREATE USER IF NOT EXISTS 'openstack'@'{configs.HOST}' "
+                          f"IDENTIFIED BY '{configs.PASSWORD}';")
+        statements.append(f"GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'{configs.HOST}';")
+        self.sql(" ".join(statements))
+        manage = [str(self.venv / "bin/keystone-manage"),
+                  "--config-file", str(self.etc / "keystone/keystone.conf")]
+        self._run(manage + ["db_sync"], "keystone-db")
+        for sub in ("fernet_setup", "credential_setup"):
+            self._run(manage + [sub, "--keystone-user", "root", "--keystone-group", "root"],
+                      "keystone-db")
+        self._run(manage + ["bootstrap", "--bootstrap-password", configs.PASSWORD,
+                            "--bootstrap-admin-url", configs.url("keystone") + "/v3",
+                            "--bootstrap-internal-url", configs.url("keystone") + "/v3",
+                            "--bootstrap-public-url", configs.url("keystone") + "/v3",
+                            "--bootstrap-region-id", configs.REGION], "keystone-db")
+
+    def _sync_schemas(self):
+        """Schema migrations of every other service, side by side (they share no table)."""
+        bin_, etc = self.venv / "bin", self.etc
+        nova = [str(bin_ / "nova-manage"), "--config-file", str(etc / "nova/nova.conf")]
+        jobs = {
+            "glance": [[str(bin_ / "glance-manage"), "--config-dir", str(etc / "glance"),
+                        "db_sync"]],
+            "placement": [[str(bin_ / "placement-manage"), "--config-dir", str(etc / "placement"),
+                           "db", "sync"]],
+            "nova": [nova + ["api_db", "sync"], nova + ["cell_v2", "map_cell0"],
+                     nova + ["cell_v2", "create_cell", "--name", "cell1"], nova + ["db", "sync"]],
+            "neutron": [[str(bin_ / "neutron-db-manage"), "--config-file",
+                         str(etc / "neutron/neutron.conf"), "--config-file",
+                         str(etc / "neutron/plugins/ml2/ml2_conf.ini"), "upgrade", "heads"]],
+            "octavia": [[str(bin_ / "octavia-db-manage"), "--config-file",
+                         str(etc / "octavia/octavia.conf"), "upgrade", "head"]],
+        }
+
+        def sync(item):
+            name, commands = item
+            for command in commands:  # create_cell: 2 is "it exists already"
+                self._run(command, f"{name}-db", ok=(0, 2) if "create_cell" in command else (0,))
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+            list(pool.map(sync, jobs.items()))
+
+    def _run(self, argv, log_name, ok=(0,)):
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{log_name}.log", "ab") as out:
+            result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
+        if result.returncode not in ok:
+            raise SystemExit(f"{' '.join(argv)} failed (exit {result.returncode}); "
+                             f"see {self.logs / f'{log_name}.log'}")
+
+    def _start_wsgi(self, name):
+        module_env = {k: v.format(etc=self.etc) for k, v in WSGI[name][1].items()}
+        self._spawn(name, [
+            str(self.venv / "bin/gunicorn"), "--no-control-socket", "-k", "gthread",
+            "--workers", "1", "--threads", "8", "--bind", f"{configs.HOST}:{configs.PORTS[name]}",
+            "--timeout", "300", "--graceful-timeout", "2", "--chdir", str(self.run / "wsgi"),
+            f"wsgi_{name}:application"], env=module_env)
+
+    def _start_nova(self):
+        nova_conf = ["--config-file", str(self.etc / "nova/nova.conf")]
+        self._spawn("nova-conductor", [str(self.venv / "bin/nova-conductor"), *nova_conf])
+        self._spawn("nova-scheduler", [str(self.venv / "bin/nova-scheduler"), *nova_conf])
+        self._start_wsgi("nova")
+        for host, _zone in configs.COMPUTE_HOSTS:
+            self._spawn(f"nova-compute-{host}", [
+                str(self.venv / "bin/cdnaas-minicloud-nova-compute"), *nova_conf,
+                "--config-file", str(self.etc / f"nova/compute-{host}.conf")])
+
+    def _start_octavia(self):
+        self._spawn("octavia-worker", [str(self.venv / "bin/octavia-worker"), "--config-file",
+                                       str(self.etc / "octavia/octavia.conf")])
+        self._start_wsgi("octavia")
+
+    def _wait_http(self, name, path, timeout=180):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(configs.url(name) + path, timeout=10):
+                    return
+            except urllib.error.HTTPError:
+                return  # it answers (maybe 300 Multiple Choices or 401)
+            except OSError:
+                pass
+            if not self.alive(name):
+                raise SystemExit(f"{name} exited; see {self.logs}/{name}.log")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name} did not answer within {timeout} s; see {self.logs}")
+            time.sleep(0.3)
+
+    def _bootstrap(self, stage):
+        env = {"MINICLOUD_STAGE": stage, "MINICLOUD_NOVA_MANAGE": str(self.venv / "bin/nova-manage"),
+               "MINICLOUD_NOVA_CONF": str(self.etc / "nova/nova.conf")}
+        result = subprocess.run([str(self.venv / "bin/python"), str(HERE / "bootstrap.py")],
+                                env=dict(os.environ, **env), check=False)
+        if result.returncode != 0:
+            raise SystemExit(f"bootstrap of the {stage} failed")
+
+    def _write_clouds_yaml(self):
+        def cloud(name, user, project):
+            return (f"  {name}:\n    region_name: {configs.REGION}\n    interface: public\n"
+                    f"    identity_api_version: 3\n    auth:\n"
+                    f"      auth_url: {configs.url('keystone')}/v3\n"
+                    f"      username: {user}\n      password: {configs.PASSWORD}\n"
+                    f"      project_name: {project}\n      user_domain_name: Default\n"
+                    f"      project_domain_name: Default\n")
+        self.clouds_yaml.write_text("clouds:\n" + cloud("minicloud", "cdnaas", "cdnaas")
+                                    + cloud("minicloud-admin", "admin", "admin"))
+
+    # -- stop ----------------------------------------------------------------
+
+    def stop(self):
+        for name in reversed(self.names()):
+            if name in ("rabbitmq", "mariadb", "epmd"):
+                continue
+            self._stop(name, grace=5)
+        self._stop("rabbitmq", grace=20)
+        self._stop("mariadb", grace=30)
+        self._stop("epmd", grace=5)
+        log("stopped")
+
+    def status(self):
+        return {name: self._pid(name) for name in self.names()}
+
+
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # zombies of our own children count as gone
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
+def _wait_port(port, what, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex((configs.HOST, port)) == 0:
+                return
+        time.sleep(0.3)
+    raise SystemExit(f"{what} did not listen on {configs.HOST}:{port} within {timeout} s")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["install", "start", "stop", "status", "destroy"])
+    args = parser.parse_args(argv)
+    cloud = Cloud()
+    if args.command == "install":
+        cloud.install()
+    elif args.command == "start":
+        try:
+            cloud.start()
+        except BaseException:
+            log("start failed; stopping what was started")
+            cloud.stop()
+            raise
+    elif args.command == "stop":
+        cloud.stop()
+    elif args.command == "destroy":
+        cloud.stop()
+        shutil.rmtree(cloud.run, ignore_errors=True)
+        cloud.clouds_yaml.unlink(missing_ok=True)
+    else:
+        for name, pid in cloud.status().items():
+            print(f"{name:28} {'running, pid ' + str(pid) if pid else 'stopped'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""The ``openstack`` VIM driver against a real mini OpenStack (``tests/openstack/``).
+
+The session fixture starts keystone, glance, placement, nova (two fake compute
+hosts in availability zones ``north-az`` and ``south-az``), neutron and octavia
+on loopback, installing what is missing (a few minutes the first time), and
+stops them at the end. The driver contract runs on it as the ``[openstack]``
+cases of ``tests/test_vim_contract.py``; here is what only a cloud shows: zones,
+flavors, user-data, networks, ports, security groups, balancers and their
+members, scaling, teardown by tag, a quota refusal mid-deployment rolled back,
+and the VNF image booted in qemu.
+"""
+import base64
+import uuid
+
+import pytest
+import yaml
+
+from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing
+from cdnaas.ro.vim.openstack import plan, userdata
+from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from tests.openstack.fixtures import ORIGIN
+from tests.support.sigs import sample_sig
+
+@pytest.fixture
+def driver(openstack_env):
+    driver = OpenStackDriver()
+    driver.check_prerequisites()
+    return driver
+
+
+def make_sig(caches, vcdn_id=None):
+    document = sample_sig(vcdn_id or f"os-{uuid.uuid4().hex[:8]}", caches)
+    document["origin"] = dict(ORIGIN)
+    return ServiceInstanceGraph.from_dict(document)
+
+
+def tagged(admin_conn, vcdn_id):
+    """Every resource carrying the vCDN's tag, by kind (names)."""
+    tag = plan.vcdn_tag(vcdn_id)
+    return {
+        "servers": sorted(s.name for s in admin_conn.compute.servers(all_projects=True, tags=tag)),
+        "ports": sorted(p.name for p in admin_conn.network.ports(tags=tag)),
+        "networks": sorted(n.name for n in admin_conn.network.networks(tags=tag)),
+        "subnets": sorted(n.name for n in admin_conn.network.subnets(tags=tag)),
+        "security_groups": sorted(g.name for g in admin_conn.network.security_groups(tags=tag)),
+        "load_balancers": sorted(lb.name for lb in admin_conn.load_balancer.load_balancers(
+            tags=tag)),
+    }
+
+
+def nothing_left(admin_conn, vcdn_id):
+    left = tagged(admin_conn, vcdn_id)
+    # also by name, in case a tag was never set
+    prefix = plan.resource_name(vcdn_id, "")
+    left["by_name"] = sorted(
+        [s.name for s in admin_conn.compute.servers(all_projects=True)
+         if s.name.startswith(prefix)]
+        + [n.name for n in admin_conn.network.networks() if (n.name or "").startswith(prefix)]
+        + [lb.name for lb in admin_conn.load_balancer.load_balancers()
+           if (lb.name or "").startswith(prefix)])
+    return {kind: names for kind, names in left.items() if names}
+
+
+def test_two_regions_scale_and_terminate(driver, admin_conn):
+    sig = make_sig({"north": 2, "south": 2})
+    reports = []
+    deployment = driver.deploy(sig, lambda *report: reports.append(report))
+    try:
+        records = deployment.resources
+        by_name = {v.name: v for v in deployment.vnfs}
+        servers = {s.name: admin_conn.compute.get_server(s.id) for s in
+                   admin_conn.compute.servers(all_projects=True,
+                                              tags=plan.vcdn_tag(sig.vcdn_id))}
+        # servers ACTIVE, in their region's zone, with the smallest fitting flavor
+        for vnf in sig.vnfs_in(role="cache") + sig.vnfs_in(role="dns"):
+            server = servers[plan.resource_name(sig.vcdn_id, vnf.name)]
+            assert server.status == "ACTIVE"
+            assert server.availability_zone == sig.region(vnf.region).zone
+            assert server.compute_host == {"north-az": "mc-north-1",
+                                           "south-az": "mc-south-1"}[server.availability_zone]
+            assert server.flavor.name == {2: "m1.medium", 1: "m1.small"}[vnf.vcpus]
+            assert set(plan.tags(sig.vcdn_id)) <= set(server.tags)
+            user_data = base64.b64decode(server.user_data).decode()
+            assert user_data.startswith("#cloud-config")
+            files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+            if vnf.role == "cache":
+                nginx = files[f"{userdata.CONF_DIR}/nginx.conf"]
+                assert f"listen {by_name[vnf.name].address}:80" in nginx
+                assert "server 192.0.2.10:8080;" in nginx
+                assert f"X-Served-By {vnf.name}" in nginx
+            else:  # one dnsmasq per region answering its balancer, steering by prefix
+                for region in sig.regions:
+                    lb = deployment.region_endpoints[region.name]
+                    conf = files[f"{userdata.CONF_DIR}/dnsmasq-{region.name}.conf"]
+                    assert f"host-record={sig.hostname},{lb}" in conf
+                assert "10.2.0.0/16 udp dport 53 redirect" in files[
+                    f"{userdata.CONF_DIR}/steering.nft"]
+        # one network, subnet and load balancer per region; ports with RO's addresses
+        for region in sig.regions:
+            info = records["regions"][region.name]
+            subnet = admin_conn.network.get_subnet(info["subnet_id"])
+            assert subnet.cidr == info["cidr"] and subnet.network_id == info["network_id"]
+            ports = {p.name: p for p in admin_conn.network.ports(network_id=info["network_id"],
+                                                                   tags=plan.vcdn_tag(sig.vcdn_id))}
+            for vnf in sig.vnfs_in(region.name):
+                if vnf.role == "load_balancer":
+                    continue
+                port = ports[plan.resource_name(sig.vcdn_id, vnf.name)]
+                assert port.fixed_ips[0]["ip_address"] == by_name[vnf.name].address
+                assert port.status == "ACTIVE"
+                assert port.security_group_ids == [info["security_groups"][vnf.role]]
+            # security groups open only what each role serves
+            for role, group_id in info["security_groups"].items():
+                rules = {(r.protocol, r.port_range_min, r.remote_ip_prefix)
+                         for r in admin_conn.network.security_group_rules(
+                             security_group_id=group_id, direction="ingress")}
+                assert rules == ({("tcp", 80, info["cidr"])} if role == "cache" else
+                                 {("udp", 53, "0.0.0.0/0"), ("tcp", 53, "0.0.0.0/0")})
+            lb = admin_conn.load_balancer.get_load_balancer(info["lb_id"])
+            assert lb.provisioning_status == "ACTIVE"
+            assert lb.vip_address == deployment.region_endpoints[region.name] == \
+                by_name[f"{region.name}-lb"].address
+            members = list(admin_conn.load_balancer.members(info["pool_id"]))
+            assert sorted(m.address for m in members) == sorted(
+                by_name[c.name].address for c in sig.vnfs_in(region.name, "cache"))
+            assert all(m.provisioning_status == "ACTIVE" for m in members)
+        steps = {step for step, _done, _total in reports}
+        assert {"create networks", "boot servers", "register members"} <= steps
+
+        # scale out north, in south: servers and pool members follow
+        scaled = make_sig({"north": 3, "south": 1}, sig.vcdn_id)
+        updated = driver.update(deployment, scaled)
+        deployment = updated
+        for region, count in (("north", 3), ("south", 1)):
+            info = updated.resources["regions"][region]
+            members = sorted(m.address for m in admin_conn.load_balancer.members(info["pool_id"]))
+            assert members == sorted(v.address for v in updated.vnfs
+                                     if v.region == region and v.role == "cache")
+            assert len(members) == count
+        names = tagged(admin_conn, sig.vcdn_id)["servers"]
+        assert plan.resource_name(sig.vcdn_id, "north-cache-3") in names
+        assert plan.resource_name(sig.vcdn_id, "south-cache-2") not in names
+        assert len(names) == 5  # 4 caches + DNS
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+    driver.terminate(deployment)  # gone already: still success
+
+
+@pytest.fixture
+def quota_cloud(admin_conn, openstack_env, minicloud, monkeypatch, tmp_path):
+    """A project of its own whose Nova quota allows ``limit`` servers: ``set(limit)``."""
+    project = admin_conn.identity.create_project(name=f"cdnaas-quota-{uuid.uuid4().hex[:8]}",
+                                                 domain_id="default")
+    user = admin_conn.identity.find_user("cdnaas", domain_id="default")
+    for role in ("member", "load-balancer_member"):
+        admin_conn.identity.assign_project_role_to_user(
+            project, user, admin_conn.identity.find_role(role))
+    clouds = yaml.safe_load(minicloud.read_text())
+    entry = clouds["clouds"]["minicloud"]
+    entry["auth"]["project_name"] = project.name
+    (tmp_path / "clouds.yaml").write_text(yaml.safe_dump({"clouds": {"quota": entry}}))
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(tmp_path / "clouds.yaml"))
+    monkeypatch.setenv("OS_CLOUD", "quota")
+    yield lambda limit: admin_conn.set_compute_quotas(project.id, instances=limit)
+    admin_conn.identity.delete_project(project)
+
+
+def test_quota_refusal_mid_deployment_rolls_back(driver, admin_conn, quota_cloud):
+    quota_cloud(3)  # networks, balancers, ports and 3 of the 5 servers are created first
+    sig = make_sig({"north": 2, "south": 2})
+    with pytest.raises(DeploymentFailed, match="(?i)quota"):
+        driver.deploy(sig)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+    assert driver.cleanup(set()) == []
+
+
+def test_missing_image_creates_nothing(driver, admin_conn):
+    document = sample_sig(f"os-{uuid.uuid4().hex[:8]}", {"north": 1, "south": 1})
+    document["origin"] = dict(ORIGIN)
+    document["vnfs"][1]["image"] = "no-such-image"
+    sig = ServiceInstanceGraph.from_dict(document)
+    with pytest.raises(DeploymentFailed, match="no-such-image.*cdnaas image register"):
+        driver.deploy(sig)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_cleanup_removes_strays_by_tag(driver, admin_conn):
+    sig = make_sig({"north": 1, "south": 1})
+    driver.deploy(sig)  # the record is "lost"
+    assert driver.cleanup({"some-other-vcdn"}) == [sig.vcdn_id]
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+    assert driver.cleanup(set()) == []
+
+
+def test_creates_a_flavor_when_allowed(driver, admin_conn, monkeypatch):
+    monkeypatch.setenv("OS_CLOUD", "minicloud-admin")  # creating flavors is for admins
+    monkeypatch.setenv("CDNAAS_OS_CREATE_FLAVORS", "1")
+    document = sample_sig(f"os-{uuid.uuid4().hex[:8]}", {"north": 1})
+    document["origin"] = dict(ORIGIN)
+    document["vnfs"][1]["vcpus"] = 12  # more than any flavor of the mini cloud
+    sig = ServiceInstanceGraph.from_dict(document)
+    deployment = driver.deploy(sig)
+    try:
+        server = admin_conn.compute.get_server(deployment.resources["servers"]["north-cache-1"]
+                                               ["server_id"])
+        assert server.flavor.name == plan.flavor_name(12, 512)
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_no_cloud_configured_is_a_missing_prerequisite(monkeypatch):
+    monkeypatch.delenv("OS_CLOUD", raising=False)
+    monkeypatch.delenv("CDNAAS_OS_CLOUD", raising=False)
+    with pytest.raises(PrerequisitesMissing, match="OS_CLOUD"):
+        OpenStackDriver().check_prerequisites()
+    monkeypatch.setenv("OS_CLOUD", "nowhere")
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", "/nonexistent/clouds.yaml")
+    with pytest.raises(PrerequisitesMissing, match="nowhere"):
+        OpenStackDriver().check_prerequisites()
+
+
+def test_plan_flavors_addresses_and_tags():
+    flavors = [("a", "m1.small", 1, 512, 1), ("b", "m1.medium", 2, 1024, 2),
+               ("c", "big", 2, 8192, 2), ("d", "m1.large", 4, 4096, 4)]
+    assert plan.pick_flavor(flavors, 2, 512)[1] == "m1.medium"
+    assert plan.pick_flavor(flavors, 3, 512)[1] == "m1.large"
+    assert plan.pick_flavor(flavors, 2, 2048)[1] == "big"
+    assert plan.pick_flavor(flavors, 16, 512) is None
+    sig = make_sig({"north": 2, "south": 1})
+    cidrs = plan.subnets(sig, {"south": "10.200.0.0/24"})
+    assert cidrs == {"north": "10.200.1.0/24", "south": "10.200.0.0/24"}
+    addresses = plan.addresses(sig, cidrs, {"north-cache-1": "10.200.1.11"})
+    assert addresses["north-lb"] == "10.200.1.2" and addresses["dns-1"] == "10.200.1.3"
+    assert addresses["north-cache-1"] == "10.200.1.11"
+    assert addresses["north-cache-2"] == "10.200.1.10"
+    assert plan.vcdn_tag("x" * 64).startswith("cdnaas-vcdn:sha1-")
+    assert len(plan.vcdn_tag("x" * 64)) <= 60
+    assert plan.vcdn_from_tags(["cdnaas", plan.vcdn_tag("abc")]) == "abc"
+
+
+IMAGE_PACKAGES = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
+                  "mcopy": "mtools", "mkfs.vfat": "dosfstools"}
+
+
+def test_vnf_image_boots_and_serves_through_its_cache():
+    """images/vnf: build the qcow2 (if absent), boot it with qemu configured by the driver's
+    cache user-data (NoCloud seed), fetch an object through its nginx: MISS, then HIT."""
+    import importlib.util
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "images/vnf/boot_test.py"
+    spec = importlib.util.spec_from_file_location("cdnaas_vnf_boot_test", path)
+    boot_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(boot_test)
+
+    if os.geteuid() != 0:
+        pytest.skip("building the VNF image needs root (mmdebstrap)")
+    missing = [package for tool, package in IMAGE_PACKAGES.items()
+               if not (shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin"))]
+    if missing:
+        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+                       check=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    image = boot_test.REPO / "var/images/cdnaas-vnf.qcow2"
+    if not image.exists():
+        subprocess.run([str(boot_test.REPO / "images/vnf/build.sh"), str(image)], check=True)
+    served = boot_test.run(str(image))
+    assert served < 900
+
+
+def test_cli_registers_an_image_in_glance(openstack_env, admin_conn, tmp_path):
+    from click.testing import CliRunner
+
+    from cdnaas.cli.image import image
+
+    disk = tmp_path / "vnf.raw"
+    disk.write_bytes(b"\0" * 65536)
+    name = f"cdnaas-test-{uuid.uuid4().hex[:8]}"
+    result = CliRunner().invoke(image, ["register", str(disk), "--name", name, "--tag", "test"])
+    assert result.exit_code == 0, result.output
+    image_id = result.output.strip().splitlines()[-1]
+    try:
+        registered = admin_conn.image.get_image(image_id)
+        assert (registered.name, registered.status, registered.disk_format) == \
+            (name, "active", "raw")
+        assert {"cdnaas", "test"} <= set(registered.tags)
+    finally:
+        admin_conn.image.delete_image(image_id, ignore_missing=True)
