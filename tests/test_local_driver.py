@@ -10,8 +10,9 @@ import pytest
 import requests
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import PrerequisitesMissing
-from cdnaas.ro.vim.local import cgroups, clients, network
+from cdnaas.ro.vim.base import PrerequisitesMissing, VimError
+from cdnaas.ro.vim.local import cgroups, clients, network, processes
+from cdnaas.ro.vim.local.system import run
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.support.sigs import sample_sig
 
@@ -216,3 +217,24 @@ def test_without_root_the_driver_says_so(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(PrerequisitesMissing, match="root"):
         LocalDriver().check_prerequisites()
+
+
+def test_nginx_refuses_a_config_it_rejects_with_its_own_words(tmp_path):
+    """The boot chain starts nginx without a separate ``nginx -t``: nginx checks its
+    config as it starts, so a bad one still runs nothing and says why."""
+    namespace = f"cdnt_{uuid.uuid4().hex[:8]}"
+    (tmp_path / "logs").mkdir()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text("pid nginx.pid;\nevents {}\n"
+                    "http { server { listen 127.0.0.1:8080; no_such_directive on; } }\n")
+    script = tmp_path / "links.ip"
+    script.write_text("link set lo up\n")
+    run(["ip", "netns", "add", namespace])
+    try:
+        with pytest.raises(VimError, match="unknown directive \"no_such_directive\""):
+            processes.boot_nginx(namespace, str(tmp_path / "procs"), str(script),
+                                 str(tmp_path), str(conf))
+        assert run(["ip", "netns", "pids", namespace]).split() == []
+        assert not (tmp_path / "nginx.pid").exists()
+    finally:
+        network.delete_namespace(namespace)

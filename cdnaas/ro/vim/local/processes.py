@@ -26,13 +26,14 @@ def start_daemon(namespace, cgroup_procs, command):
 
 def boot_nginx(namespace, cgroup_procs, ip_script, prefix, conf):
     """One process chain inside ``namespace``: join the CPU group, configure the
-    links (``ip -batch ip_script``), ``nginx -t`` the config (it binds the VNF's
-    addresses, which exist only there), then start nginx.
+    links (``ip -batch ip_script``), then start nginx, which checks the config as it
+    starts (binding the VNF's addresses, which exist only there) and runs nothing on
+    a config it rejects. No separate ``nginx -t``: it parsed every config twice and
+    was a third of a cache's start-up CPU.
 
     :raises VimError: with the tools' own words when a step fails.
     """
-    script = ('echo $$ > "$1" && ip -batch "$2" && nginx -t -q -p "$3" -c "$4" '
-              '&& exec nginx -p "$3" -c "$4"')
+    script = 'echo $$ > "$1" && ip -batch "$2" && exec nginx -p "$3" -c "$4"'
     run(in_namespace(namespace, ["sh", "-c", script, "sh", cgroup_procs, ip_script,
                                  f"{prefix}/", conf]))
 
