@@ -37,6 +37,10 @@ def test_unknown_values_are_gaps_of_the_same_width():
 def test_a_flat_series_is_drawn_at_mid_height():
     assert charts.sparkline([4.8, 4.8, 4.8]) == "▄▄▄"
     assert charts.sparkline([7]) == "▄"
+    assert charts.sparkline([0, 0]) == "▄▄"
+    # a thousandth of the value is noise (an idle host's watts), not a rise to the top
+    assert charts.sparkline([115.0, 115.002, 115.002]) == "▄▄▄"
+    assert charts.sparkline([115.0, 120.0]) == "▁█"
 
 
 def test_long_series_are_averaged_down_to_the_width():

@@ -105,6 +105,11 @@ def test_a_line_spans_the_plot_from_the_first_to_the_last_sample():
         {"time": "2030-01-31T18:00:00Z", "value": 4.8},
         {"time": "2030-01-31T18:01:00Z", "value": 4.8}]})
     assert polyline_points(flat) == [2] and "NaN" not in flat
+    idle = charts_js("lineChart", {"title": "Watts", "points": [  # noise, not a rise
+        {"time": "2030-01-31T18:00:00Z", "value": 115.0},
+        {"time": "2030-01-31T18:01:00Z", "value": 115.002}]})
+    [idle_points] = re.findall(r'<polyline[^>]* points="([^"]*)"', idle)
+    assert len({pair.split(",")[1] for pair in idle_points.split()}) == 1
     empty = charts_js("lineChart", {"title": "MOS", "points": [
         {"time": "2030-01-31T18:00:00Z", "value": None}]})
     assert "MOS: no data" in empty and "<polyline" not in empty

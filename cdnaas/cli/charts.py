@@ -7,6 +7,10 @@ REGION_FIGURES = (("viewers", "viewers", "{:,.0f}"), ("mos", "MOS", "{:.2f}"),
                   ("watts", "watts", "{:,.1f}"))
 
 
+#: a spread this small against the values' size is noise, drawn flat rather than magnified
+FLAT_SHARE = 0.001
+
+
 def sparkline(values, low=None, high=None):
     """One bar per value, from ``▁`` at ``low`` to ``█`` at ``high``; None draws a gap.
 
@@ -14,7 +18,8 @@ def sparkline(values, low=None, high=None):
     :param low: the value drawn ``▁`` (default: the least of ``values``).
     :param high: the value drawn ``█`` (default: the greatest of ``values``).
     :returns: a string exactly as long as ``values``; a series without spread (every
-        value equal) is drawn at mid height, one without numbers is all gaps.
+        value within :data:`FLAT_SHARE` of its size, e.g. 115.0 and 115.002 W) is drawn
+        at mid height, one without numbers is all gaps.
     """
     known = [value for value in values if value is not None]
     if not known:
@@ -22,11 +27,12 @@ def sparkline(values, low=None, high=None):
     low = min(known) if low is None else low
     high = max(known) if high is None else high
     top = len(BARS) - 1
+    flat = high - low <= FLAT_SHARE * max(abs(high), abs(low))
 
     def bar(value):
         if value is None:
             return GAP
-        if high <= low:
+        if flat:
             return BARS[top // 2]
         return BARS[min(max(round((value - low) / (high - low) * top), 0), top)]
 

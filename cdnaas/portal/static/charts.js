@@ -64,7 +64,13 @@ function lineChart({ title, unit = "", points, target = null }) {
     const values = known.map((p) => p.value).concat(target === null ? [] : [target]);
     let low = Math.min(...values);
     let high = Math.max(...values);
-    if (high === low) { const pad = Math.abs(high) * 0.1 || 1; low -= pad; high += pad; }
+    // A spread under a thousandth of the values' size is noise (an idle host's watts):
+    // drawn flat in a band of +-10% rather than magnified to the full height.
+    if (high - low <= 0.001 * Math.max(Math.abs(high), Math.abs(low))) {
+      const middle = (high + low) / 2;
+      const pad = Math.abs(middle) * 0.1 || 1;
+      low = middle - pad; high = middle + pad;
+    }
     const times = points.map((p) => Date.parse(p.time));
     const first = Math.min(...times);
     const span = Math.max(...times) - first;
