@@ -7,16 +7,14 @@ import time
 
 import click
 import pytest
-import requests
 from click.testing import CliRunner
 
 from cdnaas.cli import charts
 from cdnaas.cli.api_commands import TimeOrAgo
 from cdnaas.cli.main import cli
 from cdnaas.common import timeutil
-from tests.support.api import populate, vcdn_body
-from tests.support.im import FLAVOR, MODELS, template
-from tests.support.stack import running_stack
+from tests.support.api import vcdn_body
+from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
 
 
 # -- charts -----------------------------------------------------------------------------------
@@ -97,27 +95,10 @@ def invoke_json(args, env, token):
     return json.loads(result.stdout)
 
 
-def eventually(check, what, timeout=25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
-
-
 @pytest.fixture(scope="module")
 def scaled(tmp_path_factory):
     """A stack whose vCDN saw 8000 then 16000 viewers in eu-west and was scaled out for it."""
-    tmp = tmp_path_factory.mktemp("cli-metrics")
-    load = tmp / "load.json"
-    load.write_text("{}")
-    with running_stack(None, tmp, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as stack:
-        populate(stack)
-        sidr = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates",
-                             json=template(MODELS / "vm.yaml"), timeout=10)
-        assert sidr.status_code == 201, sidr.text
+    with modelled_stack(tmp_path_factory.mktemp("cli-metrics")) as stack:
         body = vcdn_body("charted", (("eu-west", 10000), ("us-east", 5000)), flavor=FLAVOR)
         accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
         vcdn_id = accepted["vcdn"]["id"]
@@ -128,12 +109,13 @@ def scaled(tmp_path_factory):
             return [p["viewers"] for s in found["series"] if s["key"] == "eu-west"
                     for p in s["points"]]
 
-        load.write_text(json.dumps({vcdn_id: {"eu-west": 8000, "us-east": 2000}}))
-        eventually(lambda: region_viewers().count(8000) >= 3, "three samples of 8000 viewers")
-        load.write_text(json.dumps({vcdn_id: {"eu-west": 16000, "us-east": 2000}}))
+        set_viewers(stack, vcdn_id, eu_west=8000, us_east=2000)
+        eventually(lambda: region_viewers().count(8000) >= 3, "three samples of 8000 viewers",
+                   25)
+        set_viewers(stack, vcdn_id, eu_west=16000, us_east=2000)
         [scale_out] = eventually(lambda: stack.acme.ok(
             "GET", f"/vcdns/{vcdn_id}/decisions", params={"kind": "scale_out"})["decisions"],
-            "a scale out")
+            "a scale out", 25)
         assert stack.acme.wait(scale_out["details"]["operation"])["state"] == "COMPLETED"
         stack.vcdn_id = vcdn_id
         stack.tokens = {tenant: stack.operator.ok("POST", f"/tenants/{tenant}/tokens", 201,

@@ -2,47 +2,18 @@
 through the driver's load file are seen in the customer API's metrics, a surge is met by
 a scale out and a lull by a scale in (SO operations, decisions with their inputs), the
 views are tenant-scoped, operators see host power and marks, Prometheus has the gauges."""
-import json
-import time
-
 import pytest
 import requests
 
 from cdnaas_plugins.qoe_video.policy import DEFAULTS
-from tests.support.api import populate, vcdn_body
-from tests.support.stack import running_stack
-from tests.support.im import FLAVOR, MODELS, template
+from tests.support.api import vcdn_body
+from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("im-stack")
-    load = tmp / "load.json"
-    load.write_text("{}")
-    extra = {"CDNAAS_NOOP_LOAD_FILE": str(load)}
-    with running_stack(None, tmp, extra_env=extra) as running:
-        populate(running)
-        sidr = requests.post(f"{running.urls['sidr']}/sidr/v1/templates",
-                             json=template(MODELS / "vm.yaml"), timeout=10)
-        assert sidr.status_code == 201, sidr.text
-        running.load = load
+    with modelled_stack(tmp_path_factory.mktemp("im-stack")) as running:
         yield running
-
-
-def eventually(check, what, timeout=40):
-    """Poll ``check()`` until it returns something true; return it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
-
-
-def set_viewers(stack, vcdn_id, **regions):
-    stack.load.write_text(json.dumps({vcdn_id: {r.replace("_", "-"): v
-                                                for r, v in regions.items()}}))
 
 
 def region_points(stack, vcdn_id, region):

@@ -4,16 +4,13 @@ import json
 import re
 import shutil
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 import requests
 
 from cdnaas.portal import STATIC
-from tests.support.api import populate, vcdn_body
-from tests.support.im import FLAVOR, MODELS, template
-from tests.support.stack import running_stack
+from tests.support.api import vcdn_body
+from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="Node.js runs the portal's chart code")
@@ -120,13 +117,7 @@ def test_a_line_spans_the_plot_from_the_first_to_the_last_sample():
 
 @needs_node
 def test_the_served_portal_charts_the_apis_real_metrics(tmp_path):
-    load = Path(tmp_path) / "load.json"
-    load.write_text("{}")
-    with running_stack(None, tmp_path, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as stack:
-        populate(stack)
-        sidr = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates",
-                             json=template(MODELS / "vm.yaml"), timeout=10)
-        assert sidr.status_code == 201, sidr.text
+    with modelled_stack(tmp_path) as stack:
         for asset in ("charts.js", "app.js"):
             served = requests.get(f"{stack.urls['api']}/portal/{asset}", timeout=10)
             assert served.status_code == 200 and served.text == (STATIC / asset).read_text()
@@ -134,21 +125,22 @@ def test_the_served_portal_charts_the_apis_real_metrics(tmp_path):
             "portal", (("eu-west", 10000), ("us-east", 5000)), flavor=FLAVOR))
         vcdn_id = accepted["vcdn"]["id"]
         assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
-        load.write_text(json.dumps({vcdn_id: {"eu-west": 8000, "us-east": 2000}}))
-        deadline = time.monotonic() + 20
-        while True:  # the portal's own request
+        set_viewers(stack, vcdn_id, eu_west=8000, us_east=2000)
+
+        def charted():  # the portal's own request, once each region has 3 points
             metrics = stack.acme.ok("GET", f"/vcdns/{vcdn_id}/metrics?scope=region")
             series = {s["key"]: s["points"] for s in metrics["series"]}
-            if (len(series) == 2 and min(map(len, series.values())) >= 3
-                    and series["eu-west"][-1]["viewers"] == 8000) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert set(series) == {"eu-west", "us-east"} and series["eu-west"][-1]["viewers"] == 8000
+            if (set(series) == {"eu-west", "us-east"} and min(map(len, series.values())) >= 3
+                    and series["eu-west"][-1]["viewers"] == 8000):
+                return metrics
+            return None
+        metrics = eventually(charted, "three points of each region, eu-west at 8000", 20)
         markup = charts_js("regionPanels", metrics, {"eu-west": 4.0, "us-east": 4.0})
     drawn = svgs(markup)
     assert len(drawn) == 6
     eu_viewers, eu_mos, eu_watts = drawn[:3]
     assert "Viewers: 8.0k" in eu_viewers
-    known = [p for p in series["eu-west"] if p["viewers"] is not None]
+    eu_points = next(s["points"] for s in metrics["series"] if s["key"] == "eu-west")
+    known = [p for p in eu_points if p["viewers"] is not None]
     assert sum(polyline_points(eu_viewers)) + eu_viewers.count("<circle") == len(known) >= 3
     assert 'stroke-dasharray="4 3"' in eu_mos and "<polyline" in eu_watts
