@@ -9,12 +9,12 @@ The cloud is the clouds.yaml entry named by ``--cloud``, ``CDNAAS_OS_CLOUD`` or
 ``OS_CLOUD``, as for the RO's ``openstack`` VIM driver, which finds the image
 by the name (or tag) that the flavor's template gives its VNFs.
 """
-import os
 from pathlib import Path
 
 import click
 
 from cdnaas.cli import output
+from cdnaas.ro.vim.openstack import cloud as oscloud
 
 #: what the image recipe writes (qcow2); raw and others are accepted by suffix
 DISK_FORMATS = {".qcow2": "qcow2", ".img": "raw", ".raw": "raw", ".vmdk": "vmdk", ".iso": "iso"}
@@ -57,13 +57,10 @@ def register_image(file, name, *, cloud_name=None, regions=(None,), tags=(), pub
 
     :raises click.ClickException: no cloud is configured or Glance refused.
     """
-    try:
-        import openstack
-        from openstack import exceptions
-    except ImportError:
-        raise click.ClickException("openstacksdk is not installed (pip install openstacksdk)") \
-            from None
-    cloud_name = cloud_name or os.environ.get("CDNAAS_OS_CLOUD") or os.environ.get("OS_CLOUD")
+    import openstack  # here: it takes half a second, which other commands need not wait
+    from openstack import exceptions
+
+    cloud_name = cloud_name or oscloud.cloud_name()
     if not cloud_name:
         raise click.ClickException("no cloud: give --cloud or set OS_CLOUD to an entry of "
                                    "clouds.yaml")

@@ -25,17 +25,16 @@ import collections
 import dataclasses
 import datetime as dt
 import itertools
-import re
 
 from cdnaas.common import errors
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
 from cdnaas.common.timeutil import isoformat
 from cdnaas.im import power
+from cdnaas.planning import resizing
 from cdnaas.planning.placement import Instance, place
 from cdnaas.ro.vim.base import Deployment, EntryPoint, VnfInstance
 from cdnaas.ro.vim.noop import NoopDriver
 
-_INDEX = re.compile(r"-(\d+)$")
 _PLANTS = itertools.count(1)
 #: the plant counts vCPUs only; RAM never runs short
 UNBOUNDED_RAM = 10 ** 9
@@ -98,33 +97,19 @@ class Plant:
         """SO's scale: see the module docstring. :raises Conflict/Unprocessable: as SO."""
         if self.busy:
             raise errors.Conflict(f"vCDN {self.sig.vcdn_id} is UPDATING", field="vcdn_id")
-        bounds = self.template["vnfs"]["cache"]["instances"]
-        if not bounds["min"] <= caches <= bounds["max"]:
-            raise errors.Unprocessable(f"the flavor allows {bounds['min']} to {bounds['max']} "
-                                       f"caches per region, not {caches}", field="caches")
         sig = dataclasses.replace(self.sig, vnfs=list(self.sig.vnfs))
-        current = sig.vnfs_in(region, "cache")
-        if caches > len(current):
-            new = []
-            for _ in range(caches - len(current)):
-                new.append(dataclasses.replace(current[0], name=_next_name(sig, region),
-                                               host=None))
-                sig.vnfs.append(new[-1])
-            free = self.free(region)
+        new = resizing.resize(sig, region, caches, self.template["vnfs"]["cache"]["instances"])
+        seconds = self._times[2]
+        if new:
             try:
-                placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new], free)
+                placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new],
+                               self.free(region))
             except InsufficientCapacity as exc:
                 raise errors.Conflict(f"not enough capacity: region {region} lacks "
                                       f"{exc.missing_vcpus} vCPUs", field="caches") from None
             sig.vnfs = [dataclasses.replace(v, host=placed[v.name]) if v.name in placed else v
                         for v in sig.vnfs]
             seconds = self._times[0] + self._times[1]
-        else:
-            load = collections.Counter(v.host for v in sig.vnfs_in(region))
-            ranked = sorted(current, key=lambda v: (load[v.host], -_number(v.name)))
-            for vnf in ranked[:len(current) - caches]:
-                sig.vnfs.remove(vnf)
-            seconds = self._times[2]
         return self._operation(sig, seconds, reason)
 
     def heal(self, vnf_name, reason):
@@ -132,9 +117,7 @@ class Plant:
         if self.busy:
             raise errors.Conflict(f"vCDN {self.sig.vcdn_id} is UPDATING", field="vcdn_id")
         sig = dataclasses.replace(self.sig, vnfs=list(self.sig.vnfs))
-        sick = next(v for v in sig.vnfs if v.name == vnf_name)
-        sig.vnfs[sig.vnfs.index(sick)] = dataclasses.replace(sick,
-                                                             name=_next_name(sig, sick.region))
+        resizing.replace(sig, vnf_name)
         self.failing.discard(vnf_name)
         return self._operation(sig, self._times[0] + self._times[1], reason)
 
@@ -273,13 +256,3 @@ class _Sidr:
 
     def get_template(self, _flavor, _version):
         return {"document": self.plant.template}
-
-
-def _next_name(sig, region):
-    used = [int(m.group(1)) for v in sig.vnfs_in(region, "cache") if (m := _INDEX.search(v.name))]
-    return f"{region}-cache-{max(used, default=-1) + 1}"
-
-
-def _number(name):
-    match = _INDEX.search(name)
-    return int(match.group(1)) if match else 0

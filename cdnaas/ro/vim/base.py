@@ -5,6 +5,7 @@ Drivers are selected by entry-point name in the ``cdnaas.vim_drivers`` group
 only the dataclasses below; backend objects never leave the driver.
 """
 import abc
+import concurrent.futures
 import dataclasses
 import time
 from typing import Callable
@@ -17,6 +18,30 @@ Progress = Callable[[str, int, int], None]
 
 def no_progress(_step, _done, _total):
     """A :data:`Progress` that ignores reports."""
+
+
+def run_all(pool, action, items, step=None, progress=no_progress):
+    """Run ``action`` on every item at once in ``pool``; return the results in item order.
+
+    Every started action ends before the first error is raised, so an undo never races
+    one still running. With ``step``, reports ``progress(step, done, total)`` from 0 and
+    as each action ends.
+    """
+    items = list(items)
+    if step is not None:
+        progress(step, 0, len(items))
+    futures = [pool.submit(action, item) for item in items]
+    errors = []
+    for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
+        try:
+            future.result()
+        except Exception as exc:  # gathered: each started action ends before any undo
+            errors.append(exc)
+        if step is not None:
+            progress(step, done, len(items))
+    if errors:
+        raise errors[0]
+    return [future.result() for future in futures]
 
 
 class VimError(Exception):

@@ -24,7 +24,7 @@ from cdnaas.common import config
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, PrerequisitesMissing,
                                 VimDriver, VimError, VnfHealth, VnfInstance, VnfMetrics,
-                                no_progress)
+                                no_progress, run_all)
 from cdnaas.ro.vim.local import cgroups, clients, network, processes
 from cdnaas.ro.vim.local.system import in_namespace, run
 
@@ -320,20 +320,7 @@ class LocalDriver(VimDriver):
 
     def _parallel(self, step, progress, items, action):
         """Run ``action`` over ``items`` in parallel, reporting ``step`` progress; first error wins."""
-        items = list(items)
-        progress(step, 0, len(items))
-        futures = [self.pool.submit(action, item) for item in items]
-        done = 0
-        errors = []
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                future.result()
-            except Exception as exc:  # gathered: every started action finishes before undo
-                errors.append(exc)
-            done += 1
-            progress(step, done, len(items))
-        if errors:
-            raise errors[0]
+        run_all(self.pool, action, items, step, progress)
 
     def _deployment(self, owner, sig, layout, addresses):
         vnfs, dns_servers = [], []

@@ -38,12 +38,8 @@ def poll_interval():
 
 def check_configured():
     """Raise :class:`PrerequisitesMissing` unless a cloud is named and found in clouds.yaml."""
-    try:
-        from openstack import config as os_config
-        from openstack import exceptions
-    except ImportError:
-        raise PrerequisitesMissing("openstacksdk is not installed (pip install openstacksdk)") \
-            from None
+    from openstack import config as os_config
+    from openstack import exceptions
     name = cloud_name()
     if not name:
         raise PrerequisitesMissing("no OpenStack cloud configured: set OS_CLOUD (or "

@@ -40,6 +40,7 @@ from cdnaas.ro.vim.base import (
     VimDriver,
     VimError,
     no_progress,
+    run_all,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import plan, translate, userdata
@@ -300,7 +301,6 @@ class OpenStackDriver(VimDriver):
                           regions=None, step="register members"):
         """Wait for each balancer, then set its pool's members in ONE batch call per region."""
         regions = regions if regions is not None else [r.name for r in sig.regions]
-        progress(step, 0, len(regions))
 
         def register(region):
             conn = cloud.conn(sig.region(region).vim_region)
@@ -313,10 +313,7 @@ class OpenStackDriver(VimDriver):
             oscloud.batch_update_members(conn, info["pool_id"], self._members(
                 sig, region, info, addresses))
             oscloud.load_balancer_active(conn, lbs[region], oscloud.timeout("lb"))
-        done = 0
-        for _ in self._parallel(register, regions, as_completed=True):
-            done += 1
-            progress(step, done, len(regions))
+        self._parallel(register, regions, step, progress)
 
     @staticmethod
     def _members(sig, region, info, addresses):
@@ -512,34 +509,9 @@ class OpenStackDriver(VimDriver):
 
     # -- helpers -----------------------------------------------------------------
 
-    def _parallel(self, action, items, as_completed=False):
-        """Run ``action`` over ``items`` in parallel; every action finishes, then the first
-        error is raised. With ``as_completed``, yields as each finishes (a generator)."""
-        futures = [self.pool.submit(action, item) for item in items]
-        if as_completed:
-            return self._completed(futures)
-        errors = []
-        for future in futures:
-            try:
-                future.result()
-            except Exception as exc:  # gathered: each started action ends before any undo
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-        return [f.result() for f in futures]
-
-    @staticmethod
-    def _completed(futures):
-        errors = []
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                future.result()
-            except Exception as exc:
-                errors.append(exc)
-                continue
-            yield future
-        if errors:
-            raise errors[0]
+    def _parallel(self, action, items, step=None, progress=no_progress):
+        """:func:`~cdnaas.ro.vim.base.run_all` in this driver's pool."""
+        return run_all(self.pool, action, items, step, progress)
 
     @staticmethod
     def _vim_regions(sig):
