@@ -119,6 +119,22 @@ def test_health_reports_each_vnf(live):
     assert len(checks) == len(deployment.vnfs) and all(c.healthy for c in checks)
 
 
+def test_every_process_of_a_vnf_runs_in_its_cpu_group_with_its_vcpus(live):
+    """nginx and dnsmasq join their group once they answer: the master, its workers,
+    cache manager and loader, and nothing of the VNF is left outside."""
+    _driver, sig, deployment = live
+    version, base = cgroups._hierarchy()
+    for vnf in deployment.vnfs:
+        group = f"{network.owner()}_{sig.vcdn_id}_{vnf.name}"
+        in_namespace = {int(p) for p in run(["ip", "netns", "pids", vnf.resource_id]).split()}
+        expected = 2 + vnf.vcpus + 1 if vnf.role == "cache" else 2 if vnf.role == "dns" else 1 + vnf.vcpus
+        assert len(in_namespace) >= expected, vnf.name
+        assert in_namespace <= set(cgroups.pids(group)), vnf.name
+        quota = ((base / group / "cpu.max").read_text().split()[0] if version == "v2"
+                 else (base / group / "cpu.cfs_quota_us").read_text().strip())
+        assert int(quota) == vnf.vcpus * cgroups.PERIOD_US
+
+
 def test_a_killed_cache_is_routed_around_and_reported(origin, state_dir):
     driver = LocalDriver()
     sig = make_sig(origin, {"north": 2, "south": 1})
@@ -220,20 +236,17 @@ def test_without_root_the_driver_says_so(monkeypatch):
 
 
 def test_nginx_refuses_a_config_it_rejects_with_its_own_words(tmp_path):
-    """The boot chain starts nginx without a separate ``nginx -t``: nginx checks its
-    config as it starts, so a bad one still runs nothing and says why."""
+    """Caches start without a separate ``nginx -t``: nginx checks its config as it
+    starts, so a bad one still runs nothing and says why."""
     namespace = f"cdnt_{uuid.uuid4().hex[:8]}"
     (tmp_path / "logs").mkdir()
     conf = tmp_path / "nginx.conf"
     conf.write_text("pid nginx.pid;\nevents {}\n"
                     "http { server { listen 127.0.0.1:8080; no_such_directive on; } }\n")
-    script = tmp_path / "links.ip"
-    script.write_text("link set lo up\n")
     run(["ip", "netns", "add", namespace])
     try:
         with pytest.raises(VimError, match="unknown directive \"no_such_directive\""):
-            processes.boot_nginx(namespace, str(tmp_path / "procs"), str(script),
-                                 str(tmp_path), str(conf))
+            processes.start_daemon(namespace, processes.nginx_command(str(tmp_path), str(conf)))
         assert run(["ip", "netns", "pids", namespace]).split() == []
         assert not (tmp_path / "nginx.pid").exists()
     finally:

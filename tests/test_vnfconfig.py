@@ -157,7 +157,8 @@ def test_cache_config_says_what_the_design_asks(tmp_path):
     text = vnfconfig.cache_config(**cache_values(tmp_path, workers=3, daemon=False))
     for line in ["daemon off;", "worker_processes 3;", f"pid {tmp_path}/nginx.pid;",
                  f"error_log {tmp_path}/logs/error.log warn;",
-                 f"client_body_temp_path {tmp_path}/temp/client_body;",
+                 f"client_body_temp_path {tmp_path}/temp;", f"scgi_temp_path {tmp_path}/temp;",
+                 "worker_connections 1024;",
                  (f"proxy_cache_path {tmp_path}/cache levels=1:2 keys_zone=north-cache-1:16m "
                   "max_size=1024m inactive=60m use_temp_path=off;"),
                  "server 192.0.2.10:8080;", "keepalive 32;", "listen 127.0.0.1:8081 backlog=4096;",
@@ -527,7 +528,7 @@ def test_dnsmasq_answers_the_vcdn_hostname_only(tmp_path, answer_address, own_ty
         for name in ["www." + HOSTNAME, "example.com"]:
             refused = ask("127.0.0.1", port, name, own_type)
             assert refused.rcode() == dns.rcode.REFUSED and refused.answer == []
-        assert (tmp_path / "dnsmasq.pid").read_text().strip().isdigit()
+        assert (tmp_path / "dns-1.pid").read_text().strip().isdigit()
 
 
 # --- geo-DNS steering in throwaway network namespaces -----------------------------------------
@@ -587,7 +588,7 @@ def test_dns_steered_by_client_prefix_in_namespaces(namespaces, tmp_path):
             stack.enter_context(running(
                 ["ip", "netns", "exec", dns_ns, "dnsmasq", "--keep-in-foreground",
                  f"--conf-file={prefix / 'dnsmasq.conf'}"], f"dnsmasq on port {port}",
-                lambda prefix=prefix: (prefix / "dnsmasq.pid").exists()))
+                lambda prefix=prefix, port=port: (prefix / f"dns-{port}.pid").exists()))
         rules = vnfconfig.steering_rules(table="cdnaas-geo",
                                          rules=[("10.1.0.0/16", 5301), ("10.2.0.0/16", 5302)],
                                          default_port=5301)

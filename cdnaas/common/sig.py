@@ -88,6 +88,15 @@ class ServiceInstanceGraph:
             or its cross-references (unique names, declared regions).
         """
         validate(data, field_prefix)
+        return cls.from_record(data)
+
+    @classmethod
+    def from_record(cls, data):
+        """Build a SIG from the JSON form a service stored after validating it.
+
+        Not validated again: a SIG of a large vCDN takes milliseconds to check, and
+        its record is read on every view of the vCDN.
+        """
         return cls(
             vcdn_id=data["vcdn_id"], flavor=data["flavor"],
             template_version=data["template_version"], hostname=data["hostname"],
@@ -103,11 +112,15 @@ def schema():
         return json.load(handle)
 
 
+@functools.cache
+def _validator():
+    return jsonschema.Draft202012Validator(schema())
+
+
 def validate(data, field_prefix=None):
     """Raise :class:`BadRequest` listing every way ``data`` is not a valid SIG."""
-    validator = jsonschema.Draft202012Validator(schema())
     problems = [(".".join(map(str, e.absolute_path)), e.message)
-                for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+                for e in sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))]
     if not problems:
         problems = _reference_problems(data)
     if problems:

@@ -8,7 +8,7 @@ only ever says what the template says. The ``check_*`` functions run the tool
 itself (``nginx -t``, ``dnsmasq --test``, ``nft -c``) on the rendered text.
 
 nginx configs keep every file under ``prefix_dir``: ``nginx.pid``, ``logs/``,
-``temp/<kind>`` and (caches) ``cache/``. :func:`prepare_nginx_prefix` creates
+``temp/`` and (caches) ``cache/``. :func:`prepare_nginx_prefix` creates
 the directories nginx does not create itself; :func:`check_nginx` calls it.
 """
 import functools
@@ -70,7 +70,7 @@ def render(template_name: str, **values) -> str:
 def cache_config(*, name: str, workers: int, listen_address: str, listen_port: int,
                  origin: Origin, origin_address: str, prefix_dir: str,
                  cache_max_size_mb: int = 1024, cache_inactive: str = "60m",
-                 daemon: bool = True, user: str | None = None) -> str:
+                 connections: int = 1024, daemon: bool = True, user: str | None = None) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -79,6 +79,10 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     :param origin_address: IP address nginx connects to (the driver resolved ``origin.host``).
     :param prefix_dir: absolute directory holding pid file, logs, temp files and cache.
     :param cache_inactive: nginx time (``60m``, ``1h``...) after which unused objects go.
+    :param connections: connections per worker. Viewers reach a cache only through
+        their region's balancer, which reuses kept-alive connections, so a cache holds
+        about as many as it has requests in flight plus its own to the origin; nginx
+        sets every one up as a worker starts (8192 cost a cache ~4 ms of CPU to boot).
     :param daemon: ``daemon on`` (nginx forks) or ``off`` (stays in the foreground).
     :param user: nginx ``user`` for the workers; None leaves nginx's default (a root
         master runs its workers as ``nobody``, who must be able to reach ``prefix_dir``).
@@ -96,6 +100,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_max_size_mb=_int("cache_max_size_mb", cache_max_size_mb, 1, 1 << 24),
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
+        connections=_int("connections", connections, 64, 1 << 20),
         daemon=_bool("daemon", daemon), user=_optional_name("user", user))
 
 
@@ -135,8 +140,8 @@ def dns_config(*, name: str, hostname: str, answer_address: str, listen_addresse
     An IPv4 answer is an A record (AAAA queries get an empty NOERROR answer), IPv6
     an AAAA record (likewise for A). Other names get REFUSED (NXDOMAIN for names
     without a dot): no upstream, no /etc/hosts, no recursion. dnsmasq runs as root
-    (``user=root``), forks, and writes ``<prefix_dir>/dnsmasq.pid`` and
-    ``<prefix_dir>/dnsmasq.log``.
+    (``user=root``), forks, and writes ``<prefix_dir>/<name>.pid`` and
+    ``<prefix_dir>/<name>.log``.
 
     :param listen_addresses: addresses to bind (``bind-interfaces``: they must exist).
     :param log_queries: log every query to the log file (large under load).
@@ -190,24 +195,23 @@ def prepare_nginx_prefix(prefix_dir: str) -> None:
         Path(prefix_dir, sub).mkdir(parents=True, exist_ok=True)
 
 
-def check_nginx(config_text: str, prefix_dir: str | None = None,
-                namespace: str | None = None) -> None:
+def check_nginx(config_text: str, prefix_dir: str | None = None) -> None:
     """Run ``nginx -t`` on ``config_text``.
 
     :param prefix_dir: the prefix the config was rendered with: its directories are
         prepared (:func:`prepare_nginx_prefix`) and nginx runs with ``-p`` on it.
         None: a temporary prefix, enough only for configs whose paths exist already.
-    :param namespace: network namespace to check in (``nginx -t`` binds the listen
-        addresses, which exist only in the VNF's namespace).
     :raises ConfigError: nginx is missing or rejects the config (its own words).
+
+    nginx binds the listen addresses while it checks: call this where they exist
+    (in the VNF's network namespace).
     """
     with tempfile.TemporaryDirectory(prefix="cdnaas-nginx-check-") as scratch:
         prefix = prefix_dir or scratch
         prepare_nginx_prefix(prefix)
         conf = Path(scratch, "nginx.conf")
         conf.write_text(config_text, encoding="utf-8")
-        _run(["nginx", "-t", "-q", "-e", "stderr", "-p", f"{prefix}/", "-c", str(conf)], "nginx",
-             namespace)
+        _run(["nginx", "-t", "-q", "-e", "stderr", "-p", f"{prefix}/", "-c", str(conf)], "nginx")
 
 
 def check_dnsmasq(config_text: str) -> None:
@@ -245,10 +249,8 @@ def tool_path(tool: str) -> str:
     return path
 
 
-def _run(argv, tool, namespace=None):
+def _run(argv, tool):
     command = [tool_path(argv[0]), *argv[1:]]
-    if namespace:
-        command = [tool_path("ip"), "netns", "exec", namespace, *command]
     try:
         result = subprocess.run(command, capture_output=True, text=True,
                                 timeout=_TOOL_TIMEOUT, check=False)

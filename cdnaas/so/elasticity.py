@@ -22,7 +22,7 @@ def scale(database, instance_id, region, caches, reason):
     """
     with database.transaction() as session:
         instance = _active(session, instance_id)
-        sig = ServiceInstanceGraph.from_dict(instance.sig)
+        sig = ServiceInstanceGraph.from_record(instance.sig)
         if region not in {r.name for r in sig.regions}:
             raise errors.Unprocessable(f"region {region} is not part of vCDN {instance_id}",
                                        field="region")
@@ -37,7 +37,7 @@ def heal(database, instance_id, vnf_name, reason):
     """Replace cache ``vnf_name`` by a new one on the same host; return ``(instance, operation)``."""
     with database.transaction() as session:
         instance = _active(session, instance_id)
-        sig = ServiceInstanceGraph.from_dict(instance.sig)
+        sig = ServiceInstanceGraph.from_record(instance.sig)
         resizing.replace(sig, vnf_name)
         return _apply(session, instance, sig, reason)
 

@@ -27,7 +27,7 @@ QUALITY_KINDS = ("min_mos", "response_time")
 # -- representations ---------------------------------------------------------
 
 def instance_view(instance):
-    sig = ServiceInstanceGraph.from_dict(instance.sig)
+    sig = ServiceInstanceGraph.from_record(instance.sig)
     endpoints = instance.region_endpoints or {}
     regions = []
     for requested in instance.regions:
@@ -292,7 +292,7 @@ def update(database, instance_id, body, tenant=None):
         regions = _merge_regions(instance.regions, body["regions"])
         template, plugin = _load_flavor_version(instance)
         _check_quality(regions, template)
-        old_sig = ServiceInstanceGraph.from_dict(instance.sig)
+        old_sig = ServiceInstanceGraph.from_record(instance.sig)
         window = (aware(instance.lease_start), aware(instance.lease_end))
         sig = _plan(session, plugin, template, instance.id, old_sig.hostname, old_sig.origin,
                     regions, window, exclude_instance=instance.id)

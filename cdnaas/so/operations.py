@@ -177,7 +177,7 @@ class OperationRunner:
 
     def _sig(self, instance_id):
         with self.database.sessions() as session:
-            return ServiceInstanceGraph.from_dict(session.get(Instance, instance_id).sig)
+            return ServiceInstanceGraph.from_record(session.get(Instance, instance_id).sig)
 
     def _apply(self, operation_id, instance_id, sig):
         """PUT the SIG to RO and follow it until ACTIVE; return RO's deployment."""
@@ -238,7 +238,7 @@ class OperationRunner:
         with self.database.transaction() as session:
             operation = session.get(Operation, operation_id)
             instance = session.get(Instance, instance_id)
-            previous = ServiceInstanceGraph.from_dict(operation.previous_sig)
+            previous = ServiceInstanceGraph.from_record(operation.previous_sig)
             instance.sig = operation.previous_sig
             instance.regions = [{"name": r.name, "demand": r.demand, "quality": r.quality}
                                 for r in previous.regions]

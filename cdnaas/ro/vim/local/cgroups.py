@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-from cdnaas.ro.vim.base import PrerequisitesMissing
+from cdnaas.ro.vim.base import PrerequisitesMissing, VimError
 
 ROOT_V2 = Path("/sys/fs/cgroup")
 ROOT_V1 = Path("/sys/fs/cgroup/cpu")
@@ -40,6 +40,10 @@ def check():
         _ensure_base(version, base)
     except OSError as exc:
         raise PrerequisitesMissing(f"cannot create cgroups under {base}: {exc}") from exc
+    if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
+        raise PrerequisitesMissing("this kernel does not list a process's children "
+                                   "(/proc/<pid>/task/<tid>/children, CONFIG_PROC_CHILDREN), "
+                                   "which VNF processes need to join their CPU group")
 
 
 def _ensure_base(version, base):
@@ -54,7 +58,7 @@ def _ensure_base(version, base):
 
 
 def create(name, vcpus):
-    """Make group ``name`` limited to ``vcpus`` CPUs; return its ``cgroup.procs`` path."""
+    """Make group ``name`` limited to ``vcpus`` CPUs."""
     version, base = _hierarchy()
     _ensure_base(version, base)
     group = base / name
@@ -65,7 +69,37 @@ def create(name, vcpus):
     else:
         (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (group / "cpu.cfs_quota_us").write_text(str(quota))
-    return str(group / "cgroup.procs")
+
+
+def adopt(name, pid):
+    """Move process ``pid`` and every process it has forked into group ``name``.
+
+    A parent moves before its children are listed, so a child it forks meanwhile
+    is born inside the group; a child that exits meanwhile is skipped.
+
+    :raises VimError: ``pid`` itself is gone.
+    """
+    _version, base = _hierarchy()
+    procs = base / name / "cgroup.procs"
+    try:
+        procs.write_text(str(pid))
+    except ProcessLookupError:
+        raise VimError(f"process {pid} exited before it could join its CPU group") from None
+    pending = _children(pid)
+    while pending:
+        child = pending.pop()
+        with contextlib.suppress(ProcessLookupError):
+            procs.write_text(str(child))
+            pending += _children(child)
+
+
+def _children(pid):
+    children = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                children += [int(c) for c in (task / "children").read_text().split()]
+    return children
 
 
 def pids(name):

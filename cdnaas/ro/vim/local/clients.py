@@ -13,7 +13,7 @@ import os
 import threading
 
 from cdnaas.ro.vim.local import network
-from cdnaas.ro.vim.local.system import in_namespace, run
+from cdnaas.ro.vim.local.system import run
 
 CLIENT_PREFIX = "cdnc_"
 _counter = itertools.count()
@@ -35,7 +35,7 @@ class Client:
 
     def run(self, command, check=True, timeout=30):
         """Run ``command`` on the client; return its stdout."""
-        return run(in_namespace(self.namespace, command), check=check, timeout=timeout)
+        return run(command, check=check, timeout=timeout, namespace=self.namespace)
 
     def resolve(self, server, hostname):
         """A addresses ``server`` gives this client for ``hostname`` (real ``dig``)."""
@@ -52,8 +52,8 @@ class Client:
         command = ["curl", "-s", "-D", "-", "--max-time", str(timeout), "-o", "-"]
         if resolve:
             command += ["--resolve", f"{resolve[0]}:80:{resolve[1]}"]
-        raw = run(in_namespace(self.namespace, command + [url]), timeout=timeout + 5,
-                  check=False, binary=True)
+        raw = run(command + [url], timeout=timeout + 5, check=False, binary=True,
+                  namespace=self.namespace)
         head, _, body = raw.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         if not lines or not lines[0].startswith("HTTP/"):

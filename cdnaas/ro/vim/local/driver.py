@@ -25,8 +25,8 @@ from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, PrerequisitesMissing,
                                 VimDriver, VimError, VnfHealth, VnfInstance, VnfMetrics,
                                 no_progress, run_all)
-from cdnaas.ro.vim.local import cgroups, clients, network, processes
-from cdnaas.ro.vim.local.system import in_namespace, run
+from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes
+from cdnaas.ro.vim.local.system import run
 
 LOG = logging.getLogger(__name__)
 
@@ -212,9 +212,10 @@ class LocalDriver(VimDriver):
                                    user=VNF_USER)
 
     def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses):
-        """Plug every VNF's namespace in one ``ip`` run, then in parallel, in one
-        process chain each: configure it, test its nginx config in it, start it in
-        its CPU group; and wait until it answers."""
+        """Plug every VNF's namespace in one ``ip`` run, then in parallel for each:
+        configure its links and start nginx in it (nginx checks its config as it
+        starts and runs nothing on one it rejects), wait until it answers, and move
+        its processes into its CPU group."""
         names = {v.name: network.namespace_name(owner, deployment_id, v.name) for v in vnfs}
         network.create_namespaces([(names[v.name], links(v)) for v in vnfs])
 
@@ -223,14 +224,15 @@ class LocalDriver(VimDriver):
             conf = prefix / "nginx.conf"
             conf.write_text(config(vnf, prefix))
             vnfconfig.prepare_nginx_prefix(str(prefix))
-            script = prefix / "links.ip"
-            script.write_text("\n".join(network.inside_commands(links(vnf))) + "\n")
-            procs = cgroups.create(_group(owner, deployment_id, vnf.name), vnf.vcpus)
+            group = _group(owner, deployment_id, vnf.name)
+            cgroups.create(group, vnf.vcpus)
             if vnf.host in _injected_failures():  # test hook: this host "fails" to start VNFs
-                processes.start_daemon(names[vnf.name], procs, ["false"])
-            processes.boot_nginx(names[vnf.name], procs, str(script), str(prefix), str(conf))
+                processes.start_daemon(names[vnf.name], ["false"])
+            network.configure_namespace(names[vnf.name], links(vnf))
+            processes.start_daemon(names[vnf.name], processes.nginx_command(prefix, str(conf)))
             processes.wait_until(lambda: processes.answers_http(addresses[vnf.name]),
                                  f"{vnf.role} {vnf.name}")
+            cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
         self._parallel(step, progress, vnfs, start)
 
     def _reload_lb(self, owner, sig, region, addresses, members=None):
@@ -240,7 +242,8 @@ class LocalDriver(VimDriver):
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(region, "cache")]
         text = self._lb_text(lb, addresses[lb.name], members, prefix)
         namespace = network.namespace_name(owner, sig.vcdn_id, lb.name)
-        vnfconfig.check_nginx(text, str(prefix), namespace=namespace)
+        with netns.entered(namespace):  # nginx -t binds the balancer's address
+            vnfconfig.check_nginx(text, str(prefix))
         (prefix / "nginx.conf").write_text(text)
         processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"))
 
@@ -271,16 +274,18 @@ class LocalDriver(VimDriver):
             links.append((layout[region]["bridge"], _cidr(own[index], layout[region]), routes))
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         network.create_namespace(namespace, links)
-        run(in_namespace(namespace, ["nft", "-f", str(prefix / "steering.nft")]))
-        procs = cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus)
+        run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
+        group = _group(owner, sig.vcdn_id, vnf.name)
+        cgroups.create(group, vnf.vcpus)
         for region in regions:
             command = ["dnsmasq", f"--conf-file={configs[region]}"]
             if vnf.host in _injected_failures():
                 command = ["false"]
-            processes.start_daemon(namespace, procs, command)
+            processes.start_daemon(namespace, command)
         for region in regions:
             processes.wait_until(lambda r=region: processes.resolves(
                 own[0], sig.hostname, port=ports[r]), f"DNS {vnf.name} for {region}")
+            cgroups.adopt(group, processes.pid_in(prefix / f"{vnf.name}-{region}.pid"))
 
     def _drain_and_stop(self, owner, deployment_id, vnf):
         """Wait (bounded) for the balancer's connections to a removed cache to end, then stop it."""

@@ -1,41 +1,31 @@
 """Starting, reloading and probing the VNF daemons (nginx, dnsmasq) in their namespaces.
 
-A daemon is started by a shell that first joins the VNF's CPU group, so the
-daemon and every worker it forks stay inside the vCPUs the SIG gave it.
+A daemon is started from a thread that entered the VNF's namespace (no shell,
+no ``nsenter``) and forks into the background; once it answers, its processes
+join the VNF's CPU group (:func:`cdnaas.ro.vim.local.cgroups.adopt`).
 """
+import http.client
 import logging
 import time
 
 import dns.message
 import dns.query
 import dns.rdatatype
-import requests
 
 from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local.system import in_namespace, run
+from cdnaas.ro.vim.local.system import run
 
 LOG = logging.getLogger(__name__)
 
-_JOIN_AND_EXEC = 'echo $$ > "$1" && shift && exec "$@"'
 
+def start_daemon(namespace, command):
+    """Start ``command``, a server that forks into the background, in ``namespace``.
 
-def start_daemon(namespace, cgroup_procs, command):
-    """Start ``command`` (a self-daemonising server) in ``namespace`` inside a CPU group."""
-    run(["sh", "-c", _JOIN_AND_EXEC, "sh", cgroup_procs, *in_namespace(namespace, command)])
-
-
-def boot_nginx(namespace, cgroup_procs, ip_script, prefix, conf):
-    """One process chain inside ``namespace``: join the CPU group, configure the
-    links (``ip -batch ip_script``), then start nginx, which checks the config as it
-    starts (binding the VNF's addresses, which exist only there) and runs nothing on
-    a config it rejects. No separate ``nginx -t``: it parsed every config twice and
-    was a third of a cache's start-up CPU.
-
-    :raises VimError: with the tools' own words when a step fails.
+    :raises VimError: with the server's own words when it refuses to start (nginx
+        and dnsmasq check their configuration as they start and run nothing on one
+        they reject).
     """
-    script = 'echo $$ > "$1" && ip -batch "$2" && exec nginx -p "$3" -c "$4"'
-    run(in_namespace(namespace, ["sh", "-c", script, "sh", cgroup_procs, ip_script,
-                                 f"{prefix}/", conf]))
+    run(command, namespace=namespace)
 
 
 def nginx_command(prefix, conf, *extra):
@@ -44,20 +34,36 @@ def nginx_command(prefix, conf, *extra):
 
 def reload_nginx(namespace, prefix, conf):
     """Graceful reload: old workers finish their connections, new ones use the new config."""
-    run(in_namespace(namespace, nginx_command(prefix, conf, "-s", "reload")))
+    run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
 
 
-def _http():
-    session = requests.Session()
-    session.trust_env = False  # never through a proxy: these addresses live on this machine
-    return session
+def pid_in(pid_file):
+    """The process id a daemon wrote to ``pid_file``.
+
+    :raises VimError: the file is missing or holds no process id.
+    """
+    try:
+        return int(open(pid_file, encoding="ascii").read().split()[0])
+    except (OSError, ValueError, IndexError) as exc:
+        raise VimError(f"no process id in {pid_file}: {exc}") from exc
+
+
+def _get(address, port, path, timeout):
+    """``(status, body)`` of ``GET path`` at ``address:port``; raises OSError/HTTPException."""
+    connection = http.client.HTTPConnection(address, port, timeout=timeout)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 def answers_http(address, port=80, path="/nginx_status", timeout=0.5):
     """True when the server at ``address`` answers ``path`` with 200."""
     try:
-        return _http().get(f"http://{address}:{port}{path}", timeout=timeout).status_code == 200
-    except requests.RequestException:
+        return _get(address, port, path, timeout)[0] == 200
+    except (OSError, http.client.HTTPException):
         return False
 
 
@@ -65,10 +71,12 @@ def stub_status(address, port=80):
     """nginx ``stub_status`` figures (active connections, accepts, handled, requests...),
     or None when the server does not answer."""
     try:
-        text = _http().get(f"http://{address}:{port}/nginx_status", timeout=1).text
-    except requests.RequestException:
+        status, body = _get(address, port, "/nginx_status", 1)
+    except (OSError, http.client.HTTPException):
         return None
-    lines = text.splitlines()
+    if status != 200:
+        return None
+    lines = body.decode("ascii", "replace").splitlines()
     accepts, handled, total = (int(x) for x in lines[2].split())
     reading, writing, waiting = (int(x) for x in lines[3].split()[1::2])
     return {"active": int(lines[0].split(":")[1]), "accepts": accepts, "handled": handled,

@@ -1,20 +1,26 @@
 """Running the system tools the local driver is made of (ip, nginx, dnsmasq, nft)."""
+import contextlib
 import logging
 import subprocess
 
 from cdnaas.ro.vim.base import VimError
+from cdnaas.ro.vim.local import netns
 
 LOG = logging.getLogger(__name__)
 
 
-def run(command, input_text=None, check=True, timeout=30, binary=False):
+def run(command, input_text=None, check=True, timeout=30, binary=False, namespace=None):
     """Run ``command``; return its stdout (bytes when ``binary``).
 
+    :param namespace: network namespace to run it in (the calling thread enters
+        it to start the command, see :mod:`~cdnaas.ro.vim.local.netns`).
     :raises VimError: the command failed (with its stderr) while ``check`` is set.
     """
+    inside = netns.entered(namespace) if namespace else contextlib.nullcontext()
     try:
-        done = subprocess.run(command, input=input_text, capture_output=True, text=not binary,
-                              timeout=timeout)
+        with inside:
+            done = subprocess.run(command, input=input_text, capture_output=True,
+                                  text=not binary, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise VimError(f"{command[0]} could not run: {exc}") from exc
     if check and done.returncode != 0:
@@ -29,13 +35,3 @@ def ip_batch(lines, namespace=None, check=True):
         return
     command = ["ip"] + (["-n", namespace] if namespace else []) + ["-batch", "-"]
     run(command, input_text="\n".join(lines) + "\n", check=check)
-
-
-def in_namespace(namespace, command):
-    """``command`` wrapped to run inside network namespace ``namespace``.
-
-    ``nsenter`` joins only the network namespace; ``ip netns exec`` would also
-    make a mount namespace and remount /sys, which VNFs do not need and which
-    serialises parallel starts on the kernel's mount lock.
-    """
-    return ["nsenter", f"--net=/run/netns/{namespace}", *command]

@@ -1,0 +1,65 @@
+"""Entering a network namespace from one thread (the local driver's way of
+starting VNF tools without nsenter): only that thread moves, and it comes back."""
+import concurrent.futures
+import os
+import uuid
+
+import pytest
+
+from cdnaas.ro.vim.base import VimError
+from cdnaas.ro.vim.local import netns
+from cdnaas.ro.vim.local.system import run
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+
+@pytest.fixture
+def namespace():
+    name = f"cdnt_{uuid.uuid4().hex[:8]}"
+    run(["ip", "netns", "add", name])
+    run(["ip", "-n", name, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
+    yield name
+    run(["ip", "netns", "del", name], check=False)
+
+
+def own_namespace():
+    return os.readlink("/proc/thread-self/ns/net")
+
+
+def links_seen():
+    return {line.split()[0].split("@")[0] for line in run(["ip", "-br", "link"]).splitlines()}
+
+
+def test_processes_started_inside_belong_to_the_namespace_and_the_thread_comes_back(namespace):
+    home = own_namespace()
+
+    def inside():
+        with netns.entered(namespace):
+            seen, there = links_seen(), own_namespace()
+        return seen, there, own_namespace()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        seen, there, after = pool.submit(inside).result()
+    assert seen == {"lo", "probe0", "probe1"}
+    assert there != home and after == home
+    assert own_namespace() == home and "probe0" not in links_seen()
+
+
+def test_an_error_inside_still_brings_the_thread_back(namespace):
+    home = own_namespace()
+    with pytest.raises(ZeroDivisionError):
+        with netns.entered(namespace):
+            assert own_namespace() != home
+            1 / 0  # noqa: B018
+    assert own_namespace() == home
+
+
+def test_a_missing_namespace_is_named():
+    with pytest.raises(VimError, match="cdnt_missing does not exist"):
+        with netns.entered("cdnt_missing"):
+            pass
+
+
+def test_run_in_a_namespace_runs_the_command_there(namespace):
+    assert "probe0" in run(["ip", "-br", "link"], namespace=namespace)
+    assert "probe0" not in run(["ip", "-br", "link"])
