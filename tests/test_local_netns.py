@@ -17,9 +17,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces ne
 def namespace():
     name = f"cdnt_{uuid.uuid4().hex[:8]}"
     run(["ip", "netns", "add", name])
-    run(["ip", "-n", name, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
-    yield name
-    run(["ip", "netns", "del", name], check=False)
+    try:
+        run(["ip", "-n", name, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"])
+        yield name
+    finally:
+        run(["ip", "netns", "del", name], check=False)
 
 
 def own_namespace():

@@ -17,7 +17,7 @@ import yaml
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing
-from cdnaas.ro.vim.openstack import plan, userdata
+from cdnaas.ro.vim.openstack import cloud, plan, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.fixtures import ORIGIN
 from tests.support.sigs import sample_sig
@@ -165,6 +165,14 @@ def quota_cloud(admin_conn, openstack_env, minicloud, monkeypatch, tmp_path):
     monkeypatch.setenv("OS_CLOUD", "quota")
     yield lambda limit: admin_conn.set_compute_quotas(project.id, instances=limit)
     admin_conn.identity.delete_project(project)
+
+
+def test_requests_whose_connection_failed_are_retried(driver):
+    """A gunicorn or Apache in front of an API closes idle kept-alive connections;
+    a request that goes out on one just then is sent again, not failed."""
+    conn = driver.cloud.conn()
+    assert [getattr(conn, service).connect_retries for service in cloud.SERVICES] == \
+        [cloud.CONNECT_RETRIES] * len(cloud.SERVICES)
 
 
 def test_quota_refusal_mid_deployment_rolls_back(driver, admin_conn, quota_cloud):

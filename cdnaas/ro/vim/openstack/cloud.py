@@ -20,6 +20,9 @@ LOG = logging.getLogger(__name__)
 
 #: openstacksdk proxies the driver uses (touched once per connection, before threads share it)
 SERVICES = ("compute", "network", "load_balancer", "image")
+#: retries of a request whose connection failed: an API server may close a kept-alive
+#: connection just as a request goes out on it (the request then never reached it)
+CONNECT_RETRIES = 3
 
 
 def cloud_name():
@@ -75,7 +78,8 @@ class Cloud:
     def _connect(self, vim_region):
         import openstack
         try:
-            conn = openstack.connect(cloud=self.name, region_name=vim_region)
+            conn = openstack.connect(cloud=self.name, region_name=vim_region,
+                                     connect_retries=CONNECT_RETRIES)
             conn.session.session.hooks["response"].append(self._count)
             for service in SERVICES:
                 proxy = getattr(conn, service)
