@@ -62,7 +62,7 @@ def nothing_left(admin_conn, vcdn_id):
     return {kind: names for kind, names in left.items() if names}
 
 
-def test_two_regions_scale_and_terminate(driver, admin_conn):
+def test_two_regions_measure_scale_and_terminate(driver, admin_conn, minicloud_sql, monkeypatch):
     sig = make_sig({"north": 2, "south": 2})
     reports = []
     deployment = driver.deploy(sig, lambda *report: reports.append(report))
@@ -127,6 +127,28 @@ def test_two_regions_scale_and_terminate(driver, admin_conn):
             assert all(m.provisioning_status == "ACTIVE" for m in members)
         steps = {step for step, _done, _total in reports}
         assert {"create networks", "boot servers", "register members"} <= steps
+
+        # load figures: a balancer provider reports each listener's figures to Octavia,
+        # which keeps them under the listener's id (the noop provider reports none)
+        for region, connections in (("north", 42), ("south", 7)):
+            listener = admin_conn.load_balancer.get_load_balancer(
+                records["regions"][region]["lb_id"]).listeners[0]["id"]
+            minicloud_sql(
+                "REPLACE INTO octavia.listener_statistics (listener_id, amphora_id, bytes_in, "
+                "bytes_out, active_connections, total_connections, request_errors) VALUES "
+                f"('{listener}', '{listener}', 1000, 50000, {connections}, 300, 0)")
+        figures = {m.name: m for m in driver.metrics(deployment)}
+        assert list(figures) == [v.name for v in deployment.vnfs]
+        assert (figures["north-lb"].active_connections, figures["south-lb"].active_connections,
+                figures["north-lb"].requests) == (42, 7, None)  # Octavia counts no requests
+        # Nova shows diagnostics to admins only: as a member, CPU time is not known
+        assert figures["north-cache-1"].cpu_seconds is None
+        with monkeypatch.context() as admin:
+            admin.setenv("OS_CLOUD", "minicloud-admin")
+            figures = {m.name: m for m in driver.metrics(deployment)}
+        for vnf in sig.vnfs_in(role="cache") + sig.vnfs_in(role="dns"):
+            assert figures[vnf.name].cpu_seconds == 17.3  # the fake hypervisor's vCPU time
+            assert figures[vnf.name].active_connections is None
 
         # scale out north, in south: servers and pool members follow
         scaled = make_sig({"north": 3, "south": 1}, sig.vcdn_id)

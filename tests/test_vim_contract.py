@@ -108,6 +108,17 @@ def assert_healthy(driver, deployment):
     assert all(c.healthy for c in checks), [c for c in checks if not c.healthy]
 
 
+def assert_measured(driver, deployment):
+    """One reading per VNF, in the deployment's order, no counter below zero."""
+    figures = driver.metrics(deployment)
+    assert [(m.name, m.role, m.region) for m in figures] == \
+        [(v.name, v.role, v.region) for v in deployment.vnfs]
+    for m in figures:
+        assert m.read_at > 0
+        assert all(value is None or value >= 0
+                   for value in (m.active_connections, m.requests, m.cpu_seconds)), m
+
+
 def test_lifecycle(driver, built, new_sig):
     sig = new_sig({"north": 2, "south": 2})
     reports = []
@@ -129,6 +140,7 @@ def test_lifecycle(driver, built, new_sig):
             assert (vnf.resource_id, vnf.address) == (before[vnf.name].resource_id,
                                                       before[vnf.name].address)
     assert_healthy(driver, updated)
+    assert_measured(driver, updated)
 
     driver.terminate(updated)
     driver.terminate(updated)  # removing what is gone is success

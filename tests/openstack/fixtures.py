@@ -36,6 +36,7 @@ __all__ = [
     "admin_conn",
     "fail_host_openstack",
     "minicloud",
+    "minicloud_sql",
     "openstack_env",
     "origin_openstack",
     "pytest_collection_modifyitems",
@@ -134,6 +135,14 @@ def fail_host_openstack(openstack_env, admin_conn):
     yield fail
     for service in disabled:
         admin_conn.compute.enable_service(service)
+
+
+@pytest.fixture
+def minicloud_sql(minicloud):
+    """``sql(statement)`` run as root in the mini cloud's MariaDB: to stand in for what
+    only a peer outside it would write (e.g. a provider's balancer statistics)."""
+    import minicloud as script
+    return script.Cloud(BASE).sql
 
 
 @pytest.fixture

@@ -423,6 +423,24 @@ class OpenStackDriver(VimDriver):
                 results.append(translate.server_health(vnf, servers.get(vnf.resource_id)))
         return results
 
+    def metrics(self, deployment):
+        """See :meth:`VimDriver.metrics`: each region's Octavia statistics (its open
+        connections are the region's viewers) and each server's CPU time from Nova's
+        diagnostics, read in parallel.
+
+        Nova shows diagnostics to the admin role by default: without it (or for a
+        server that is not running) a server's CPU time is None; Octavia counts
+        connections, not HTTP requests, so requests stay None.
+        """
+        record = deployment.resources
+
+        def read(vnf):
+            conn = self.cloud.conn(record["regions"][vnf.region]["vim_region"])
+            if vnf.role == "load_balancer":
+                return translate.load_balancer_metrics(vnf, _load_balancer_stats(conn, vnf))
+            return translate.server_metrics(vnf, _server_diagnostics(conn, vnf))
+        return list(self.pool.map(read, deployment.vnfs))
+
     def cleanup(self, known_ids):
         """See :meth:`VimDriver.cleanup`: vCDN tags of this owner's resources not in ``known_ids``."""
         self.check_prerequisites()
@@ -531,6 +549,26 @@ class OpenStackDriver(VimDriver):
         return Deployment(deployment_id=sig.vcdn_id, driver=self.name, vnfs=instances,
                           entry_point=EntryPoint(hostname=sig.hostname, dns_servers=dns),
                           region_endpoints=endpoints, resources=record)
+
+
+def _load_balancer_stats(conn, vnf):
+    """Octavia's statistics of a region's balancer, or None when it cannot tell them."""
+    from openstack import exceptions
+    try:
+        return conn.load_balancer.get_load_balancer_statistics(vnf.resource_id)
+    except exceptions.SDKException as exc:
+        LOG.info("no statistics for load balancer %s: %s", vnf.resource_id, _words(exc))
+        return None
+
+
+def _server_diagnostics(conn, vnf):
+    """Nova's diagnostics of a VNF's server, or None when they are not shown to us."""
+    from openstack import exceptions
+    try:
+        return conn.compute.get_server_diagnostics(vnf.resource_id)
+    except exceptions.SDKException as exc:  # 403 without the admin role, 409 when not running
+        LOG.info("no diagnostics for server %s: %s", vnf.resource_id, _words(exc))
+        return None
 
 
 def _find_image(conn, name, vim_region):

@@ -1,5 +1,7 @@
 """openstacksdk objects in, our dataclasses out: nothing of openstacksdk leaves the driver."""
-from cdnaas.ro.vim.base import VnfHealth, VnfInstance
+import time
+
+from cdnaas.ro.vim.base import VnfHealth, VnfInstance, VnfMetrics
 
 
 def flavor_tuple(flavor):
@@ -36,6 +38,27 @@ def load_balancer_health(instance, lb):
     return VnfHealth(instance.name, instance.role, instance.region,
                      lb.provisioning_status == "ACTIVE",
                      f"load balancer {lb.provisioning_status}, operating {lb.operating_status}")
+
+
+def load_balancer_metrics(instance, stats):
+    """Figures of a region's balancer from its Octavia statistics (None: not told)."""
+    return VnfMetrics(name=instance.name, role=instance.role, region=instance.region,
+                      host=instance.host, vcpus=instance.vcpus, read_at=time.time(),
+                      active_connections=None if stats is None else stats.active_connections)
+
+
+def server_metrics(instance, diagnostics):
+    """Figures of a cache or DNS VNF from its Nova diagnostics (None: not shown).
+
+    The CPU time is the sum over the server's vCPUs (``cpu_details[].time``,
+    nanoseconds, Nova API 2.48 and later); a hypervisor that does not report it
+    leaves it None.
+    """
+    times = [cpu.get("time") for cpu in (getattr(diagnostics, "cpu_details", None) or [])]
+    known = [t for t in times if t is not None]
+    return VnfMetrics(name=instance.name, role=instance.role, region=instance.region,
+                      host=instance.host, vcpus=instance.vcpus, read_at=time.time(),
+                      cpu_seconds=sum(known) / 1e9 if known else None)
 
 
 def tags_of(resource):
