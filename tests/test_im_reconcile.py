@@ -222,6 +222,34 @@ def test_a_failing_policy_is_recorded_and_the_pass_goes_on(database, monkeypatch
     assert world.points("region", "eu")
 
 
+def test_a_window_read_in_steps_averages_levels_and_keeps_the_last_totals(database):
+    world = World(database, [("eu", 20000)], hosts(("eu-1", "eu", 16)))
+    for viewers in (1000, 2000, 3000, 6000, 6000):
+        world.step(eu=viewers)
+    passes = world.points("region", "eu")  # oldest first
+    with database.sessions() as session:
+        [region] = series.window(session, "vcdn-sim", START, world.now, "region",
+                                 step=30)
+    # passes at +10, +20 | +30, +40, +50 s from START: steps of 30 s begin at START
+    assert [p["at"][11:19] for p in region["points"]] == ["12:00:00", "12:00:30"]
+    assert [p["passes"] for p in region["points"]] == [2, 3]
+    assert [p["viewers"] for p in region["points"]] == [1500, 5000]
+    assert region["points"][-1]["energy_wh"] == round(passes[-1].energy_wh, 3)
+    assert region["points"][-1]["vcpus"] == passes[-1].vcpus
+    assert region["points"][-1]["mos"] == pytest.approx(
+        sum(p.mos for p in passes[2:]) / 3, abs=1e-3)
+
+
+def test_a_window_of_more_passes_than_the_point_limit_is_read_in_steps(database, monkeypatch):
+    world = World(database, [("eu", 20000)], hosts(("eu-1", "eu", 16)))
+    world.run(4, eu=1000)
+    with database.sessions() as session:
+        assert series.default_step(session, "vcdn-sim", START, world.now) is None
+        monkeypatch.setattr(series, "MAX_POINTS", 3)
+        assert series.default_step(session, "vcdn-sim", START, world.now) == 14  # 40 s / 3
+        assert series.default_step(session, "vcdn-sim", START + 2 * PERIOD, world.now) is None
+
+
 def test_the_metrics_window_lists_each_series_oldest_first(database):
     world = World(database, [("eu", 20000)], hosts(("eu-1", "eu", 16)))
     world.run(3, eu=2000)

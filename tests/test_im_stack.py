@@ -58,6 +58,13 @@ def test_the_im_scales_a_region_out_and_back_in_through_so_and_says_why(stack):
     assert counters["samples_since_change"] >= counters["cooldown"]
     assert stack.acme.wait(back["details"]["operation"])["state"] == "COMPLETED"
 
+    stepped = stack.acme.ok("GET", f"/vcdns/{vcdn_id}/metrics",
+                            params={"scope": "vcdn", "step": 3600})
+    assert stepped["step"] == 3600
+    [whole] = stepped["series"][0]["points"]  # the last hour: one step (the window began in it)
+    assert whole["passes"] >= 3 and whole["viewers"] > 0
+    refused = stack.acme.call("GET", f"/vcdns/{vcdn_id}/metrics", params={"step": 0})
+    assert refused.status_code == 400 and "step" in refused.text
     assert stack.globex.call("GET", f"/vcdns/{vcdn_id}/metrics").status_code == 404
     assert stack.globex.call("GET", f"/vcdns/{vcdn_id}/decisions").status_code == 404
     prometheus = requests.get(f"{stack.urls['im']}/metrics", timeout=10).text

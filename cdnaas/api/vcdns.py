@@ -7,7 +7,7 @@ from cdnaas.common import errors
 from cdnaas.common.clients import ImClient, SoClient
 
 #: query parameters forwarded to the Instance Manager, per view
-METRICS_ARGS = ("since", "until", "scope")
+METRICS_ARGS = ("since", "until", "scope", "step")
 DECISIONS_ARGS = ("since", "kind", "region")
 
 

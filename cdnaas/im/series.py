@@ -3,8 +3,15 @@
 One pass writes all its points with the same ``at`` (the pass's clock), so
 "the previous pass" of a vCDN is its points at their latest ``at``. Points
 older than ``CDNAAS_IM_RETENTION_HOURS`` (default 24) are removed.
+
+A window can be read pass by pass or in steps of ``step`` seconds, each step
+one point: the mean of its passes' levels (viewers, requests/s, MOS, CPU,
+watts) and the vCPUs and cumulative energy of its last pass.
 """
 import datetime as dt
+import itertools
+import math
+import statistics
 
 from sqlalchemy import delete, func, select
 
@@ -15,6 +22,10 @@ from cdnaas.im.models import Sample
 SCOPES = ("cache", "vnf", "region", "vcdn", "host")
 #: figures a point carries in the API, in order
 FIGURES = ("viewers", "requests_per_second", "mos", "cpu", "vcpus", "watts", "energy_wh")
+#: figures a step averages over its passes; the others are its last pass's
+AVERAGED = ("viewers", "requests_per_second", "mos", "cpu", "watts")
+#: most points per series in a window read without a step
+MAX_POINTS = 720
 
 
 def retention():
@@ -56,18 +67,48 @@ def purge(session, now):
     session.execute(delete(Sample).where(Sample.at < now - retention()))
 
 
-def window(session, vcdn_id, since, until, scope=None):
-    """The vCDN's series within ``[since, until]``: ``[{scope, key, points}]``, each oldest first."""
+def default_step(session, vcdn_id, since, until):
+    """Seconds per point that keep the vCDN's series within ``[since, until]`` at
+    :data:`MAX_POINTS` points; None when its passes there fit."""
+    passes = session.scalar(select(func.count(func.distinct(Sample.at))).where(
+        Sample.vcdn_id == vcdn_id, Sample.at >= since, Sample.at <= until))
+    if passes <= MAX_POINTS:
+        return None
+    return math.ceil((until - since).total_seconds() / MAX_POINTS)
+
+
+def window(session, vcdn_id, since, until, scope=None, step=None):
+    """The vCDN's series within ``[since, until]``: ``[{scope, key, points}]``, each oldest
+    first, a point per pass or (``step`` seconds) per step from ``since``."""
     query = select(Sample).where(Sample.vcdn_id == vcdn_id, Sample.at >= since, Sample.at <= until)
     if scope:
         query = query.where(Sample.scope == scope)
     series = {}
     for row in session.scalars(query.order_by(Sample.at)):
-        series.setdefault((row.scope, row.key), []).append(point_view(row))
+        series.setdefault((row.scope, row.key), []).append(row)
     order = {name: index for index, name in enumerate(SCOPES)}
-    return [{"scope": scope_, "key": key, "points": points}
-            for (scope_, key), points in sorted(series.items(),
-                                                key=lambda item: (order[item[0][0]], item[0][1]))]
+    return [{"scope": scope_, "key": key,
+             "points": _steps(rows, since, step) if step else [point_view(r) for r in rows]}
+            for (scope_, key), rows in sorted(series.items(),
+                                              key=lambda item: (order[item[0][0]], item[0][1]))]
+
+
+def _steps(rows, since, step):
+    """One point per ``step`` seconds from ``since`` that holds passes (``rows``, oldest first)."""
+    points = []
+    for index, passes in itertools.groupby(
+            rows, key=lambda row: int((aware(row.at) - since).total_seconds() // step)):
+        passes = list(passes)
+        point = {"at": isoformat(since + dt.timedelta(seconds=index * step))}
+        for name in FIGURES:
+            if name in AVERAGED:
+                known = [getattr(row, name) for row in passes if getattr(row, name) is not None]
+                point[name] = _rounded(statistics.fmean(known)) if known else None
+            else:
+                point[name] = _rounded(getattr(passes[-1], name))
+        point["passes"] = len(passes)
+        points.append(point)
+    return points
 
 
 def point_view(row):

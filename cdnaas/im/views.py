@@ -56,9 +56,11 @@ def vcdn_metrics(vcdn_id):
     if since > until:
         raise errors.BadRequest("since must not be after until", field="since")
     with _db().sessions() as session:
-        found = series.window(session, vcdn_id, since, until, request.args.get("scope"))
+        step = request.args.get("step", type=int) or series.default_step(
+            session, vcdn_id, since, until)
+        found = series.window(session, vcdn_id, since, until, request.args.get("scope"), step)
     return {"vcdn_id": vcdn_id, "since": isoformat(since), "until": isoformat(until),
-            "series": found}
+            "step": step, "series": found}
 
 
 @blueprint.get("/hosts")
