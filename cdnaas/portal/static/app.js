@@ -198,15 +198,18 @@ function mosTargets(vcdn) {
 
 async function refreshDetail() {
   const vcdnId = detail.vcdnId;
+  const hours = Number($("#detail-span").value);
+  const since = new Date(Date.now() - hours * 3600 * 1000).toISOString();
   try {
     const [vcdn, metrics, { decisions }] = await Promise.all([
       api("GET", `/vcdns/${vcdnId}`),
-      api("GET", `/vcdns/${vcdnId}/metrics?scope=region`),
+      api("GET", `/vcdns/${vcdnId}/metrics?scope=region&since=${encodeURIComponent(since)}`),
       api("GET", `/vcdns/${vcdnId}/decisions`),
     ]);
     if (vcdnId !== detail.vcdnId) return;  // closed, or another vCDN opened meanwhile
     $("#detail-name").textContent = `${vcdn.name} (${vcdn.state})`;
-    $("#detail-window").textContent = `last hour, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
+    const spacing = metrics.step ? `a point per ${metrics.step} s` : "a point per pass";
+    $("#detail-window").textContent = `${spacing}, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
     $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn));
     const rows = $("#decisions tbody");
     rows.replaceChildren();
@@ -242,5 +245,6 @@ $("#login").addEventListener("submit", (event) => {
 });
 $("#quote-button").addEventListener("click", quote);
 $("#detail-close").addEventListener("click", closeDetail);
+$("#detail-span").addEventListener("change", () => { if (detail.vcdnId) refreshDetail(); });
 $("#request").addEventListener("submit", lease);
 start();
