@@ -146,20 +146,24 @@ def _accounting_twin(name):
     return ROOT_V1_ACCOUNTING / "cdnaas" / name
 
 
-def remove(name, grace=2.0):
-    """Stop every process of group ``name`` (TERM, then KILL) and remove it. Gone is fine."""
+def remove(*names, grace=2.0):
+    """Stop every process of the groups ``names`` (TERM, then KILL after ``grace`` s)
+    and remove the groups. They stop together, not one after another. Gone is fine."""
     version, base = _hierarchy()
-    group = base / name
-    if group.exists():
+    present = [name for name in names if (base / name).exists()]
+    for name in present:
         _signal_all(pids(name), signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while pids(name) and time.monotonic() < deadline:
-            time.sleep(0.02)
+    deadline = time.monotonic() + grace
+    while any(pids(name) for name in present) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for name in present:
         _signal_all(pids(name), signal.SIGKILL)
-        _rmdir(group, grace)
-    twin = _accounting_twin(name) if version == "v1" else None
-    if twin is not None:
-        _rmdir(twin, grace)  # its processes were the group's
+    for name in present:
+        _rmdir(base / name, grace)
+    for name in names if version == "v1" else ():
+        twin = _accounting_twin(name)
+        if twin is not None:
+            _rmdir(twin, grace)  # its processes were the group's
 
 
 def _rmdir(group, grace):

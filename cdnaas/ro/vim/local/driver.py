@@ -303,17 +303,14 @@ class LocalDriver(VimDriver):
 
     def _remove(self, owner, deployment_id):
         """Remove everything named after ``deployment_id``; what is gone is fine."""
-        for name in cgroups.names():
-            if name.startswith(f"{owner}_{deployment_id}_"):
-                cgroups.remove(name)
-        for namespace in network.list_namespaces():
-            parsed = network.parse_namespace(namespace)
-            if parsed and parsed[:2] == (owner, deployment_id):
-                network.delete_namespace(namespace)
+        cgroups.remove(*[name for name in cgroups.names()
+                         if name.startswith(f"{owner}_{deployment_id}_")])
+        network.delete_namespaces([
+            namespace for namespace in network.list_namespaces()
+            if (network.parse_namespace(namespace) or ())[:2] == (owner, deployment_id)])
         clients.remove_clients(deployment_id)
-        for bridge, own, dep, _region in network.list_bridges():
-            if (own, dep) == (owner, deployment_id):
-                network.delete_bridge(bridge)
+        network.delete_bridges([bridge for bridge, own, dep, _region in network.list_bridges()
+                                if (own, dep) == (owner, deployment_id)])
         shutil.rmtree(_vnf_root(owner, deployment_id), ignore_errors=True)
 
     # -- helpers -------------------------------------------------------------

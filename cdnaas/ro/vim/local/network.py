@@ -21,6 +21,7 @@ from cdnaas.ro.vim.local.system import ip_batch, run
 NS_PREFIX = "cdn_"
 ALIAS_PREFIX = "cdnaas"
 LOCK_FILE = "/run/lock/cdnaas-local-ipam.lock"
+NETNS_DIR = "/run/netns"  # where ``ip netns`` keeps named namespaces
 
 
 def owner():
@@ -116,9 +117,9 @@ def _mac(name):
     return ":".join(f"{b:02x}" for b in (0x02, *digest))
 
 
-def delete_bridge(name):
-    """Remove bridge ``name``; one that is gone is fine."""
-    run(["ip", "link", "del", name], check=False)
+def delete_bridges(names):
+    """Remove the bridges ``names`` (one ``ip`` run); one that is gone is fine."""
+    ip_batch([f"link del {name}" for name in names], check=False)
 
 
 def gateway(subnet):
@@ -187,9 +188,35 @@ def inside_commands(links):
     return inside
 
 
+def delete_namespaces(namespaces):
+    """Kill what still runs in ``namespaces`` and remove them, their veths with them
+    (one ``ip`` run); one that is gone is fine."""
+    for pid in _pids_in(namespaces):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    ip_batch([f"netns del {namespace}" for namespace in namespaces], check=False)
+
+
 def delete_namespace(namespace):
-    """Kill what still runs in ``namespace`` and remove it (its veths go with it)."""
-    for pid in run(["ip", "netns", "pids", namespace], check=False).split():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pid), 9)
-    run(["ip", "netns", "del", namespace], check=False)
+    """See :func:`delete_namespaces`."""
+    delete_namespaces([namespace])
+
+
+def _pids_in(namespaces):
+    """Processes whose network namespace is one of ``namespaces`` (as ``ip netns pids``:
+    the same nsfs inode as ``/run/netns/<name>``)."""
+    wanted = set()
+    for namespace in namespaces:
+        with contextlib.suppress(FileNotFoundError):
+            found = os.stat(f"{NETNS_DIR}/{namespace}")
+            wanted.add((found.st_dev, found.st_ino))
+    if not wanted:
+        return []
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError, PermissionError):
+                found = os.stat(f"/proc/{entry.name}/ns/net")
+                if (found.st_dev, found.st_ino) in wanted:
+                    pids.append(int(entry.name))
+    return pids

@@ -30,8 +30,13 @@ def run(command, input_text=None, check=True, timeout=30, binary=False, namespac
 
 
 def ip_batch(lines, namespace=None, check=True):
-    """Run many ``ip`` commands in one process (``ip [-n NS] -batch -``)."""
+    """Run many ``ip`` commands in one process (``ip [-n NS] -batch -``).
+
+    :param check: stop at the first command that fails and raise; when false,
+        run every command (``-force``) and ignore failures.
+    """
     if not lines:
         return
-    command = ["ip"] + (["-n", namespace] if namespace else []) + ["-batch", "-"]
+    command = (["ip"] + (["-n", namespace] if namespace else []) + ([] if check else ["-force"])
+               + ["-batch", "-"])
     run(command, input_text="\n".join(lines) + "\n", check=check)
