@@ -3,6 +3,7 @@ and the hosts' power; ``charts`` on its own, then the commands against a real st
 noop driver whose load file feeds the modelled viewers."""
 import datetime as dt
 import json
+import re
 import time
 
 import click
@@ -165,6 +166,17 @@ def test_metrics_of_an_empty_window_or_another_tenants_vcdn(scaled):
     assert backwards.exit_code == 1 and "since must not be after until" in backwards.stderr
     foreign = invoke(["vcdn", "metrics", scaled.vcdn_id], env, scaled.tokens["globex"])
     assert foreign.exit_code == 1
+
+
+def test_the_operator_sees_each_region_of_every_vcdn_against_its_target(scaled):
+    shown = invoke(["quality"], scaled.env, scaled.operator_token)
+    assert shown.exit_code == 0, shown.output
+    eu_west = next(line for line in shown.stdout.splitlines()
+                   if "charted (acme)" in line and "eu-west" in line)
+    assert "/ 4.00" in eu_west and "16,000" in eu_west
+    assert re.search(r"\d+ vCDNs?, [\d,]+ viewers, [\d,.]+ W; ", shown.stdout)
+    refused = invoke(["quality"], scaled.env, scaled.tokens["acme"])
+    assert refused.exit_code == 1 and "for operators" in refused.stderr
 
 
 def test_decisions_show_the_scale_out_and_why(scaled):

@@ -88,3 +88,32 @@ def test_operators_see_each_hosts_power_and_power_down_marks(stack):
     actions = requests.get(f"{stack.urls['im']}/im/v1/actions", params={"kind": "power_down"},
                            timeout=10).json()["actions"]
     assert actions and actions[0]["host"] and actions[0]["details"]["headroom_vcpus"] >= 4
+
+
+def test_the_operator_sees_every_tenants_quality_load_and_power(stack):
+    ids = {}
+    for tenant, name, region in (("acme", "watched", "eu-west"), ("globex", "elsewhere", "us-east")):
+        client = getattr(stack, tenant)
+        accepted = client.ok("POST", "/vcdns", 202,
+                             json=vcdn_body(name, ((region, 10000),), flavor=FLAVOR))
+        assert client.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+        ids[tenant] = accepted["vcdn"]["id"]
+    set_viewers(stack, ids["acme"], eu_west=16000)  # 8000 per vCPU: MOS 3.5, below 4.0
+
+    def below_target():
+        found = stack.operator.ok("GET", "/quality")
+        rows = {v["id"]: v for v in found["vcdns"]}
+        return found if rows[ids["acme"]]["regions"][0]["below_target"] else None
+    found = eventually(below_target, "the watched region below its target")
+    rows = {v["id"]: v for v in found["vcdns"]}
+    watched, elsewhere = rows[ids["acme"]], rows[ids["globex"]]
+    assert (watched["tenant"], elsewhere["tenant"]) == ("acme", "globex")
+    [eu] = watched["regions"]
+    assert eu["name"] == "eu-west" and eu["quality"] == {"min_mos": 4.0}
+    assert eu["viewers"] == 16000 and eu["mos"] < 4.0 and eu["watts"] > 0
+    assert watched["viewers"] == 16000 and watched["measured_at"]
+    [us] = elsewhere["regions"]
+    assert us["viewers"] == 0 and not us["below_target"]
+    assert found["totals"]["regions_below_target"] >= 1
+    assert found["totals"]["vcdns"] == len(found["vcdns"]) >= 2
+    assert stack.acme.call("GET", "/quality").status_code == 403

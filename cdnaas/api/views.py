@@ -1,7 +1,7 @@
 """HTTP views of the customer API (thin: see tenancy.py, vcdns.py, auth.py)."""
 from flask import Blueprint, current_app, g, request
 
-from cdnaas.api import tenancy, vcdns
+from cdnaas.api import quality, tenancy, vcdns
 from cdnaas.api.auth import require_operator
 from cdnaas.common.clients import ImClient, SoClient
 
@@ -67,6 +67,12 @@ def update_host(region, host):
 def hosts_power():
     require_operator()
     return ImClient().get("/im/v1/hosts")
+
+
+@blueprint.get("/quality")
+def quality_overview():
+    require_operator()
+    return quality.overview()
 
 
 @blueprint.get("/tenants")

@@ -265,6 +265,43 @@ def _render_hosts_power(power):
                        f"({totals.get('idle_watts_of_marked', 0):,.1f} W idle)")
 
 
+@click.command("quality")
+def quality():
+    """Viewers, estimated MOS against its target and watts of every tenant's vCDNs, region by
+    region, as the Instance Manager last saw them (operator)."""
+    output.show(api().get("/api/v1/quality"), _render_quality)
+
+
+def _render_quality(overview):
+    rows = [{"vcdn": f"{v['name']} ({v['tenant']})", "state": v["state"], **region}
+            for v in overview.get("vcdns") or [] for region in v.get("regions") or []]
+    output.table(rows, [
+        ("vCDN (tenant)", "vcdn"), ("State", lambda r: output.styled(r.get("state"))),
+        ("Region", "name"),
+        ("Viewers", lambda r: "-" if r.get("viewers") is None else f"{r['viewers']:,.0f}"),
+        ("MOS / target", _mos_against_target), ("vCPUs", "vcpus"),
+        ("Watts", lambda r: "-" if r.get("watts") is None else f"{r['watts']:,.1f}")])
+    totals = overview.get("totals") or {}
+    below = totals.get("regions_below_target", 0)
+    count = totals.get("vcdns", 0)
+    output.out().print(f"{count} vCDN{'' if count == 1 else 's'}, "
+                       f"{totals.get('viewers', 0):,.0f} viewers, "
+                       f"{totals.get('watts', 0):,.1f} W; "
+                       + (f"[red]{below} region(s) below target[/red]" if below
+                          else "every measured region meets its target"))
+
+
+def _mos_against_target(region):
+    target = (region.get("quality") or {}).get("min_mos")
+    mos = region.get("mos")
+    if mos is None:
+        return "-" if target is None else f"- / {target:.2f}"
+    if target is None:
+        return f"{mos:.2f}"
+    shown = f"{mos:.2f} / {target:.2f}"
+    return f"[red]{shown}[/red]" if region.get("below_target") else shown
+
+
 def _mark_text(host):
     mark = host.get("mark")
     if not mark:
@@ -582,4 +619,4 @@ def op_watch(operation_id, interval, timeout):
         raise click.exceptions.Exit(1)
 
 
-COMMANDS = (flavors, regions, hosts, tenant, token, template, vcdn, op)
+COMMANDS = (flavors, regions, hosts, quality, tenant, token, template, vcdn, op)

@@ -13,7 +13,7 @@ import itertools
 import math
 import statistics
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import and_, delete, func, select
 
 from cdnaas.common import config
 from cdnaas.common.timeutil import aware, isoformat
@@ -50,6 +50,20 @@ def previous_hosts(session):
     latest = select(func.max(Sample.at)).where(Sample.scope == "host").scalar_subquery()
     rows = session.scalars(select(Sample).where(Sample.scope == "host", Sample.at == latest))
     return {row.key: row for row in rows}
+
+
+def latest_passes(session):
+    """``{vcdn_id: {(scope, key): Sample}}``: the vCDN and region points of every vCDN's
+    latest pass."""
+    latest = (select(Sample.vcdn_id, func.max(Sample.at).label("at"))
+              .where(Sample.scope == "vcdn").group_by(Sample.vcdn_id).subquery())
+    rows = session.scalars(select(Sample).join(latest, and_(Sample.vcdn_id == latest.c.vcdn_id,
+                                                            Sample.at == latest.c.at))
+                           .where(Sample.scope.in_(("vcdn", "region"))))
+    found = {}
+    for row in rows:
+        found.setdefault(row.vcdn_id, {})[(row.scope, row.key)] = row
+    return found
 
 
 def recent(session, vcdn_id, scope, key, after, limit):

@@ -63,6 +63,21 @@ def vcdn_metrics(vcdn_id):
             "step": step, "series": found}
 
 
+@blueprint.get("/vcdns")
+def latest_figures():
+    """Every measured vCDN as its latest pass saw it, with its regions."""
+    with _db().sessions() as session:
+        passes = series.latest_passes(session)
+    views = []
+    for vcdn_id, points in sorted(passes.items()):
+        whole = points[("vcdn", "")]
+        views.append({"vcdn_id": vcdn_id, **series.point_view(whole),
+                      "regions": [{"name": key, **series.point_view(point)}
+                                  for (scope, key), point in sorted(points.items())
+                                  if scope == "region"]})
+    return {"vcdns": views}
+
+
 @blueprint.get("/hosts")
 def list_hosts():
     known = inventory.hosts(SoClient())
