@@ -10,10 +10,11 @@ from sqlalchemy import select
 
 from cdnaas.common.flavor import HostCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import Origin
+from cdnaas.common.timeutil import aware
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.im import series
-from cdnaas.im.models import Action, HostMark, Sample
+from cdnaas.im.models import Action, History, HostMark, Sample
 from cdnaas.im.reconcile import reconcile_once
 from cdnaas.im.simulation import Plant, SimHost
 from cdnaas_plugins.qoe_video.plugin import QoeVideoFlavor
@@ -168,13 +169,31 @@ def test_empty_hosts_are_marked_and_woken_when_the_region_needs_room(database, m
         assert session.get(HostMark, empty).state == "on"
 
 
-def test_points_older_than_the_retention_are_dropped(database, monkeypatch):
+def test_points_leave_the_retention_period_for_the_history_a_step_at_a_time(database,
+                                                                            monkeypatch):
     monkeypatch.setenv("CDNAAS_IM_RETENTION_HOURS", str(35 / 3600))
+    monkeypatch.setattr(series, "HISTORY_STEP", 30)
     world = World(database, [("eu", 20000)], hosts(("eu-1", "eu", 16)))
-    world.run(8, eu=1000)
-    points = world.points("region", "eu")
-    assert len(points) == 4 and points[0].at >= (world.now - dt.timedelta(seconds=35)).replace(
-        tzinfo=points[0].at.tzinfo)
+    for viewers in (1000, 3000, 2000, 2000, 2000, 4000, 4000, 4000):  # passes at +10..+80 s
+        world.step(eu=viewers)
+    # at +80 s, points before +45 s are past the retention; whole steps leave: [0, 30) s
+    raw = world.points("region", "eu")
+    assert len(raw) == 6 and aware(raw[0].at) == START + 3 * PERIOD
+    with database.sessions() as session:
+        [step] = session.scalars(select(History).where(History.scope == "region",
+                                                       History.key == "eu")).all()
+        assert (aware(step.at), step.passes, step.viewers) == (START, 2, 2000)
+        [region] = series.window(session, "vcdn-sim", START, world.now, "region")
+    assert [p.get("passes", 1) for p in region["points"]] == [2, 1, 1, 1, 1, 1, 1]
+    assert [p["viewers"] for p in region["points"]] == [2000, 2000, 2000, 2000, 4000, 4000, 4000]
+
+    monkeypatch.setenv("CDNAAS_IM_HISTORY_DAYS", str(75 / 86400))
+    world.run(2, eu=4000)  # at +100 s: [30, 60) s leaves; history of steps before +25 s is dropped
+    with database.sessions() as session:
+        kept = session.scalars(select(History).where(History.scope == "region",
+                                                     History.key == "eu")).all()
+    assert [(aware(h.at), h.passes, h.viewers) for h in kept] == [
+        (START + 3 * PERIOD, 3, 2000)]
 
 
 def test_the_pass_publishes_prometheus_gauges(database):

@@ -63,6 +63,35 @@ class Sample(Base):
     cpu_seconds_total: Mapped[float | None] = mapped_column(Float, nullable=True)
     read_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
+    #: a sample is one pass (a :class:`History` point holds many)
+    passes = 1
+
+
+class History(Base):
+    """The mean of a series over one step of ``HISTORY_STEP`` seconds (see
+    :mod:`cdnaas.im.series`), made of its points as they leave the retention period.
+
+    Levels (viewers, requests/s, MOS, CPU, watts) are means over the step's
+    ``passes``; ``vcpus`` and ``energy_wh`` are the most of the step.
+    """
+
+    __tablename__ = "im_history"
+    __table_args__ = (Index("ix_im_history_series", "vcdn_id", "scope", "key", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), index=True)  # step start
+    scope: Mapped[str] = mapped_column(String(8))
+    vcdn_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    key: Mapped[str] = mapped_column(String(63))
+    passes: Mapped[int] = mapped_column(Integer)
+    viewers: Mapped[float | None] = mapped_column(Float, nullable=True)
+    requests_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mos: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu: Mapped[float | None] = mapped_column(Float, nullable=True)
+    vcpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    watts: Mapped[float | None] = mapped_column(Float, nullable=True)
+    energy_wh: Mapped[float | None] = mapped_column(Float, nullable=True)
+
 
 class HostMark(Base):
     """Whether a host may be powered down (``power_down``) or must stay on (``on``)."""

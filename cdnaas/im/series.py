@@ -2,35 +2,44 @@
 
 One pass writes all its points with the same ``at`` (the pass's clock), so
 "the previous pass" of a vCDN is its points at their latest ``at``. Points
-older than ``CDNAAS_IM_RETENTION_HOURS`` (default 24) are removed.
+older than ``CDNAAS_IM_RETENTION_HOURS`` (default 24) move to the history, whole
+steps of :data:`HISTORY_STEP` seconds at a time: one point per series and step,
+kept ``CDNAAS_IM_HISTORY_DAYS`` (default 30).
 
-A window can be read pass by pass or in steps of ``step`` seconds, each step
-one point: the mean of its passes' levels (viewers, requests/s, MOS, CPU,
-watts) and the vCPUs and cumulative energy of its last pass.
+A window (history, then points) can be read point by point or in steps of
+``step`` seconds, each step one point: the mean of its passes' levels (viewers,
+requests/s, MOS, CPU, watts) and the most vCPUs and cumulative energy among them.
 """
 import datetime as dt
 import itertools
 import math
-import statistics
 
-from sqlalchemy import and_, delete, func, select
+from sqlalchemy import DateTime, and_, delete, func, insert, literal, select
 
 from cdnaas.common import config
 from cdnaas.common.timeutil import aware, isoformat
-from cdnaas.im.models import Sample
+from cdnaas.im.models import History, Sample
 
 SCOPES = ("cache", "vnf", "region", "vcdn", "host")
 #: figures a point carries in the API, in order
 FIGURES = ("viewers", "requests_per_second", "mos", "cpu", "vcpus", "watts", "energy_wh")
-#: figures a step averages over its passes; the others are its last pass's
+#: figures a step averages over its passes; the others (vCPUs, cumulative energy) are
+#: the most among them
 AVERAGED = ("viewers", "requests_per_second", "mos", "cpu", "watts")
 #: most points per series in a window read without a step
 MAX_POINTS = 720
+#: seconds per point of the history (steps aligned on the epoch)
+HISTORY_STEP = 600
 
 
 def retention():
     """How long points are kept (``CDNAAS_IM_RETENTION_HOURS``)."""
     return dt.timedelta(hours=config.float_setting("CDNAAS_IM_RETENTION_HOURS", 24))
+
+
+def history_kept():
+    """How long the history is kept (``CDNAAS_IM_HISTORY_DAYS``)."""
+    return dt.timedelta(days=config.float_setting("CDNAAS_IM_HISTORY_DAYS", 30))
 
 
 def write(session, at, points):
@@ -77,29 +86,53 @@ def recent(session, vcdn_id, scope, key, after, limit):
 
 
 def purge(session, now):
-    """Remove points older than the retention period."""
-    session.execute(delete(Sample).where(Sample.at < now - retention()))
+    """Move the points older than the retention period into the history, a whole
+    history step at a time, and remove history older than :func:`history_kept`."""
+    cutoff = _step_start(now - retention())
+    while (oldest := session.scalar(select(func.min(Sample.at)).where(Sample.at < cutoff))):
+        start = _step_start(oldest)
+        end = start + dt.timedelta(seconds=HISTORY_STEP)
+        in_step = and_(Sample.at >= start, Sample.at < end)
+        session.execute(insert(History).from_select(
+            ["at", "scope", "vcdn_id", "key", "passes", *FIGURES],
+            select(literal(start, DateTime(timezone=True)), Sample.scope, Sample.vcdn_id,
+                   Sample.key, func.count(),
+                   *[(func.avg if name in AVERAGED else func.max)(getattr(Sample, name))
+                     for name in FIGURES])
+            .where(in_step).group_by(Sample.vcdn_id, Sample.scope, Sample.key)))
+        session.execute(delete(Sample).where(Sample.at < end))
+    session.execute(delete(History).where(History.at < now - history_kept()))
+
+
+def _step_start(at):
+    """Start of the history step that holds ``at``."""
+    seconds = aware(at).timestamp()
+    return dt.datetime.fromtimestamp(seconds - seconds % HISTORY_STEP, dt.timezone.utc)
 
 
 def default_step(session, vcdn_id, since, until):
     """Seconds per point that keep the vCDN's series within ``[since, until]`` at
-    :data:`MAX_POINTS` points; None when its passes there fit."""
-    passes = session.scalar(select(func.count(func.distinct(Sample.at))).where(
-        Sample.vcdn_id == vcdn_id, Sample.at >= since, Sample.at <= until))
-    if passes <= MAX_POINTS:
+    :data:`MAX_POINTS` points; None when its points there fit."""
+    points = sum(session.scalar(select(func.count(func.distinct(table.at))).where(
+        table.vcdn_id == vcdn_id, table.at >= since, table.at <= until))
+        for table in (History, Sample))
+    if points <= MAX_POINTS:
         return None
     return math.ceil((until - since).total_seconds() / MAX_POINTS)
 
 
 def window(session, vcdn_id, since, until, scope=None, step=None):
     """The vCDN's series within ``[since, until]``: ``[{scope, key, points}]``, each oldest
-    first, a point per pass or (``step`` seconds) per step from ``since``."""
-    query = select(Sample).where(Sample.vcdn_id == vcdn_id, Sample.at >= since, Sample.at <= until)
-    if scope:
-        query = query.where(Sample.scope == scope)
+    first (its history, then its points), a point per row or (``step`` seconds) per
+    step from ``since``."""
     series = {}
-    for row in session.scalars(query.order_by(Sample.at)):
-        series.setdefault((row.scope, row.key), []).append(row)
+    for table in (History, Sample):
+        query = select(table).where(table.vcdn_id == vcdn_id, table.at >= since,
+                                    table.at <= until)
+        if scope:
+            query = query.where(table.scope == scope)
+        for row in session.scalars(query.order_by(table.at)):
+            series.setdefault((row.scope, row.key), []).append(row)
     order = {name: index for index, name in enumerate(SCOPES)}
     return [{"scope": scope_, "key": key,
              "points": _steps(rows, since, step) if step else [point_view(r) for r in rows]}
@@ -108,19 +141,23 @@ def window(session, vcdn_id, since, until, scope=None, step=None):
 
 
 def _steps(rows, since, step):
-    """One point per ``step`` seconds from ``since`` that holds passes (``rows``, oldest first)."""
+    """One point per ``step`` seconds from ``since`` that holds rows (oldest first), each
+    row weighing as many passes as it holds."""
     points = []
-    for index, passes in itertools.groupby(
+    for index, held in itertools.groupby(
             rows, key=lambda row: int((aware(row.at) - since).total_seconds() // step)):
-        passes = list(passes)
+        held = list(held)
         point = {"at": isoformat(since + dt.timedelta(seconds=index * step))}
         for name in FIGURES:
-            if name in AVERAGED:
-                known = [getattr(row, name) for row in passes if getattr(row, name) is not None]
-                point[name] = _rounded(statistics.fmean(known)) if known else None
+            known = [(getattr(row, name), row.passes) for row in held
+                     if getattr(row, name) is not None]
+            if not known:
+                point[name] = None
+            elif name in AVERAGED:
+                point[name] = _rounded(sum(v * w for v, w in known) / sum(w for _v, w in known))
             else:
-                point[name] = _rounded(getattr(passes[-1], name))
-        point["passes"] = len(passes)
+                point[name] = _rounded(max(v for v, _w in known))
+        point["passes"] = sum(row.passes for row in held)
         points.append(point)
     return points
 
@@ -128,6 +165,8 @@ def _steps(rows, since, step):
 def point_view(row):
     view = {"at": isoformat(aware(row.at))}
     view.update({name: _rounded(getattr(row, name)) for name in FIGURES})
+    if row.passes != 1:
+        view["passes"] = row.passes
     return view
 
 
