@@ -1,13 +1,16 @@
 """Entering a network namespace from one thread (the local driver's way of
-starting VNF tools without nsenter): only that thread moves, and it comes back."""
+starting VNF tools without nsenter): only that thread moves, and it comes back;
+deleting namespaces stops what still runs in them."""
 import concurrent.futures
 import os
+import subprocess
+import time
 import uuid
 
 import pytest
 
 from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local import netns
+from cdnaas.ro.vim.local import netns, network
 from cdnaas.ro.vim.local.system import run
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -65,3 +68,20 @@ def test_a_missing_namespace_is_named():
 def test_run_in_a_namespace_runs_the_command_there(namespace):
     assert "probe0" in run(["ip", "-br", "link"], namespace=namespace)
     assert "probe0" not in run(["ip", "-br", "link"])
+
+
+def test_deleting_namespaces_kills_what_runs_in_them_and_spares_the_rest(namespace):
+    with netns.entered(namespace):
+        inside = subprocess.Popen(["sleep", "60"])
+    outside = subprocess.Popen(["sleep", "60"])
+    try:
+        network.delete_namespaces([namespace, "cdnt_gone_already"])
+        deadline = time.monotonic() + 5
+        while inside.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert inside.returncode == -9 and outside.poll() is None
+        assert namespace not in network.list_namespaces()
+    finally:
+        for process in (inside, outside):
+            process.kill()
+            process.wait()

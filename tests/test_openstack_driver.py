@@ -141,8 +141,12 @@ def test_two_regions_measure_scale_and_terminate(driver, admin_conn, minicloud_s
         assert list(figures) == [v.name for v in deployment.vnfs]
         assert (figures["north-lb"].active_connections, figures["south-lb"].active_connections,
                 figures["north-lb"].requests) == (42, 7, None)  # Octavia counts no requests
-        # Nova shows diagnostics to admins only: as a member, CPU time is not known
+        # Nova shows diagnostics to admins only: as a member, CPU time is not known,
+        # and once refused it is not asked again
         assert figures["north-cache-1"].cpu_seconds is None
+        asked = driver.cloud.calls[("compute", "GET")]
+        assert driver.metrics(deployment)[0].name == deployment.vnfs[0].name
+        assert driver.cloud.calls[("compute", "GET")] == asked
         with monkeypatch.context() as admin:
             admin.setenv("OS_CLOUD", "minicloud-admin")
             figures = {m.name: m for m in driver.metrics(deployment)}

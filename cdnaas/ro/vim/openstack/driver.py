@@ -58,6 +58,7 @@ class OpenStackDriver(VimDriver):
 
     def __init__(self):
         self._cloud = None
+        self._diagnostics_refused = set()  # clouds whose Nova refused us server diagnostics
         self.pool = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="openstack-vim")
 
     @property
@@ -428,18 +429,35 @@ class OpenStackDriver(VimDriver):
         connections are the region's viewers) and each server's CPU time from Nova's
         diagnostics, read in parallel.
 
-        Nova shows diagnostics to the admin role by default: without it (or for a
-        server that is not running) a server's CPU time is None; Octavia counts
+        Nova shows diagnostics to the admin role by default: once it refuses them to
+        this cloud's account, CPU times are None and are not asked again (until the RO
+        restarts); a server that is not running has None too. Octavia counts
         connections, not HTTP requests, so requests stay None.
         """
         record = deployment.resources
+        cloud = self.cloud
 
         def read(vnf):
-            conn = self.cloud.conn(record["regions"][vnf.region]["vim_region"])
+            conn = cloud.conn(record["regions"][vnf.region]["vim_region"])
             if vnf.role == "load_balancer":
-                return translate.load_balancer_metrics(vnf, _load_balancer_stats(conn, vnf))
-            return translate.server_metrics(vnf, _server_diagnostics(conn, vnf))
+                return translate.load_balancer_metrics(vnf, _asked(
+                    conn.load_balancer.get_load_balancer_statistics, vnf.resource_id))
+            return translate.server_metrics(vnf, self._diagnostics(cloud, conn, vnf))
         return list(self.pool.map(read, deployment.vnfs))
+
+    def _diagnostics(self, cloud, conn, vnf):
+        """Nova's diagnostics of ``vnf``'s server, or None when they are not shown to us."""
+        from openstack import exceptions
+        if cloud.name in self._diagnostics_refused:
+            return None
+        try:
+            return _asked(conn.compute.get_server_diagnostics, vnf.resource_id)
+        except exceptions.ForbiddenException:
+            self._diagnostics_refused.add(cloud.name)
+            LOG.warning("cloud %s shows server diagnostics to admins only: no CPU figures for "
+                        "its VNFs (give the RO's user the admin role or open the policy "
+                        "os_compute_api:os-server-diagnostics, then restart the RO)", cloud.name)
+            return None
 
     def cleanup(self, known_ids):
         """See :meth:`VimDriver.cleanup`: vCDN tags of this owner's resources not in ``known_ids``."""
@@ -551,23 +569,16 @@ class OpenStackDriver(VimDriver):
                           region_endpoints=endpoints, resources=record)
 
 
-def _load_balancer_stats(conn, vnf):
-    """Octavia's statistics of a region's balancer, or None when it cannot tell them."""
+def _asked(call, resource_id):
+    """``call(resource_id)``, or None when the cloud cannot tell (logged); a refusal
+    (403) is raised for the caller to remember."""
     from openstack import exceptions
     try:
-        return conn.load_balancer.get_load_balancer_statistics(vnf.resource_id)
-    except exceptions.SDKException as exc:
-        LOG.info("no statistics for load balancer %s: %s", vnf.resource_id, _words(exc))
-        return None
-
-
-def _server_diagnostics(conn, vnf):
-    """Nova's diagnostics of a VNF's server, or None when they are not shown to us."""
-    from openstack import exceptions
-    try:
-        return conn.compute.get_server_diagnostics(vnf.resource_id)
-    except exceptions.SDKException as exc:  # 403 without the admin role, 409 when not running
-        LOG.info("no diagnostics for server %s: %s", vnf.resource_id, _words(exc))
+        return call(resource_id)
+    except exceptions.ForbiddenException:
+        raise
+    except exceptions.SDKException as exc:  # e.g. 409: the server is not running
+        LOG.info("no figures for %s: %s", resource_id, _words(exc))
         return None
 
 
