@@ -38,7 +38,7 @@ setup(
         # pytest 9.2 keeps node ids where pytest-xdist 3.8 cannot suffix them, so
         # --dist loadgroup stops grouping (the mini cloud's tests would run at once
         # on two workers); tests/openstack/fixtures.py fails loudly if that recurs.
-        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5"],
+        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5"],
     },
     entry_points={
         "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]
@@ -51,6 +51,12 @@ setup(
             "noop = cdnaas.ro.vim.noop:NoopDriver",
             "local = cdnaas.ro.vim.local.driver:LocalDriver",
             "openstack = cdnaas.ro.vim.openstack.driver:OpenStackDriver",
+        ],
+        "cdnaas.power_drivers": [
+            "log = cdnaas.ro.power.log:LogPowerDriver",
+            "noop = cdnaas.ro.power.log:NoopPowerDriver",
+            "openstack = cdnaas.ro.power.openstack:OpenStackPowerDriver",
+            "local = cdnaas.ro.power.local:LocalPowerDriver",
         ],
     },
 )

@@ -47,8 +47,7 @@ def setup(urls, token):
         session.post(f"{api}/regions/{name}/hosts", timeout=10, json={
             "name": f"{name}-host", "vcpus": 64, "ram_mb": 262144}).raise_for_status()
     for caches in SIZES:
-        requests.post(f"{urls['sidr']}/sidr/v1/templates", json=template(caches),
-                      timeout=10).raise_for_status()
+        session.post(f"{api}/templates", json=template(caches), timeout=10).raise_for_status()
     return session, api
 
 
@@ -84,7 +83,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cdnaas-bench-") as state:
         env = free_port_env(state)
         env.update({"CDNAAS_VIM_DRIVER": "local", "CDNAAS_IM_INTERVAL": "3600",
-                    "CDNAAS_LOG_LEVEL": "WARNING"})
+                    "CDNAAS_LOG_LEVEL": "WARNING", "CDNAAS_ORIGIN_ALLOW": "127.0.0.1"})
         stack = Stack(env=env, state_dir=state).start(timeout=60)
         try:
             token = bootstrap_token(Database(database_url_of(stack.env, "api")), "admin")

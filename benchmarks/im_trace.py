@@ -1,48 +1,72 @@
-"""Instance Manager trace: a day of diurnal demand with a flash crowd, three policies.
+"""Instance Manager trace: a day of diurnal demand, three policies, against the bounds.
 
 A 3-region vCDN (qoe-video, KVM caches, MOS target 4.0 everywhere) replays 24
 hours of viewers, one control period (default 10 s, the IM's interval) at a
 time, on a simulated plant (:mod:`cdnaas.im.simulation`: SO's placement and
-removal rules, the no-op driver's modelled metrics, operations that take the
-paper's KVM boot time). Each region peaks at 21:00 local time and bottoms out
-at 15% of its peak before dawn; viewers jitter by +-2% a period. At 19:30 UTC
-a live event in ``eu`` raises its audience to 2.5 times the diurnal level over
-10 minutes, holds an hour, and fades over 20 minutes.
+removal rules, the no-op driver's modelled metrics, caches that boot in the
+technology's time of the paper's Table I, 11.5 s for KVM). Two traces, each
+region at its local time, viewers jittering by +-2% a period:
 
-The customer declares each region's peak, flash crowd included, and SO plans
-for it with the qoe-video plugin. Then, on the same trace:
+- **synthetic**: each region peaks at 21:00 and bottoms out at 15% of its peak
+  before dawn; at 19:30 UTC a live event in ``eu`` raises its audience to 2.5
+  times the diurnal level over 10 minutes, holds an hour, and fades over 20;
+- **bdew**: the BDEW H25 standard household load profile (January workday, 96
+  quarter hours of measured 2018-2019 household demand, as the PyPI package
+  demandlib 0.2.2 ships it: ``benchmarks/data/bdew-h25-january-workday.csv``)
+  as the shape of each region's day, scaled to the same peaks; no flash crowd.
+
+The customer declares each region's peak, and SO plans for it with the qoe-video
+plugin. Then, on the same trace:
 
 - **static peak**: that plan all day;
 - **CPU threshold** (Heat/Senlin style): one cache more when the region's
   caches average over 80% CPU over the last minute, one fewer under 30%,
   60 s cooldown after each change;
 - **ours**: the real Instance Manager pass (:func:`reconcile_once`, QoE
-  estimate, power figures, the flavor's policy hook, decisions through SO)
-  on the simulated clock.
-
-For scale, **bound** is what no policy can beat with this flavor and these
-hosts: at every period, each region with the fewest 4-vCPU caches that meet
-the target exactly, packed with its balancer (and the DNS VNF) on the fewest
-hosts, no boot time.
+  estimate, power figures, the flavor's policy hook, decisions through SO,
+  host power actions through RO) on the simulated clock.
 
 Energy is what the plant's hosts draw (idle + (peak - idle) x utilisation with
-KVM's overhead; a host carrying nothing is off); an interval below target is
-a region and control period whose viewers get MOS < 4.0 from the model at
-the caches that serve them then. The surge figures are when ours first
-decided to scale ``eu`` out after the flash crowd began, in control periods
-from its start and from when ``eu``'s caches of the moment first fell short
-(the MOS they give drops below the policy's scale-out threshold, 4.2; negative:
-ours acted before, on the rising trend). Ours also reports the energy the IM
-itself attributed to the vCDN, against the plant's truth.
+KVM's overhead). The baselines get an idealised plant where a host carrying
+nothing is off at once and for free; ours gets the real thing: hosts are on
+until the IM has RO switch them off, and draw their idle power while they shut
+down (30 s) and while they boot (120 s, until they take VNFs), nothing when off.
+The IM keeps ``CDNAAS_IM_HEADROOM_VCPUS`` spare vCPUs (default 4, at least a cache)
+on hosts that are on, plus what a rise adds while a host boots, and knows the
+hosts' boot time (``CDNAAS_IM_HOST_BOOT_SECONDS``, set here to the plant's).
 
-Targets: ours at most 60% of static peak's energy, no interval below target,
-scale out within 2 control periods of the surge.
+For scale, at every period, perfect foresight and no boot time:
 
-    .venv/bin/python benchmarks/im_trace.py [--period 10] [--hours 24] [--plugin qoe-video]
+- **bound**: each region's fewest 4-vCPU caches that meet the target exactly,
+  packed with its balancer (and the DNS VNF) on the fewest hosts;
+- **bound, filled**: the same hosts filled with caches (more caches draw less
+  busy power in this model: fewer connections per vCPU): the least any policy
+  can draw in this plant;
+- **floor**: bound, filled, keeping the same headroom on hosts that are on as
+  the IM, and paying the idle power of each host's shutdown and boot: the least a
+  policy with the IM's constraints can draw.
+
+An interval below target is a region and control period whose viewers get
+MOS < 4.0 from the model at the caches that serve them then. The surge figures
+are when ours first decided to scale ``eu`` out after the flash crowd began, in
+control periods from its start and from when ``eu``'s caches of the moment first
+fell short (the MOS they give drops below the policy's scale-out threshold, 4.2;
+negative: ours acted before, on the rising trend). Ours also lists the power
+actions a real plant would have received (``POST /ro/v1/hosts/{host}/power``),
+and the energy the IM itself attributed to the vCDN (hosts carrying its VNFs),
+against the plant's truth (every host on, empty or booting included).
+
+Targets: ours within 5% of the bound (of the floor where the bound is out of
+reach under the IM's constraints), no interval below target, scale out within 2
+control periods of the surge.
+
+    .venv/bin/python benchmarks/im_trace.py [--trace synthetic|bdew|both] [--period 10]
+        [--hours 24] [--only ours] [--plugin qoe-video]
 """
 import argparse
 import datetime as dt
 import math
+import os
 import random
 import sys
 import tempfile
@@ -53,7 +77,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cdnaas.common import plugins  # noqa: E402
+from cdnaas.common import config, plugins  # noqa: E402
 from cdnaas.common.flavor import HostCapacity, PlanRequest, RegionRequest  # noqa: E402
 from cdnaas.common.sig import Origin  # noqa: E402
 from cdnaas.db import migrate  # noqa: E402
@@ -71,6 +95,10 @@ TARGET = 4.0
 REGIONS = (("eu", 160_000, 1, 6), ("us", 150_000, -5, 3), ("asia", 100_000, 8, 3))
 TROUGH = 0.15
 JITTER = 0.02
+BDEW_FILE = Path(__file__).resolve().parent / "data" / "bdew-h25-january-workday.csv"
+#: seconds a host takes to shut down and to boot until it takes VNFs (the plant's, and the
+#: IM's CDNAAS_IM_HOST_BOOT_SECONDS)
+HOST_OFF_SECONDS, HOST_ON_SECONDS = 30.0, 120.0
 FLASH = {"region": "eu", "start": dt.timedelta(hours=19, minutes=30), "ramp": 600,
          "hold": 3600, "fade": 1200, "factor": 2.5}
 
@@ -95,23 +123,46 @@ def flash_factor(at):
     return factor - (factor - 1) * (into - ramp - hold) / fade
 
 
-def trace(period, hours, seed):
-    """``[(time, {region: viewers})]`` of every control period."""
+def bdew_profile():
+    """The BDEW H25 household profile (January workday), 96 quarter hours scaled to a peak
+    of 1 (``benchmarks/data/bdew-h25-january-workday.csv`` says where it comes from)."""
+    lines = [line for line in BDEW_FILE.read_text().splitlines()
+             if line and not line.startswith("#")][1:]
+    values = [float(line.split(",")[1]) for line in lines]
+    return [v / max(values) for v in values]
+
+
+def bdew(peak, offset, at, profile):
+    """Viewers of a region at ``at``: ``peak`` times the profile at local time (linear
+    between quarter hours)."""
+    quarter = ((at.hour + at.minute / 60 + at.second / 3600 + offset) % 24) * 4
+    low = int(quarter)
+    share = quarter - low
+    return peak * (profile[low % 96] * (1 - share) + profile[(low + 1) % 96] * share)
+
+
+def trace(period, hours, seed, shape="synthetic"):
+    """``[(time, {region: viewers})]`` of every control period: ``synthetic`` (the cosine
+    day with the flash crowd in ``eu``) or ``bdew`` (the BDEW H25 household day, no
+    flash crowd), with the same peaks and jitter."""
     rng = random.Random(seed)
+    profile = bdew_profile() if shape == "bdew" else None
     found = []
     for step in range(int(hours * 3600 / period)):
         at = START + dt.timedelta(seconds=step * period)
-        found.append((at, {name: diurnal(peak, offset, at)
-                           * (flash_factor(at) if name == FLASH["region"] else 1.0)
+        found.append((at, {name: (diurnal(peak, offset, at)
+                                  * (flash_factor(at) if name == FLASH["region"] else 1.0)
+                                  if profile is None else bdew(peak, offset, at, profile))
                            * rng.uniform(1 - JITTER, 1 + JITTER)
                            for name, peak, offset, _hosts in REGIONS}))
     return found
 
 
 def template(plugin):
-    """The qoe-video template for ``plugin``, its model named by absolute path."""
+    """The qoe-video template for ``plugin``, its model the qoe-video plugin's own
+    (``QoeVideoFlavor.load_model`` finds it in that plugin's folder)."""
     document = yaml.safe_load((PLUGIN_DIR / "template.yaml").read_text())
-    document.update(plugin=plugin, model=str(PLUGIN_DIR / document["model"]))
+    document.update(plugin=plugin)
     return document
 
 
@@ -141,22 +192,41 @@ def plan(document, peaks):
     return QoeVideoFlavor().plan(request)
 
 
-def bound(document, demand, period):
-    """The energy (kWh) of the ideal plan of every period (see the module docstring)."""
+def bound(document, demand, period, fill=False, headroom=0, transitions=False):
+    """The energy (kWh) of the ideal plan of every period, perfect foresight, no boot time.
+
+    Default (**bound**): each region's fewest caches that meet the target exactly, packed
+    with its balancer (and the DNS VNF) on the fewest hosts. ``fill``: the same hosts
+    filled with caches, when more caches draw less busy power (fewer connections per
+    vCPU; **bound, filled** is the least any policy can draw in this plant). ``headroom``
+    (vCPUs beyond the need kept on hosts that are on) and ``transitions`` (a host
+    switched on draws idle power for HOST_ON_SECONDS first, one switched off for
+    HOST_OFF_SECONDS) give the **floor** under the constraints the IM keeps.
+    """
     model = QoeVideoFlavor.load_model(document)
     size = document["vnfs"]["cache"]["vcpus"]["max"]
     per_cache = model.max_load_for_mos(TARGET) * size
     host = SimHost("bound", "", 16)
     overhead = power.OVERHEAD[document["technology"]]
-    joules = 0.0
+    joules, before = 0.0, {}
     for _at, viewers in demand:
         for name, *_rest in REGIONS:
+            fixed = 1 + (name == REGIONS[0][0])  # balancer, DNS
             caches = max(1, math.ceil(viewers[name] / per_cache))
-            vcpus = caches * size + 1 + (name == REGIONS[0][0])  # balancer, DNS
+            room = headroom
+            hosts = max(math.ceil((caches * size + fixed) / host.vcpus),
+                        math.ceil((caches * size + fixed + room) / host.vcpus))
+            if fill:
+                caches = (hosts * host.vcpus - fixed) // size
             busy = (model.utilisation(viewers[name], caches * size) * caches * size
                     + model.utilisation(viewers[name], 1)) * overhead
-            joules += (math.ceil(vcpus / host.vcpus) * host.idle_watts
+            joules += (hosts * host.idle_watts
                        + (host.peak_watts - host.idle_watts) * busy / host.vcpus) * period
+            if transitions and name in before:
+                change = hosts - before[name]
+                joules += host.idle_watts * (change * HOST_ON_SECONDS if change > 0
+                                             else -change * HOST_OFF_SECONDS)
+            before[name] = hosts
     return joules / 3.6e6
 
 
@@ -184,9 +254,8 @@ class CpuThreshold:
             change = 1 if mean > self.HIGH and caches < bounds["max"] else \
                 -1 if mean < self.LOW and caches > bounds["min"] else 0
             if change:
-                plant.so.post(f"/so/v1/instances/{plant.sig.vcdn_id}/scale",
-                              json={"region": name, "caches": caches + change,
-                                    "reason": f"mean CPU {mean:.0%}"})
+                plant.so.scale(plant.sig.vcdn_id, name, caches + change,
+                               reason=f"mean CPU {mean:.0%}")
                 self.quiet_until = now + dt.timedelta(seconds=self.COOLDOWN)
                 return
 
@@ -220,17 +289,20 @@ class Ours:
 def replay(name, document, sig, demand, period, directory=None):
     """Run one policy over the trace; return its figures."""
     model = QoeVideoFlavor.load_model(document)
-    plant = Plant(document, model, sig, hosts(), demand[0][0])
+    plant = Plant(document, model, sig, hosts(), demand[0][0], power_actions=name == "ours",
+                  off_seconds=HOST_OFF_SECONDS, on_seconds=HOST_ON_SECONDS)
     policy = {"static peak": None, "CPU threshold": CpuThreshold(plant, period),
               "ours": Ours(plant, directory) if directory else None}[name]
     joules, below, lowest, started = 0.0, 0, TARGET + 1, time.monotonic()
-    need = None
+    need, misses = None, []
     for at, viewers in demand:
         plant.advance(at, viewers)
         for region in viewers:
             mos = plant.true_mos(region)
             lowest = min(lowest, mos)
-            below += mos < TARGET
+            if mos < TARGET:
+                below += 1
+                misses.append((at, region, mos))
         joules += sum(plant.watts().values()) * period
         threshold = TARGET + DEFAULTS.out_margin
         if need is None and at >= START + FLASH["start"] \
@@ -239,7 +311,8 @@ def replay(name, document, sig, demand, period, directory=None):
         if policy is not None:
             policy.step(at)
     figures = {"policy": name, "kwh": joules / 3.6e6, "below": below, "lowest": lowest,
-               "actions": plant.operations, "seconds": time.monotonic() - started}
+               "actions": plant.operations, "seconds": time.monotonic() - started,
+               "misses": misses}
     if isinstance(policy, Ours):
         outs = [d for d in policy.decisions() if d["kind"] == "scale_out"
                 and d["region"] == FLASH["region"] and d["outcome"] == "started"
@@ -251,6 +324,7 @@ def replay(name, document, sig, demand, period, directory=None):
                 figures["after_need"] = (first - need).total_seconds() / period
         figures["decisions"] = policy.decisions()
         figures["estimated_kwh"] = policy.estimated_kwh()
+        figures["power_log"] = list(plant.power_log)
     return figures
 
 
@@ -259,42 +333,74 @@ def main():
     parser.add_argument("--period", type=float, default=10.0, help="control period, seconds")
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--trace", choices=("synthetic", "bdew", "both"), default="both")
+    parser.add_argument("--only", help="run only this policy (static peak, CPU threshold, ours)")
     parser.add_argument("--plugin", default="qoe-video",
                         help="flavor plugin (entry point) whose policy hook 'ours' replays")
     args = parser.parse_args()
     plugins.load(plugins.FLAVORS, args.plugin)  # fail early if it is not installed
+    os.environ.setdefault("CDNAAS_IM_HOST_BOOT_SECONDS", str(HOST_ON_SECONDS))
+    print(f"hosts boot in {HOST_ON_SECONDS:g} s and shut down in {HOST_OFF_SECONDS:g} s; the IM "
+          f"keeps {config.setting('CDNAAS_IM_HEADROOM_VCPUS')} spare vCPUs on hosts that are on")
     document = template(args.plugin)
-    demand = trace(args.period, args.hours, args.seed)
+    for shape in ("synthetic", "bdew") if args.trace == "both" else (args.trace,):
+        run_trace(args, document, shape)
+
+
+def run_trace(args, document, shape):
+    demand = trace(args.period, args.hours, args.seed, shape)
     peaks = declared_peaks(demand)
     sig = plan(document, peaks)
-    print(f"{len(demand)} control periods of {args.period:g} s; declared peaks "
-          + ", ".join(f"{r} {v:,}" for r, v in peaks.items()) + "; static plan: "
+    print(f"\n== trace {shape}: {len(demand)} control periods of {args.period:g} s; declared "
+          "peaks " + ", ".join(f"{r} {v:,}" for r, v in peaks.items()) + "; static plan: "
           + ", ".join(f"{r} {len(sig.vnfs_in(r, 'cache'))} caches" for r in peaks))
     results = []
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
-        for name in ("static peak", "CPU threshold", "ours"):
+        for name in [args.only] if args.only else ("static peak", "CPU threshold", "ours"):
             results.append(replay(name, document, sig, demand, args.period,
                                   tmp if name == "ours" else None))
-    static = results[0]["kwh"]
-    ideal = bound(document, demand, args.period)
+    static = next((r["kwh"] for r in results if r["policy"] == "static peak"), None)
+    floors = {"bound": bound(document, demand, args.period),
+              "bound, filled": bound(document, demand, args.period, fill=True),
+              "floor": bound(document, demand, args.period, fill=True,
+                             headroom=config.setting("CDNAAS_IM_HEADROOM_VCPUS"),
+                             transitions=True)}
     intervals = len(demand) * len(REGIONS)
-    print(f"\n{'policy':<15}{'energy kWh':>12}{'vs static':>11}{'below target':>14}"
-          f"{'lowest MOS':>12}{'actions':>9}")
+    print(f"\n{'policy':<16}{'energy kWh':>11}{'vs static':>10}{'/ bound':>9}{'/ floor':>9}"
+          f"{'below target':>14}{'lowest MOS':>12}{'actions':>9}")
     for r in results:
-        print(f"{r['policy']:<15}{r['kwh']:>12.2f}{r['kwh'] / static:>11.0%}"
+        print(f"{r['policy']:<16}{r['kwh']:>11.2f}"
+              + (f"{r['kwh'] / static:>10.0%}" if static else f"{'':>10}")
+              + f"{r['kwh'] / floors['bound']:>9.3f}{r['kwh'] / floors['floor']:>9.3f}"
               f"{r['below']:>7}/{intervals:<6}{r['lowest']:>12.2f}{r['actions']:>9}")
-    print(f"{'bound':<15}{ideal:>12.2f}{ideal / static:>11.0%}")
-    ours = results[-1]
+    for name, kwh in floors.items():
+        print(f"{name:<16}{kwh:>11.2f}" + (f"{kwh / static:>10.0%}" if static else f"{'':>10}")
+              + f"{kwh / floors['bound']:>9.3f}{kwh / floors['floor']:>9.3f}")
+    ours = next((r for r in results if r["policy"] == "ours"), None)
+    if ours is None:
+        return
     kinds = {}
     for d in ours["decisions"]:
         kinds[d["kind"], d["outcome"]] = kinds.get((d["kind"], d["outcome"]), 0) + 1
     print("\nours, decisions: " + ", ".join(f"{k} {o} x{n}" for (k, o), n in sorted(kinds.items())))
-    if "after_onset" in ours:
+    if ours["misses"]:
+        print("ours, below target: " + ", ".join(f"{at:%H:%M:%S} {region} {mos:.2f}"
+                                                 for at, region, mos in ours["misses"][:12]))
+    if shape == "synthetic" and "after_onset" in ours:
         print(f"flash crowd in {FLASH['region']}: ours first scaled out {ours['after_onset']:.0f} "
               f"control periods after it began"
               + (f", {ours['after_need']:+.0f} from when its caches first fell short"
                  if "after_need" in ours else ", before its caches ever fell short")
               + " (target: within 2)")
+    log = ours["power_log"]
+    print(f"power actions a real plant would have received ({len(log)}: "
+          f"{sum(a == 'off' for _t, _h, a, _r in log)} off, "
+          f"{sum(a == 'on' for _t, _h, a, _r in log)} on; POST /ro/v1/hosts/<host>/power):")
+    by_host = {}
+    for at, host, action, _reason in log:
+        by_host.setdefault(host, []).append(f"{action} {at:%H:%M}")
+    for host, actions in sorted(by_host.items()):
+        print(f"  {host:<8}" + ", ".join(actions))
     print(f"ours: the IM attributed {ours['estimated_kwh']:.2f} kWh to the vCDN "
           f"(the plant drew {ours['kwh']:.2f}); the replay took {ours['seconds']:.0f} s")
 

@@ -1,10 +1,49 @@
-"""Shared fixtures: a database URL on each backend (SQLite and real PostgreSQL), and a
-sample origin on this machine."""
+"""Shared fixtures: a database URL on each backend (SQLite and real PostgreSQL), a
+sample origin on this machine, and a service key for apps run inside the test process."""
+import os
+
 import pytest
 
+from cdnaas.common import service_auth
 from cdnaas.origin.server import serve_in_thread
+from tests.openstack import fixtures as minicloud_fixtures
 from tests.openstack.fixtures import *  # noqa: F401,F403 (the mini cloud's fixtures)
 from tests.support import postgres
+
+
+#: modules of the ``unit`` tier (no process, no database server, no network); a module not
+#: listed here or in SYSTEM_MODULES is ``service``, so a new slow module never slows the unit run
+UNIT_MODULES = {
+    "test_compose", "test_dimensioning", "test_im_flavor", "test_im_policy", "test_im_power",
+    "test_im_qoe", "test_models", "test_placement", "test_portal", "test_qoe_video_plugin",
+    "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
+}
+#: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
+SYSTEM_MODULES = {
+    "test_crash", "test_im_local", "test_local_driver", "test_local_netns", "test_local_stack",
+    "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnfconfig",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Mark every test with its tier (``pytest -m unit`` is the developer's fast loop), and
+    group the mini cloud's tests (one hook per conftest: this one calls the mini cloud's,
+    before pytest-xdist turns the group marks into node ids)."""
+    minicloud_fixtures.pytest_collection_modifyitems(items)
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        tier = "unit" if module in UNIT_MODULES else \
+            "system" if module in SYSTEM_MODULES else "service"
+        item.add_marker(tier)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def service_key(tmp_path_factory):
+    """A service key for the apps and clients of this test process (stacks make their own)."""
+    path = service_auth.ensure_key(tmp_path_factory.mktemp("service-key") / "service.key")
+    os.environ["CDNAAS_SERVICE_KEY_FILE"] = str(path)
+    yield path
 
 
 @pytest.fixture(scope="session")
@@ -28,8 +67,11 @@ def database_url(request, tmp_path):
 @pytest.fixture(scope="module")
 def origin():
     """The sample origin listening on all addresses (the local driver's caches reach this
-    machine at their bridge's gateway); ``origin.stats()`` counts fetches per path."""
+    machine at their bridge's gateway), allowed by the origin policy while it runs;
+    ``origin.stats()`` counts fetches per path."""
     server, _thread = serve_in_thread("0.0.0.0", 0)
-    yield server
+    with pytest.MonkeyPatch.context() as patch:  # the operator allows this machine's origin
+        patch.setenv("CDNAAS_ORIGIN_ALLOW", "127.0.0.1")
+        yield server
     server.shutdown()
     server.server_close()

@@ -206,7 +206,7 @@ def test_instance_manager_ends_expired_leases_and_records_it(stack):
         assert time.monotonic() < deadline, "the IM did not end the lease"
         time.sleep(0.2)
     actions = requests.get(f"{stack.urls['im']}/im/v1/actions", params={"instance_id": vcdn_id},
-                           timeout=10).json()["actions"]
+                           headers=stack.service_headers(), timeout=10).json()["actions"]
     ends = [a for a in actions if a["kind"] == "terminate"]
     assert len(ends) == 1 and ends[0]["outcome"] == "started"
     assert ends[0]["details"]["lease_end"].startswith(end[:16])
@@ -224,7 +224,7 @@ ELASTIC = {"flavor": "elastic-test", "version": 1, "plugin": "static", "technolo
 
 
 def test_the_so_scales_a_region_and_heals_a_cache_as_operations(stack):
-    sidr = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates", json=ELASTIC, timeout=10)
+    sidr = stack.operator.call("POST", "/templates", json=ELASTIC)
     assert sidr.status_code in (201, 409)
     accepted = stack.acme.ok("POST", "/vcdns", 202,
                              json=vcdn_body("elastic", (("us-east", 10),), flavor="elastic-test"))
@@ -233,27 +233,30 @@ def test_the_so_scales_a_region_and_heals_a_cache_as_operations(stack):
     so = f"{stack.urls['so']}/so/v1/instances/{vcdn_id}"
 
     def caches():
-        sig = requests.get(f"{so}/sig", timeout=10).json()
+        sig = requests.get(f"{so}/sig", headers=stack.service_headers(), timeout=10).json()
         return sorted(v["name"] for v in sig["vnfs"] if v["role"] == "cache")
 
     before = reserved_vcpus(stack, "us-east")
     grown = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 3,
-                                               "reason": "MOS below target"}, timeout=10)
+                                               "reason": "MOS below target"},
+                          headers=stack.service_headers(), timeout=10)
     assert grown.status_code == 202, grown.text
     operation = stack.acme.wait(grown.json()["operation"]["id"])
     assert operation["state"] == "COMPLETED" and operation["reason"] == "MOS below target"
     assert caches() == ["us-east-cache-0", "us-east-cache-1", "us-east-cache-2"]
     assert reserved_vcpus(stack, "us-east") == before + 2
 
-    too_many = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 5}, timeout=10)
+    too_many = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 5},
+                             headers=stack.service_headers(), timeout=10)
     assert too_many.status_code == 422 and too_many.json()["error"]["field"] == "caches"
 
     healed = requests.post(f"{so}/heal", json={"vnf": "us-east-cache-1", "reason": "no HTTP answer"},
-                           timeout=10)
+                           headers=stack.service_headers(), timeout=10)
     assert stack.acme.wait(healed.json()["operation"]["id"])["state"] == "COMPLETED"
     assert caches() == ["us-east-cache-0", "us-east-cache-2", "us-east-cache-3"]
 
-    shrunk = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 1}, timeout=10)
+    shrunk = requests.post(f"{so}/scale", json={"region": "us-east", "caches": 1},
+                           headers=stack.service_headers(), timeout=10)
     assert stack.acme.wait(shrunk.json()["operation"]["id"])["state"] == "COMPLETED"
     assert len(caches()) == 1 and reserved_vcpus(stack, "us-east") == before
     vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")

@@ -199,9 +199,9 @@ def test_the_cli_drives_a_vcdn_through_its_life(stack_database, tmp_path):
     with running_stack(stack_database, tmp_path) as stack:
         env, operator = stack.env, stack.operator_token
 
-        stored = invoke_json(["template", "register", str(TEMPLATE)], env)
+        stored = invoke_json(["template", "register", str(TEMPLATE)], env, operator)
         assert (stored["flavor"], stored["version"]) == ("static", 1)
-        again = invoke(["template", "register", str(TEMPLATE)], env)
+        again = invoke(["template", "register", str(TEMPLATE)], env, operator)
         assert again.exit_code == 1 and "version" in again.stderr
 
         for name, prefix, default in (("eu-west", "10.1.0.0/16", ["--default"]),
@@ -279,7 +279,7 @@ def test_a_failed_deployment_exits_non_zero(tmp_path):
     extra = {"CDNAAS_NOOP_FAIL_HOSTS": "eu-west-h1"}
     with running_stack(None, tmp_path, extra_env=extra) as stack:
         env, operator = stack.env, stack.operator_token
-        assert invoke(["template", "register", str(TEMPLATE)], env).exit_code == 0
+        assert invoke(["template", "register", str(TEMPLATE)], env, operator).exit_code == 0
         invoke_json(["regions", "create", "eu-west", "--prefix", "10.1.0.0/16"], env, operator)
         invoke_json(["hosts", "create", "eu-west", "eu-west-h1", "--vcpus", "8", "--ram-mb", "8192"],
                     env, operator)

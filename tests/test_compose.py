@@ -40,13 +40,24 @@ def _environment(service):
 
 
 def _container_ports(service):
+    """Container ports a service publishes or exposes."""
     ports = []
     for spec in service.get("ports") or []:
         if isinstance(spec, dict):
             ports.append(int(spec["target"]))
         else:
             ports.append(int(str(spec).rsplit(":", 1)[-1].split("/")[0]))
-    return ports
+    return ports + [int(str(port).split("/")[0]) for port in service.get("expose") or []]
+
+
+def _host_ports(spec):
+    """Host ports of a short ``ports`` entry (``[IP:]HOST[-HOST]:CONTAINER``)."""
+    host = str(spec).rsplit(":", 1)[0].rsplit(":", 1)[-1]
+    first, _, last = host.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+REPLICAS = 2  # copies of every service (README: replicas)
 
 
 def test_every_cdnaas_service_is_in_the_compose_file(compose):
@@ -120,11 +131,29 @@ def test_every_peer_url_names_a_compose_service_on_its_port(compose, name):
     assert "@postgres:5432/" in env["CDNAAS_DATABASE_URL"]
 
 
-def test_only_the_api_is_published_beyond_loopback(compose):
+def test_only_the_api_is_published(compose):
     for svc in SERVICES:
-        for spec in compose["services"][svc]["ports"]:
-            if svc != "api":
-                assert str(spec).startswith("127.0.0.1:"), f"{svc} publishes {spec}"
+        if svc != "api":
+            assert not compose["services"][svc].get("ports"), f"{svc} is published"
+
+
+@pytest.mark.parametrize("svc", SERVICES)
+def test_every_service_runs_as_replicas(compose, svc):
+    """Two copies of each service, found by the one service name (compose's DNS answers
+    with every replica), each named by its own container's host name."""
+    service = compose["services"][svc]
+    assert service["deploy"]["replicas"] == REPLICAS
+    assert "container_name" not in service and "hostname" not in service, \
+        "replicas need distinct containers and host names"
+    assert "CDNAAS_REPLICA_NAME" not in _environment(service), "each replica's own name"
+    assert service["restart"] == "unless-stopped", "a replica that dies comes back"
+    for spec in service.get("ports") or []:  # one host port per replica
+        assert len(_host_ports(spec)) == REPLICAS, spec
+
+
+def test_one_migration_and_one_database(compose):
+    for name in ("migrate", "postgres"):
+        assert compose["services"][name].get("deploy", {}).get("replicas", 1) == 1
 
 
 def _instructions(text):

@@ -105,13 +105,12 @@ class Audience:
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("im-local")
     extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_IM_INTERVAL": "1",
-             "CDNAAS_LOCAL_DRAIN_SECONDS": "10"}
+             "CDNAAS_LOCAL_DRAIN_SECONDS": "10", "CDNAAS_MODEL_DIRS": str(tmp / "models")}
     with running_stack(None, tmp, extra_env=extra) as running:
         populate(running)
-        document = template(small_model(tmp / "small.yaml"), technology="container",
+        document = template(small_model(tmp / "models"), technology="container",
                             caches=(1, 3), vcpus=(1, 1))
-        sidr = requests.post(f"{running.urls['sidr']}/sidr/v1/templates", json=document,
-                             timeout=10)
+        sidr = running.operator.call("POST", "/templates", json=document)
         assert sidr.status_code == 201, sidr.text
         running.tmp = tmp
         yield running
@@ -134,7 +133,8 @@ def caches(stack, vcdn_id, region="eu-west"):
 
 
 def cache_names(stack, vcdn_id):
-    sig = requests.get(f"{stack.urls['so']}/so/v1/instances/{vcdn_id}/sig", timeout=10).json()
+    sig = requests.get(f"{stack.urls['so']}/so/v1/instances/{vcdn_id}/sig",
+                       headers=stack.service_headers(), timeout=10).json()
     return sorted(v["name"] for v in sig["vnfs"] if v["role"] == "cache")
 
 
@@ -188,7 +188,8 @@ def test_a_killed_cache_is_replaced(stack, vcdn):
     assert stack.acme.wait(healed["details"]["operation"], timeout=60)["state"] == "COMPLETED"
     after = cache_names(stack, vcdn)
     assert victim not in after and len(after) == len(before)
-    health = requests.get(f"{stack.urls['ro']}/ro/v1/deployments/{vcdn}/health", timeout=10)
+    health = requests.get(f"{stack.urls['ro']}/ro/v1/deployments/{vcdn}/health",
+                          headers=stack.service_headers(), timeout=10)
     assert health.json()["healthy"] is True
     unhealthy = stack.acme.ok("GET", f"/vcdns/{vcdn}/decisions",
                               params={"kind": "health"})["decisions"]

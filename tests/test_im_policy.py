@@ -1,6 +1,7 @@
 """The qoe-video default policy on synthetic series: it reacts to a step and a ramp,
 ignores noise, respects its cooldown, scales in only with margin, stays in bounds,
 consolidates lightly used hosts, and says why."""
+import dataclasses
 import datetime as dt
 import itertools
 import random
@@ -11,7 +12,7 @@ from cdnaas.im import qoe
 from cdnaas.im.observation import HostState, Observation, RegionSample, RegionState, VnfState
 from cdnaas.planning import models
 from cdnaas_plugins.qoe_video import policy
-from tests.support.im import MODELS, template
+from tests.support.im import MODELS, VM_MODEL, template
 
 MODEL = models.load(MODELS / "vm.yaml")  # MOS 4.8 to 5500 viewers/vCPU, 4.0 at 7200, 2.0 at 12000
 SETTINGS = policy.DEFAULTS
@@ -26,7 +27,7 @@ class Region:
 
     def __init__(self, caches=2, size=2, target=4.0, bounds=(1, 16)):
         self.caches, self.size, self.target = caches, size, target
-        self.template = template(MODELS / "vm.yaml", caches=bounds)
+        self.template = template(VM_MODEL, caches=bounds)
         self.history, self.decisions, self.estimate = [], [], None
         self.steps = 0
 
@@ -167,6 +168,9 @@ def test_a_decision_carries_its_samples_thresholds_and_counters():
     assert inputs["samples"][-1]["predicted_mos"] < OUT_LEVEL
 
 
+UNPACKED = dataclasses.replace(SETTINGS, pack=False)  # scale in one by one only
+
+
 def host(name, reserved, vcpus=16):
     return HostState(name=name, region="r", vcpus=vcpus, reserved_vcpus=reserved, enabled=True,
                      idle_watts=115.0, peak_watts=269.0)
@@ -176,7 +180,7 @@ def stable(vnfs, hosts, viewers, caches=3, size=2):
     """An observation of a region at rest for long enough to scale in, with ``vnfs`` on ``hosts``."""
     history = [RegionSample(at=START, viewers=viewers, mos=4.8, vcpus=caches * size)] * 20
     region = RegionState(name="r", quality={"min_mos": 4.0}, vnfs=vnfs, history=history)
-    return Observation(vcdn_id="v", now=START, template=template(MODELS / "vm.yaml"),
+    return Observation(vcdn_id="v", now=START, template=template(VM_MODEL),
                        model=MODEL, regions=[region], hosts={h.name: h for h in hosts})
 
 
@@ -202,3 +206,21 @@ def test_no_consolidation_when_the_host_has_other_tenants_or_nowhere_to_go():
     assert policy.decide(stable(vnfs, shared, 30000)) == []
     full = [host("h1", 16), host("h2", 2), host("h3", 0)]  # only the empty h3 would take it
     assert policy.decide(stable(vnfs, full, 30000)) == []
+
+
+def test_packing_scales_in_by_every_cache_of_the_lightest_host_so_that_it_empties():
+    vnfs = [VnfState("r-lb-0", "load_balancer", "h1", 1, True),
+            VnfState("r-cache-0", "cache", "h1", 2, True),
+            VnfState("r-cache-1", "cache", "h1", 2, True),
+            VnfState("r-cache-2", "cache", "h2", 2, True),
+            VnfState("r-cache-3", "cache", "h2", 2, True)]
+    hosts = [host("h1", 16), host("h2", 4, vcpus=4)]
+    [decided] = policy.decide(stable(vnfs, hosts, 10000, caches=4))
+    assert (decided.kind, decided.caches) == ("scale_in", 2)
+    assert decided.inputs["counters"]["caches_removed"] == 2 and "empties it" in decided.reason
+    assert decided.inputs["emptied_host"] == "h2"
+    # 2 caches fewer would not hold 30000 viewers (7500/vCPU), one fewer would (5000/vCPU):
+    # one by one, as without packing
+    [one] = policy.decide(stable(vnfs, hosts, 30000, caches=4))
+    assert (one.kind, one.caches) == ("scale_in", 3)
+    assert policy.decide(stable(vnfs, hosts, 10000, caches=4), UNPACKED)[0].caches == 3

@@ -1,10 +1,18 @@
 """Host power: the power model with the technology overhead, RAPL counters read from a
-(fake) sysfs, and the attribution of a host's power to its VNFs by CPU share."""
+(fake) sysfs, the attribution of a host's power to its VNFs by CPU share, and the simulated
+plant's hosts switched off and on (idle power while stopping and booting, none when off)."""
+import datetime as dt
 import itertools
 
 import pytest
 
+from cdnaas.common import errors
+from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.im import power, rapl
+from cdnaas.im.simulation import BOOT_SECONDS, Plant, SimHost
+from cdnaas.planning import models
+from tests.support.im import MODELS, VM_MODEL, template
+from tests.support.sigs import sample_sig
 
 IDLE, PEAK = 115.0, 269.0
 
@@ -118,3 +126,42 @@ def test_the_measured_host_is_this_machine_unless_named(monkeypatch):
     assert rapl.RaplMeter().host == socket.gethostname()
     monkeypatch.setenv("CDNAAS_IM_RAPL_HOST", "eu-1")
     assert rapl.RaplMeter().host == "eu-1"
+
+
+# -- the simulated plant's host power (cdnaas.im.simulation) ------------------------------------
+
+def plant(technology="vm", power_actions=True):
+    document = template(VM_MODEL, technology=technology)
+    sig = ServiceInstanceGraph.from_dict(sample_sig("v", caches={"eu": 1}, cache_hosts=1))
+    hosts = [SimHost("eu-host-1", "eu", 16), SimHost("eu-host-2", "eu", 16)]
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    return Plant(document, models.load(MODELS / "vm.yaml"), sig, hosts, start,
+                 power_actions=power_actions), start
+
+
+def test_caches_boot_in_their_technology_time_of_the_paper():
+    assert BOOT_SECONDS == {"vm": 11.5, "container": 1.13}
+    assert plant("vm")[0]._times[0] == 11.5 and plant("container")[0]._times[0] == 1.13
+
+
+def test_a_host_switched_off_draws_idle_power_while_it_stops_then_nothing_and_boots_at_idle():
+    found, start = plant()
+    assert found.watts()["eu-host-2"] == IDLE  # on and empty: idle, not off
+    with pytest.raises(errors.Conflict):
+        found.switch("eu-host-1", "off", "carries the vCDN")
+    found.switch("eu-host-2", "off", "empty")
+    found.advance(start + dt.timedelta(seconds=10), {})
+    assert found.power["eu-host-2"] == "stopping" and found.watts()["eu-host-2"] == IDLE
+    found.advance(start + dt.timedelta(seconds=40), {})
+    assert found.power["eu-host-2"] == "off" and "eu-host-2" not in found.watts()
+    found.switch("eu-host-2", "on", "needed")
+    assert found.power["eu-host-2"] == "booting" and found.watts()["eu-host-2"] == IDLE
+    found.advance(start + dt.timedelta(seconds=40 + 120), {})
+    assert found.power["eu-host-2"] == "on"
+    assert [(h, a) for _t, h, a, _r in found.power_log] == [("eu-host-2", "off"),
+                                                            ("eu-host-2", "on")]
+
+
+def test_the_baselines_plant_keeps_empty_hosts_off_for_free():
+    found, _start = plant(power_actions=False)
+    assert set(found.watts()) == {"eu-host-1"}

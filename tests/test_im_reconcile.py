@@ -18,11 +18,11 @@ from cdnaas.im.models import Action, History, HostMark, Sample
 from cdnaas.im.reconcile import reconcile_once
 from cdnaas.im.simulation import Plant, SimHost
 from cdnaas_plugins.qoe_video.plugin import QoeVideoFlavor
-from tests.support.im import MODELS, template
+from tests.support.im import VM_MODEL, template
 
 START = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 PERIOD = dt.timedelta(seconds=10)
-MODEL = QoeVideoFlavor.load_model(template(MODELS / "vm.yaml"))
+MODEL = QoeVideoFlavor.load_model(template(VM_MODEL))
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ class World:
         """``document``: the template SIDR serves the IM (the plan uses the vm model's)."""
         self.database, self.meter = database, meter
         self.hosts = hosts
-        planned = template(MODELS / "vm.yaml")
+        planned = template(VM_MODEL)
         request = PlanRequest(
             vcdn_id="vcdn-sim", hostname="sim.acme.cdn.example.net",
             origin=Origin("http", "origin.example.com", 80), default_region=demands[0][0],
@@ -140,14 +140,16 @@ def test_a_cache_failing_two_passes_is_healed_at_most_three_times_an_hour(databa
     for _ in range(40):  # every replacement fails too, as on a broken host
         world.plant.failing.update(v.name for v in world.plant.serving.vnfs_in("eu", "cache"))
         kinds += [d["outcome"] for d in world.step(eu=10000, us=3000) if d["kind"] == "heal"]
-    assert kinds == ["started", "started", "held"]
+    # packing may add caches meanwhile (they fail too): each is held once the limit is reached
+    assert kinds[:3] == ["started", "started", "held"] and set(kinds[3:]) <= {"held"}
 
 
 def test_a_refused_scale_out_waits_before_it_is_sent_again(database, monkeypatch):
     monkeypatch.setenv("CDNAAS_IM_RETRY_SECONDS", "60")
     world = World(database, [("eu", 10000), ("us", 5000)],
                   hosts(("eu-1", "eu", 4), ("us-1", "us", 4)))
-    refused = [d for d in world.run(12, eu=40000, us=1000) if d["kind"] == "scale_out"]
+    refused = [d for d in world.run(12, eu=40000, us=1000)
+               if d["kind"] == "scale_out" and d["region"] == "eu"]
     assert [d["outcome"] for d in refused] == ["refused", "refused"]
     assert "lacks" in refused[0]["details"]["error"]
     gap = dt.datetime.fromisoformat(refused[1]["created_at"]) - \
@@ -155,18 +157,28 @@ def test_a_refused_scale_out_waits_before_it_is_sent_again(database, monkeypatch
     assert gap >= dt.timedelta(seconds=60)
 
 
-def test_empty_hosts_are_marked_and_woken_when_the_region_needs_room(database, monkeypatch):
+def test_empty_hosts_are_switched_off_and_woken_when_the_region_needs_room(database,
+                                                                         monkeypatch):
     monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "4")
+    monkeypatch.setenv("CDNAAS_IM_HOST_IDLE_PASSES", "2")
     world = World(database, [("eu", 20000)], hosts(("eu-1", "eu", 12), ("eu-2", "eu", 12)))
-    marked = [d for d in world.step(eu=10000) if d["kind"] == "power_down"]
+    world.plant.power_actions = True
+    assert not [d for d in world.step(eu=10000) if d["kind"] == "power_down"]  # not idle yet
+    marked = [d for d in world.run(3, eu=10000) if d["kind"] == "power_down"]
     assert len(marked) == 1 and marked[0]["details"]["idle_watts_saved"] == 115.0
     empty = marked[0]["host"]
+    assert marked[0]["outcome"] == "applied" and world.plant.power[empty] == "stopping"
     with database.sessions() as session:
         assert session.get(HostMark, empty).state == "power_down"
+    world.run(4, eu=10000)
+    assert world.plant.power[empty] == "off" and empty not in world.plant.watts()
+    assert world.points("host", empty)[-1].watts == 0.0  # the IM's figure of a host it switched off
     woken = [d for d in world.run(8, eu=60000) if d["kind"] == "power_up"]
     assert [d["host"] for d in woken] == [empty]
+    assert "short of demand" in woken[0]["reason"]
     with database.sessions() as session:
         assert session.get(HostMark, empty).state == "on"
+    assert world.plant.power[empty] == "booting" and world.plant.enabled[empty]
 
 
 def test_points_leave_the_retention_period_for_the_history_a_step_at_a_time(database,
@@ -223,7 +235,7 @@ def test_a_host_with_rapl_counters_reports_them(database):
 
 
 def test_a_flavor_without_a_model_is_watched_but_not_scaled(database):
-    document = {**template(MODELS / "vm.yaml"), "model": None}
+    document = {**template(VM_MODEL), "model": None}
     world = World(database, [("eu", 20000)], hosts(("eu-1", "eu", 16)), document=document)
     world.run(6, eu=90000)
     assert world.points("region", "eu")[-1].mos is None

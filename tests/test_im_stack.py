@@ -67,7 +67,8 @@ def test_the_im_scales_a_region_out_and_back_in_through_so_and_says_why(stack):
     assert refused.status_code == 400 and "step" in refused.text
     assert stack.globex.call("GET", f"/vcdns/{vcdn_id}/metrics").status_code == 404
     assert stack.globex.call("GET", f"/vcdns/{vcdn_id}/decisions").status_code == 404
-    prometheus = requests.get(f"{stack.urls['im']}/metrics", timeout=10).text
+    prometheus = requests.get(f"{stack.urls['im']}/metrics",
+                              headers=stack.service_headers("metrics"), timeout=10).text
     assert f'cdnaas_im_vcdn_mos{{vcdn="{vcdn_id}"}}' in prometheus
     assert f'cdnaas_im_vcdn_watts{{vcdn="{vcdn_id}"}}' in prometheus
 
@@ -86,7 +87,7 @@ def test_operators_see_each_hosts_power_and_power_down_marks(stack):
     totals = stack.operator.ok("GET", "/hosts/power")["totals"]
     assert totals["marked_power_down"] >= 1 and totals["idle_watts_of_marked"] >= 115.0
     actions = requests.get(f"{stack.urls['im']}/im/v1/actions", params={"kind": "power_down"},
-                           timeout=10).json()["actions"]
+                           headers=stack.service_headers(), timeout=10).json()["actions"]
     assert actions and actions[0]["host"] and actions[0]["details"]["headroom_vcpus"] >= 4
 
 

@@ -15,6 +15,7 @@ from cdnaas.ro.vim.local import cgroups, clients
 from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.ro.vim.noop import CHUNK_SECONDS, REQUESTS_PER_VCPU, NoopDriver
 from tests.support.sigs import sample_sig
+from tests.support.auth import signed
 
 
 def sig(caches=None, vcdn_id="vcdn-1"):
@@ -70,7 +71,7 @@ def test_noop_counters_survive_an_update_for_the_caches_kept():
 def ro(database_url):
     migrate.upgrade("ro", database_url)
     app = create_app(Database(database_url), driver=NoopDriver(load=lambda _id: {"north": 10}))
-    yield app.test_client()
+    yield signed(app.test_client())
     app.extensions["ro"].shutdown()
 
 

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import PrerequisitesMissing, VimError
 from cdnaas.ro.vim.local import cgroups, clients, network, processes
 from cdnaas.ro.vim.local.system import run
@@ -117,6 +118,47 @@ def test_health_reports_each_vnf(live):
     driver, _sig, deployment = live
     checks = driver.health(deployment)
     assert len(checks) == len(deployment.vnfs) and all(c.healthy for c in checks)
+
+
+def test_status_pages_answer_ro_and_never_viewers(live):
+    """A viewer gets 404 for the status page through its balancer and 403 on the
+    balancer's management listener; caches, which viewers cannot reach at all, answer
+    their balancer 404 on their public port and 403 on their management one. RO, in the
+    root namespace (the bridge gateway), still reads every nginx's figures."""
+    driver, sig, deployment = live
+    lb = deployment.region_endpoints["north"]
+    north = [v for v in deployment.vnfs if v.region == "north" and v.role != "dns"]
+    lb_vnf = next(v for v in north if v.role == "load_balancer")
+    caches = [v.address for v in north if v.role == "cache"]
+    management = vnfconfig.MANAGEMENT_PORT
+    before = {m.name: m for m in driver.metrics(deployment)}
+    with clients.client(sig.vcdn_id, "north", "10.1.0.26") as viewer:
+        for path in ["/nginx_status", "/nginx_status?full", "//nginx_status"]:
+            status, headers, body = viewer.fetch(f"http://{sig.hostname}{path}",
+                                                 resolve=(sig.hostname, lb))
+            assert status == 404 and "x-lb" not in headers and b"Active" not in body, path
+        assert viewer.fetch(f"http://{lb}:{management}/nginx_status")[0] == 403
+        # caches have no route back to viewers: no answer at all (000), asked in parallel
+        urls = [f"http://{a}{port}/nginx_status" for a in caches for port in ("", f":{management}")]
+        codes = viewer.run(["curl", "-s", "--parallel", "--max-time", "1", "-w", "%{http_code}\\n"]
+                           + [arg for url in urls for arg in ("-o", "/dev/null", url)], check=False)
+        assert codes.split() == ["000"] * len(urls)
+        for i in range(5):
+            assert viewer.fetch(f"http://{sig.hostname}/objects/small?status={i}",
+                                resolve=(sig.hostname, lb))[0] == 200
+
+    def from_balancer(url):
+        return run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
+                    url], namespace=lb_vnf.resource_id, check=False)
+    for address in caches:
+        assert from_balancer(f"http://{address}/nginx_status") == "404"
+        assert from_balancer(f"http://{address}:{management}/nginx_status") == "403"
+    after = {m.name: m for m in driver.metrics(deployment)}
+    for vnf in north:
+        assert after[vnf.name].active_connections is not None, vnf.name
+        assert after[vnf.name].requests > before[vnf.name].requests, vnf.name
+    # the balancer counted the viewer's 3 + 5 requests, and the RO's reading
+    assert after[lb_vnf.name].requests - before[lb_vnf.name].requests >= 9
 
 
 def test_every_process_of_a_vnf_runs_in_its_cpu_group_with_its_vcpus(live):

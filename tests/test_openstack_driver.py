@@ -1,13 +1,14 @@
 """The ``openstack`` VIM driver against a real mini OpenStack (``tests/openstack/``).
 
-The session fixture starts keystone, glance, placement, nova (two fake compute
-hosts in availability zones ``north-az`` and ``south-az``), neutron and octavia
+The session fixture starts keystone, glance, placement, nova (four fake compute
+hosts, two in each of the availability zones ``north-az`` and ``south-az``), neutron and octavia
 on loopback, installing what is missing (a few minutes the first time), and
 stops them at the end. The driver contract runs on it as the ``[openstack]``
 cases of ``tests/test_vim_contract.py``; here is what only a cloud shows: zones,
 flavors, user-data, networks, ports, security groups, balancers and their
 members, scaling, teardown by tag, a quota refusal mid-deployment rolled back,
-and the VNF image booted in qemu.
+servers on their planned hosts (or, where Nova's policy refuses, in their zone with
+the difference recorded), and the VNF image booted in qemu.
 """
 import base64
 import uuid
@@ -17,8 +18,9 @@ import yaml
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing
-from cdnaas.ro.vim.openstack import cloud, plan, userdata
+from cdnaas.ro.vim.openstack import cloud, placement, plan, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from tests.openstack import configs
 from tests.openstack.fixtures import ORIGIN
 from tests.support.sigs import sample_sig
 
@@ -29,8 +31,20 @@ def driver(openstack_env):
     return driver
 
 
-def make_sig(caches, vcdn_id=None):
-    document = sample_sig(vcdn_id or f"os-{uuid.uuid4().hex[:8]}", caches)
+#: the SIGs' hosts (tests/support/sigs.py) as the mini cloud's compute hosts
+HOSTS = "north-host-1=mc-north-1,north-host-2=mc-north-2,south-host-1=mc-south-1," \
+    "south-host-2=mc-south-2"
+ZONE_HOSTS = {zone: {h for h, z in configs.COMPUTE_HOSTS if z == zone}
+              for _h, zone in configs.COMPUTE_HOSTS}
+POLICY_REFUSALS = {
+    placement.HOST: "403 Policy doesn't allow compute:servers:create:requested_destination "
+                    "to be performed.",
+    placement.FORCED: "403 Policy doesn't allow os_compute_api:servers:create:forced_host to "
+                      "be performed."}
+
+
+def make_sig(caches, vcdn_id=None, cache_hosts=2):
+    document = sample_sig(vcdn_id or f"os-{uuid.uuid4().hex[:8]}", caches, cache_hosts)
     document["origin"] = dict(ORIGIN)
     return ServiceInstanceGraph.from_dict(document)
 
@@ -77,8 +91,11 @@ def test_two_regions_measure_scale_and_terminate(driver, admin_conn, minicloud_s
             server = servers[plan.resource_name(sig.vcdn_id, vnf.name)]
             assert server.status == "ACTIVE"
             assert server.availability_zone == sig.region(vnf.region).zone
-            assert server.compute_host == {"north-az": "mc-north-1",
-                                           "south-az": "mc-south-1"}[server.availability_zone]
+            assert server.compute_host in ZONE_HOSTS[server.availability_zone]
+            # a member may neither ask for a host nor see it: the zone, refusals recorded
+            assert records["servers"][vnf.name]["placement"] == {
+                "planned": vnf.host, "compute_host": vnf.host, "way": placement.ZONE,
+                "refused": POLICY_REFUSALS, "actual": None, "as_planned": None}
             assert server.flavor.name == {2: "m1.medium", 1: "m1.small"}[vnf.vcpus]
             assert set(plan.tags(sig.vcdn_id)) <= set(server.tags)
             user_data = base64.b64decode(server.user_data).decode()
@@ -172,6 +189,138 @@ def test_two_regions_measure_scale_and_terminate(driver, admin_conn, minicloud_s
         driver.terminate(deployment)
     assert nothing_left(admin_conn, sig.vcdn_id) == {}
     driver.terminate(deployment)  # gone already: still success
+
+
+def placed(admin_conn, vcdn_id):
+    """``{VNF name: OS-EXT-SRV-ATTR:host}`` of the vCDN's servers, as Nova's admin sees them."""
+    prefix = plan.resource_name(vcdn_id, "")
+    return {s.name[len(prefix):]: s.compute_host for s in admin_conn.compute.servers(
+        all_projects=True, tags=plan.vcdn_tag(vcdn_id))}
+
+
+def test_servers_run_on_their_planned_hosts(driver, admin_conn, monkeypatch):
+    """With Nova's policy allowing it (here: admin), each server is created with 2.74's
+    ``host`` on its planned host, two hosts per zone; a host Nova does not know (no
+    mapping) goes to its zone with the difference recorded."""
+    monkeypatch.setenv("OS_CLOUD", "minicloud-admin")
+    monkeypatch.setenv("CDNAAS_OS_HOSTS", HOSTS)
+    sig = make_sig({"north": 3, "south": 2})  # north-cache-3 on north-host-1 again
+    deployment = driver.deploy(sig)
+    try:
+        nova = placed(admin_conn, sig.vcdn_id)
+        servers = deployment.resources["servers"]
+        mapping = placement.host_map()
+        for vnf in sig.vnfs_in(role="cache") + sig.vnfs_in(role="dns"):
+            assert nova[vnf.name] == mapping[vnf.host], vnf.name
+            assert servers[vnf.name]["placement"] == {
+                "planned": vnf.host, "compute_host": mapping[vnf.host], "way": placement.HOST,
+                "refused": {}, "actual": mapping[vnf.host], "as_planned": True}
+        assert len({nova[v.name] for v in sig.vnfs_in(role="cache")}) == 4  # 2 per zone
+        assert [(v.name, v.host) for v in deployment.vnfs] == [(v.name, v.host) for v in sig.vnfs]
+        assert placement.differences(deployment.resources) == {}
+
+        # an update's cache on a host the mapping does not name: Nova has no such compute
+        # host (400 to 2.74's host; forcing it would fail the server), so its zone
+        grown = make_sig({"north": 4, "south": 2}, sig.vcdn_id)
+        [added] = [v for v in grown.vnfs if v.name == "north-cache-4"]
+        added.host = "north-host-3"
+        deployment = driver.update(deployment, grown)
+        entry = deployment.resources["servers"]["north-cache-3"]["placement"]
+        assert entry["as_planned"] is True
+        moved = placement.differences(deployment.resources)
+        assert list(moved) == ["north-cache-4"]
+        assert moved["north-cache-4"]["way"] == placement.ZONE
+        assert moved["north-cache-4"]["refused"] == {
+            placement.HOST: "400 Compute host north-host-3 could not be found.",
+            placement.FORCED: "not tried: Nova has no such compute host"}
+        assert moved["north-cache-4"]["actual"] == placed(admin_conn, sig.vcdn_id)[
+            "north-cache-4"] in ZONE_HOSTS["north-az"]
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_without_the_host_microversion_the_host_is_forced_in_the_zone(
+        driver, admin_conn, minicloud, monkeypatch, tmp_path):
+    """A compute API held below 2.74 (``compute_api_version`` in clouds.yaml, as an older
+    Nova) cannot take ``host``: ``availability_zone=zone:host`` places the server."""
+    clouds = yaml.safe_load(minicloud.read_text())
+    entry = clouds["clouds"]["minicloud-admin"]
+    entry["compute_api_version"] = "2.72"
+    (tmp_path / "clouds.yaml").write_text(yaml.safe_dump({"clouds": {"old-nova": entry}}))
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(tmp_path / "clouds.yaml"))
+    monkeypatch.setenv("OS_CLOUD", "old-nova")
+    monkeypatch.setenv("CDNAAS_OS_HOSTS", HOSTS)
+    sig = make_sig({"north": 2})
+    deployment = driver.deploy(sig)
+    try:
+        nova = placed(admin_conn, sig.vcdn_id)
+        for vnf in sig.vnfs_in(role="cache") + sig.vnfs_in(role="dns"):
+            entry = deployment.resources["servers"][vnf.name]["placement"]
+            assert nova[vnf.name] == entry["actual"] == placement.host_map()[vnf.host]
+            assert (entry["way"], entry["refused"], entry["as_planned"]) == (
+                placement.FORCED, {placement.HOST: "compute API below 2.74 here"}, True)
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_a_planned_host_that_cannot_take_its_server_fails_the_deployment(
+        driver, admin_conn, monkeypatch):
+    """SO's placement is not silently replaced: a planned host Nova's scheduler refuses
+    (disabled here) fails its server, and the deployment is undone saying why."""
+    monkeypatch.setenv("OS_CLOUD", "minicloud-admin")
+    monkeypatch.setenv("CDNAAS_OS_HOSTS", HOSTS)
+    [service] = admin_conn.compute.services(binary="nova-compute", host="mc-north-2")
+    admin_conn.compute.disable_service(service, disabled_reason="cdnaas test: planned host")
+    sig = make_sig({"north": 2})
+    try:
+        with pytest.raises(DeploymentFailed, match="No valid host.*planned hosts "
+                                                   "mc-north-1, mc-north-2"):
+            driver.deploy(sig)
+    finally:
+        admin_conn.compute.enable_service(service)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_placement_decisions_without_a_cloud(monkeypatch):
+    monkeypatch.setenv("CDNAAS_OS_HOSTS", "north-1=compute-17, north-2 = compute-18")
+    assert placement.host_map() == {"north-1": "compute-17", "north-2": "compute-18"}
+    assert placement.compute_host("north-1") == "compute-17"
+    assert placement.compute_host("south-1") == "south-1"  # the same name
+    assert placement.compute_host(None) is None
+    assert placement.ways("az", "c1", {}, True) == [
+        (placement.HOST, {"host": "c1", "availability_zone": "az"}),
+        (placement.FORCED, {"availability_zone": "az:c1"}),
+        (placement.ZONE, {"availability_zone": "az"})]
+    assert placement.ways("az", "c1", {}, False)[0][0] == placement.FORCED
+    assert placement.ways(None, "c1", {placement.HOST: "403"}, True) == [
+        (placement.FORCED, {"availability_zone": ":c1"}),
+        (placement.ZONE, {"availability_zone": None})]
+    assert placement.ways("az", None, {}, True) == [(placement.ZONE, {"availability_zone": "az"})]
+    import requests
+    from openstack import exceptions
+
+    def error(status, message):
+        response = requests.Response()
+        response.status_code = status
+        return exceptions.HttpException(message=message, details=message, response=response)
+    assert placement.refusal(placement.HOST, error(403, "Policy doesn't allow x")) == "cloud"
+    assert placement.refusal(placement.HOST, error(403, "Quota exceeded for instances")) is None
+    assert placement.refusal(placement.HOST, error(400, "Compute host x could not be found.")) \
+        == "host"
+    assert placement.refusal(placement.FORCED, error(406, "Version 2.74 is not supported")) \
+        == "cloud"
+    assert placement.refusal(placement.ZONE, error(403, "Policy doesn't allow x")) is None
+    monkeypatch.setenv("CDNAAS_OS_HOSTS", "north-1")
+    with pytest.raises(DeploymentFailed, match="CDNAAS_OS_HOSTS"):
+        placement.host_map()
+    refusals = placement.Refusals()  # the first creation learns alone, then all go at once
+    with refusals.asking("cloud-a"):
+        refusals.add("cloud-a", placement.HOST, "403")
+        refusals.settle("cloud-a")
+        with refusals.asking("cloud-a"):  # settled: no wait beside the first
+            assert refusals.get("cloud-a") == {placement.HOST: "403"}
 
 
 @pytest.fixture

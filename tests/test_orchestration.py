@@ -43,8 +43,8 @@ def _prepare(running, clock):
     running.operator.ok("POST", "/regions", 201, json={"name": "tight", "client_prefixes": ["10.5.0.0/16"]})
     running.operator.ok("POST", "/regions/tight/hosts", 201,
                         json={"name": "tight-1", "vcpus": 8, "ram_mb": 32768})
-    sidr = requests.post(f"{running.urls['sidr']}/sidr/v1/templates", data=QOE_TEMPLATE.read_bytes(),
-                         headers={"Content-Type": "application/yaml"}, timeout=10)
+    sidr = running.operator.call("POST", "/templates", data=QOE_TEMPLATE.read_bytes(),
+                                 headers={"Content-Type": "application/yaml"})
     assert sidr.status_code == 201, sidr.text
     running.clock = clock
     return running
@@ -78,7 +78,7 @@ def test_a_quote_equals_what_a_create_then_reserves(stack):
     assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
     assert reserved(stack, "us-east") - before == quote["vcpus"] == region["vcpus"]
     sig = requests.get(f"{stack.urls['so']}/so/v1/instances/{accepted['vcdn']['id']}/sig",
-                       timeout=10).json()
+                       headers=stack.service_headers(), timeout=10).json()
     assert sorted({v["host"] for v in sig["vnfs"]}) == region["hosts"]
     stack.acme.wait(stack.acme.ok("DELETE", f"/vcdns/{accepted['vcdn']['id']}", 202)["operation"]["id"])
 
@@ -87,8 +87,8 @@ def test_the_container_model_needs_fewer_vcpus_than_kvm(stack):
     # SIDR takes a container variant of the flavor, as its template describes
     document = QOE_TEMPLATE.read_text().replace("flavor: qoe-video", "flavor: qoe-video-docker") \
         .replace("technology: vm", "technology: container").replace("models/vm.yaml", "models/container.yaml")
-    answer = requests.post(f"{stack.urls['sidr']}/sidr/v1/templates", data=document,
-                           headers={"Content-Type": "application/yaml"}, timeout=10)
+    answer = stack.operator.call("POST", "/templates", data=document,
+                                 headers={"Content-Type": "application/yaml"})
     assert answer.status_code in (201, 409)
     vm = stack.acme.ok("POST", "/quotes", json=video_body("q1", 8000))
     docker = stack.acme.ok("POST", "/quotes", json=video_body("q2", 8000, flavor="qoe-video-docker"))
@@ -147,7 +147,8 @@ def test_a_lease_starts_ahead_of_its_start_and_ends_at_its_end_on_the_clock(stac
     stack.clock.write_text(iso(start - dt.timedelta(seconds=30)))  # within the 60 s lead
     _wait_state(stack, vcdn_id, "ACTIVE")
     stack.clock.write_text(iso(end + dt.timedelta(seconds=1)))
-    requests.post(f"{stack.urls['im']}/im/v1/reconcile", timeout=30).raise_for_status()
+    requests.post(f"{stack.urls['im']}/im/v1/reconcile", headers=stack.service_headers(),
+                  timeout=30).raise_for_status()
     _wait_state(stack, vcdn_id, "DELETED")
     stack.clock.write_text("")
 

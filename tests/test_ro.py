@@ -20,6 +20,7 @@ from cdnaas.ro.models import DeploymentRecord
 from cdnaas.ro.vim.base import VimError, no_progress
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support.sigs import sample_sig
+from tests.support.auth import signed
 
 WAIT_SECONDS = 5
 
@@ -66,7 +67,7 @@ def make_app(database_url):
 
 @pytest.fixture
 def client(make_app):
-    return make_app().test_client()
+    return signed(make_app().test_client())
 
 
 def wait_for(client, deployment_id, status):
@@ -185,7 +186,7 @@ def test_failed_update_keeps_the_previous_deployment(client, monkeypatch):
 
 
 def test_failed_terminate_keeps_the_record_until_removed(make_app):
-    client = make_app(RefusingTerminateDriver()).test_client()
+    client = signed(make_app(RefusingTerminateDriver()).test_client())
     put(client, sample_sig("vcdn-1"))
     wait_for(client, "vcdn-1", "ACTIVE")
     assert client.delete("/ro/v1/deployments/vcdn-1").status_code == 202
@@ -200,7 +201,7 @@ def test_failed_terminate_keeps_the_record_until_removed(make_app):
 
 def test_busy_deployment_answers_conflict(make_app):
     driver = GatedDriver()
-    client = make_app(driver).test_client()
+    client = signed(make_app(driver).test_client())
     sig = sample_sig("vcdn-1")
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda _: put(client, sig).status_code, range(8)))
@@ -221,11 +222,12 @@ def test_unknown_deployment(client):
     assert client.get("/ro/v1/deployments").get_json() == {"deployments": []}
 
 
-def test_restart_undoes_interrupted_work(make_app, database_url):
-    client = make_app().test_client()
+def test_restart_finishes_or_undoes_interrupted_work(make_app, database_url):
+    client = signed(make_app().test_client())
     for vcdn_id in ("updating", "deleting", "serving"):
         put(client, sample_sig(vcdn_id))
         wait_for(client, vcdn_id, "ACTIVE")
+    before = client.get("/ro/v1/deployments/updating").get_json()
     database = Database(database_url)
     with database.transaction() as session:  # what a crash mid-work leaves behind
         session.get(DeploymentRecord, "updating").status = "UPDATING"
@@ -234,15 +236,20 @@ def test_restart_undoes_interrupted_work(make_app, database_url):
                                      sig=sample_sig("deploying"), steps=[]))
     database.dispose()
     NoopDriver().deploy(ServiceInstanceGraph.from_dict(sample_sig("deploying")))  # half-built, never recorded
+    NoopDriver._running["updating"]["noop-added"] = "added-by-the-update"  # never recorded
 
-    client = make_app().test_client()
-    for vcdn_id, status in (("updating", "ERROR"), ("deleting", "DELETED"),
+    client = signed(make_app().test_client())
+    for vcdn_id, status in (("updating", "ACTIVE"), ("deleting", "DELETED"),
                             ("deploying", "ERROR"), ("serving", "ACTIVE")):
         body = client.get(f"/ro/v1/deployments/{vcdn_id}").get_json()
         assert body["status"] == status, body
         if status == "ERROR":
             assert "interrupted by a restart" in body["error"] and body["vnfs"] == []
-    assert NoopDriver().cleanup(set()) == ["serving"]
+    updating = client.get("/ro/v1/deployments/updating").get_json()
+    assert updating["vnfs"] == before["vnfs"], "the update was undone, the deployment serves"
+    assert "update was interrupted by a restart" in updating["last_error"]
+    assert "noop-added" not in NoopDriver._running["updating"]
+    assert NoopDriver().cleanup(set()) == ["serving", "updating"]
 
 
 def test_cdnaas_ro_process(tmp_path):

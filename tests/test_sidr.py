@@ -18,6 +18,7 @@ from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.sidr import repository, service
 from cdnaas.sidr.app import create_app
+from tests.support.auth import signed
 
 REPO = Path(__file__).resolve().parents[1]
 STATIC_TEMPLATE = REPO / "plugins" / "static" / "template.yaml"
@@ -38,7 +39,7 @@ def static():
 def client(database_url):
     migrate.upgrade("sidr", database_url)
     database = Database(database_url)
-    yield create_app(database).test_client()
+    yield signed(create_app(database).test_client())
     database.dispose()
 
 

@@ -14,7 +14,8 @@ import pytest
 from cdnaas.common import plugins
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import Deployment, DeploymentFailed, PrerequisitesMissing
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, LoadTest, PrerequisitesMissing,
+                                VimError)
 from tests.support.sigs import sample_sig
 
 
@@ -59,6 +60,7 @@ def origin_local(monkeypatch, tmp_path):
     stamps its VNFs with an owner derived from it, so ``cleanup(set())`` here never
     touches another stack's VNFs."""
     monkeypatch.setenv("CDNAAS_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("CDNAAS_ORIGIN_ALLOW", "127.0.0.1")  # the origin policy refuses loopback
     server, _thread = serve_in_thread("0.0.0.0", 0)
     yield {"scheme": "http", "host": "127.0.0.1", "port": server.server_address[1]}
     server.shutdown()
@@ -176,3 +178,50 @@ def test_record_round_trips_and_terminates(driver, built, new_sig):
     assert rebuilt == deployment
     driver.terminate(rebuilt)
     assert sig.vcdn_id not in driver.cleanup(set())
+
+
+def test_an_interrupted_update_is_undone_by_restore(driver, built, new_sig):
+    """What an RO restarted mid-update does: the recorded deployment is brought back."""
+    sig = new_sig({"north": 2, "south": 2})
+    deployment = driver.deploy(sig)
+    built.append(deployment)
+    # the update got as far as it could: a cache added in north, one stopped in south
+    updated = driver.update(deployment, new_sig({"north": 3, "south": 1}, sig.vcdn_id))
+    built.append(updated)
+    reports = []
+    restored = driver.restore(deployment, sig, lambda *report: reports.append(report))
+    built.append(restored)
+    assert all(0 <= done <= total for _step, done, total in reports)
+    assert_matches(restored, sig)
+    assert [(v.name, v.address) for v in restored.vnfs] == \
+        [(v.name, v.address) for v in deployment.vnfs]
+    assert_healthy(driver, restored)  # the stopped cache serves again
+    added = sorted({v.name for v in updated.vnfs} - {v.name for v in deployment.vnfs})
+    if driver.name != "noop":  # noop's health knows nothing of what runs
+        assert [c.name for c in driver.health(updated) if not c.healthy] == added
+    restored = driver.restore(restored, sig)  # restoring twice is success
+    built.append(restored)
+    assert_healthy(driver, restored)
+    driver.terminate(restored)
+    assert sig.vcdn_id not in driver.cleanup(set())
+
+
+def test_a_load_test_reports_what_it_measured_or_says_what_is_missing(driver, built, new_sig):
+    """A calibration's measurement: a driver with a load generator drives a cache and
+    reports what came back; one without says so with a VimError, never a half answer."""
+    sig = new_sig({"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    built.append(deployment)
+    cache = next(v.name for v in deployment.vnfs if v.role == "cache")
+    test = LoadTest(kind="http", path="/objects/small", connections=10, seconds=1.0)
+    try:
+        report = driver.load_test(deployment, cache, test)
+    except VimError as exc:
+        assert driver.name not in ("noop", "local"), f"{driver.name} has a load generator: {exc}"
+        assert "load generator" in str(exc)
+        return
+    assert report.kind == "http" and report.requests > 0 and report.requests_per_second > 0
+    assert report.errors == report.non_2xx == 0, report
+    assert report.tool and report.generator_cpu_seconds >= 0
+    with pytest.raises(VimError):
+        driver.load_test(deployment, "no-such-vnf", test)

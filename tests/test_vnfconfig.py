@@ -90,8 +90,9 @@ def stop(process):
 
 def cache_values(prefix_dir, /, **overrides):
     values = {"name": "north-cache-1", "workers": 2, "listen_address": "127.0.0.1",
-              "listen_port": 8081, "origin": Origin("http", "origin.example.com", 8080),
-              "origin_address": "192.0.2.10", "prefix_dir": str(prefix_dir)}
+              "listen_port": 8088, "origin": Origin("http", "origin.example.com", 8080),
+              "origin_address": "192.0.2.10", "prefix_dir": str(prefix_dir),
+              "management_sources": ["192.0.2.1"]}
     return {**values, **overrides}
 
 
@@ -99,7 +100,7 @@ def lb_values(prefix_dir, /, **overrides):
     values = {"name": "north-lb", "workers": 1, "listen_address": "127.0.0.1",
               "listen_port": 8000, "members": [("north-cache-1", "127.0.0.1", 8081),
                                                ("north-cache-2", "127.0.0.1", 8082)],
-              "prefix_dir": str(prefix_dir)}
+              "prefix_dir": str(prefix_dir), "management_sources": ["192.0.2.1"]}
     return {**values, **overrides}
 
 
@@ -158,15 +159,17 @@ def test_cache_config_says_what_the_design_asks(tmp_path):
     for line in ["daemon off;", "worker_processes 3;", f"pid {tmp_path}/nginx.pid;",
                  f"error_log {tmp_path}/logs/error.log warn;",
                  f"client_body_temp_path {tmp_path}/temp;", f"scgi_temp_path {tmp_path}/temp;",
-                 "worker_connections 1024;",
+                 "worker_connections 25600;", "worker_rlimit_nofile 42452;",
+                 "open_file_cache max=4096 inactive=60s;",
                  (f"proxy_cache_path {tmp_path}/cache levels=1:2 keys_zone=north-cache-1:16m "
                   "max_size=1024m inactive=60m use_temp_path=off;"),
-                 "server 192.0.2.10:8080;", "keepalive 32;", "listen 127.0.0.1:8081 backlog=4096;",
+                 "server 192.0.2.10:8080;", "keepalive 32;", "listen 127.0.0.1:8088 backlog=30000 reuseport;",
                  "proxy_pass http://origin;", "proxy_set_header Host origin.example.com:8080;",
                  "proxy_cache_key $request_uri;", "proxy_cache_lock on;",
                  "proxy_cache_valid 200 206 301 302 10m;",
                  "add_header X-Cache-Status $upstream_cache_status always;",
-                 "add_header X-Served-By north-cache-1 always;", "stub_status;"]:
+                 "add_header X-Served-By north-cache-1 always;", "stub_status;",
+                 f"listen 127.0.0.1:{vnfconfig.MANAGEMENT_PORT};"]:
         assert line in text
     assert "user " not in text
     assert "proxy_ignore_headers" not in text
@@ -177,10 +180,67 @@ def test_cache_config_ipv6_and_https(tmp_path):
     text = vnfconfig.cache_config(**cache_values(
         tmp_path, listen_address="fd00::1", origin=Origin("https", "2001:db8::7", 443),
         origin_address="2001:db8::7"))
-    assert "listen [fd00::1]:8081 backlog=4096;" in text
+    assert "listen [fd00::1]:8088 backlog=20000 reuseport;" in text
+    assert f"listen [fd00::1]:{vnfconfig.MANAGEMENT_PORT};" in text
     assert "server [2001:db8::7]:443;" in text
     assert "proxy_set_header Host [2001:db8::7];" in text
     assert "proxy_pass https://origin;" in text and "proxy_ssl_server_name on;" in text
+
+
+def test_limits_follow_the_planned_connections_and_vcpus():
+    # one worker of one vCPU planned for the paper's 10,000 connections
+    one = vnfconfig.nginx_limits(10_000, 1)
+    assert (one.workers, one.connections, one.backlog) == (1, 25600, 10_000)
+    assert one.connections >= 2 * 10_000 and one.files >= one.connections + 10_000
+    # twice the viewers on twice the workers: the same per worker
+    assert vnfconfig.nginx_limits(20_000, 2).connections == one.connections
+    assert vnfconfig.nginx_limits(40_000, 1).connections >= 80_000
+    assert vnfconfig.nginx_limits(100, 1).connections == 1024  # never below nginx's default
+    assert vnfconfig.nginx_limits(10**6, 1).backlog == 65535   # the kernel's largest
+    # a balancer's pool: a kept-alive connection per client connection of its worker
+    assert vnfconfig.nginx_limits(10_000, 1, members=4).keepalive == 12_500
+    assert vnfconfig.nginx_limits(100, 1, members=16).keepalive == 512
+
+
+def test_a_host_that_caps_open_files_gets_more_workers_not_fewer_connections():
+    # a cache: one worker still holds its 10,000 planned viewers within 20,000 files
+    cache = vnfconfig.nginx_limits(10_000, 1, max_files=20_000)
+    assert (cache.workers, cache.files) == (1, 20_000)
+    assert cache.connections >= 10_000 * 1.25
+    # a balancer holds a second connection per viewer: two workers share the plan
+    lb = vnfconfig.nginx_limits(10_000, 1, max_files=20_000, proxied=True)
+    assert lb.workers == 2 and lb.files <= 20_000
+    assert lb.connections >= 2 * 10_000 * 1.25 / lb.workers
+    assert vnfconfig.nginx_limits(10_000, 1, max_files=1 << 20, proxied=True).workers == 1
+    with pytest.raises(ConfigError, match="max_files"):
+        vnfconfig.nginx_limits(10_000, 1, max_files=10)
+
+
+def test_planned_connections_from_the_sig():
+    from cdnaas.common.sig import ServiceInstanceGraph
+    from tests.support.sigs import sample_sig
+    document = sample_sig("plan-1", {"north": 4, "south": 1})  # caches of 2 vCPUs
+    document["regions"][0]["demand"] = 100_000
+    sig = ServiceInstanceGraph.from_dict(document)
+    vnf = {v.name: v for v in sig.vnfs}
+    # balancer: every viewer of the region; cache: twice its vCPU share of them
+    assert vnfconfig.planned_connections(sig, vnf["north-lb"]) == 100_000
+    assert vnfconfig.planned_connections(sig, vnf["north-cache-1"]) == 50_000
+    # never below 10,000 per vCPU (south's demand is 5,000)
+    assert vnfconfig.planned_connections(sig, vnf["south-cache-1"]) == 20_000
+    assert vnfconfig.planned_connections(sig, vnf["south-lb"]) == 10_000
+
+
+def test_host_limits_read_back_from_the_rendered_config(tmp_path):
+    text = vnfconfig.cache_config(**cache_values(tmp_path, workers=1,
+                                                 planned_connections=40_000))
+    limits = vnfconfig.nginx_limits(40_000, 1)
+    assert f"worker_rlimit_nofile {limits.files};" in text
+    assert f"worker_connections {limits.connections};" in text
+    assert vnfconfig.host_limits(text) == {"nofile": limits.files, "somaxconn": 40_000}
+    lb = vnfconfig.lb_config(**lb_values(tmp_path, planned_connections=40_000))
+    assert f"keepalive {limits.keepalive};" in lb and "proxy_connect_timeout 3s;" in lb
+    assert vnfconfig.host_limits(lb)["somaxconn"] == 40_000
 
 
 def test_lb_config_hashes_uris_over_members(tmp_path):
@@ -190,6 +250,44 @@ def test_lb_config_hashes_uris_over_members(tmp_path):
     assert "server 127.0.0.1:8081 max_fails=1 fail_timeout=5s;  # c-1" in text
     assert "server [fd00::2]:80 max_fails=1 fail_timeout=5s;  # c-2" in text
     assert "proxy_next_upstream error timeout http_502 http_503 http_504;" in text
+
+
+def servers(text):
+    """The ``server { ... }`` blocks of an nginx config's http block, by their first listen."""
+    blocks, depth, current = {}, 0, None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped == "server {" and current is None:
+            current, depth = [], 0
+        if current is not None:
+            current.append(stripped)
+            depth += stripped.count("{") - stripped.count("}")
+            if depth == 0:
+                listen = next(x for x in current if x.startswith("listen "))
+                blocks[listen.split()[1].rstrip(";")] = "\n".join(current)
+                current = None
+    return blocks
+
+
+@pytest.mark.parametrize("function,values", [(vnfconfig.cache_config, cache_values),
+                                             (vnfconfig.lb_config, lb_values)])
+def test_status_page_is_on_the_management_listener_only(tmp_path, function, values):
+    text = function(**values(tmp_path, management_sources=["198.18.4.1", "10.9.0.0/16",
+                                                           "fd00:9::/64", "2001:db8::1/128"]))
+    assert text.count("stub_status;") == 1
+    public_port = values(tmp_path)["listen_port"]
+    blocks = servers(text)
+    assert set(blocks) == {f"127.0.0.1:{public_port}", f"127.0.0.1:{vnfconfig.MANAGEMENT_PORT}"}
+    public = blocks[f"127.0.0.1:{public_port}"]
+    management = blocks[f"127.0.0.1:{vnfconfig.MANAGEMENT_PORT}"]
+    assert "location = /nginx_status {\nreturn 404;\n}" in public
+    assert "stub_status" not in public and "allow" not in public
+    assert ("allow 198.18.4.1;\nallow 10.9.0.0/16;\nallow fd00:9::/64;\nallow 2001:db8::1;\n"
+            "deny all;") in management
+    assert "location = /nginx_status {\nstub_status;\n}" in management
+    assert "proxy_pass" not in management
+    other = function(**values(tmp_path, management_port=9100))
+    assert set(servers(other)) == {f"127.0.0.1:{public_port}", "127.0.0.1:9100"}
 
 
 def test_dns_config_answers_a_or_aaaa(tmp_path):
@@ -289,7 +387,30 @@ def _bad_calls(tmp_path):
         ("steering port", vnfconfig.steering_rules, steering_values(rules=[("10.1.0.0/16", 0)])),
         ("default port", vnfconfig.steering_rules, steering_values(default_port="53")),
         ("table digit first", vnfconfig.steering_rules, steering_values(table="1geo")),
+        ("steering prefix with a zone", vnfconfig.steering_rules,
+         steering_values(rules=[("fe80::%x}\n}\ntable inet evil {/64", 5301)])),
     ]
+    for function, values in ((vnfconfig.cache_config, cache_values),
+                             (vnfconfig.lb_config, lb_values)):
+        port = values(tmp_path)["listen_port"]
+        for bad in INJECTIONS + ["10.0.0.1; allow all", "all", "10.0.0.0/33", "fe80::1%eth0",
+                                 "fe80::%x}/64", ""]:
+            calls.append((f"{function.__name__} management source {bad!r}", function,
+                          values(tmp_path, management_sources=[bad])))
+        calls += [
+            (f"{function.__name__} no management source", function,
+             values(tmp_path, management_sources=[])),
+            (f"{function.__name__} management sources text", function,
+             values(tmp_path, management_sources="10.0.0.1")),
+            (f"{function.__name__} management source a number", function,
+             values(tmp_path, management_sources=[167772161])),
+            (f"{function.__name__} management port the public one", function,
+             values(tmp_path, management_port=port)),
+            (f"{function.__name__} management port 0", function,
+             values(tmp_path, management_port=0)),
+            (f"{function.__name__} management port text", function,
+             values(tmp_path, management_port="8081;")),
+        ]
     return calls
 
 
@@ -304,6 +425,11 @@ def test_refusal_names_the_value(tmp_path):
     with pytest.raises(ConfigError, match=r"origin.host 'evil.com;proxy_pass' is not a DNS name"):
         vnfconfig.cache_config(**cache_values(
             tmp_path, origin=Origin("http", "evil.com;proxy_pass", 80)))
+    with pytest.raises(ConfigError, match=r"management_sources\[0\] '10.0.0.1; allow all' is "
+                                          "not an address prefix"):
+        vnfconfig.lb_config(**lb_values(tmp_path, management_sources=["10.0.0.1; allow all"]))
+    with pytest.raises(ConfigError, match=r"management_port 8088 is the public listen_port"):
+        vnfconfig.cache_config(**cache_values(tmp_path, management_port=8088))
     with pytest.raises(ConfigError, match=r"members\[1\].port 0 is not an integer"):
         vnfconfig.lb_config(**lb_values(tmp_path, members=[("a", "127.0.0.1", 1),
                                                            ("b", "127.0.0.1", 0)]))
@@ -313,7 +439,8 @@ def test_refusal_names_the_value(tmp_path):
 
 @pytest.mark.parametrize("variant", [
     {}, {"origin": Origin("https", "origin.example.com", 443), "daemon": False},
-    {"listen_address": "::1", "origin_address": "2001:db8::1", "user": "root", "workers": 64},
+    {"listen_address": "::1", "origin_address": "2001:db8::1", "user": "root", "workers": 64,
+     "management_sources": ["::1", "fd00::/8", "10.0.0.0/8"], "management_port": 65535},
 ])
 def test_cache_config_passes_nginx(tmp_path, variant):
     need("nginx")
@@ -367,17 +494,22 @@ def test_check_nft_needs_root(monkeypatch):
 
 # --- nginx on loopback: origin <- two caches <- balancer ------------------------------------
 
-def start_nginx(text, prefix, port):
+def start_nginx(text, prefix, management_port):
     """Check ``text`` and run nginx on it (config has ``daemon off``) until the block ends."""
     vnfconfig.check_nginx(text, str(prefix))
     conf = prefix / "nginx.conf"
     conf.write_text(text)
     return running(["nginx", "-p", f"{prefix}/", "-c", str(conf)], f"nginx in {prefix}",
-                   lambda: requests.get(f"http://127.0.0.1:{port}/nginx_status", timeout=1).ok)
+                   lambda: requests.get(f"http://127.0.0.1:{management_port}/nginx_status",
+                                        timeout=1).ok)
 
 
 class Vcdn:
-    """An origin, two caches and a balancer on loopback, all stopped by :meth:`close`."""
+    """An origin, two caches and a balancer on loopback, all stopped by :meth:`close`.
+
+    Each nginx has its management listener on a port of its own (:attr:`management`),
+    open to 127.0.0.1 only (a request from 127.0.0.2 stands for anyone else).
+    """
 
     def __init__(self, tmp_path):
         self.stack = contextlib.ExitStack()
@@ -392,28 +524,31 @@ class Vcdn:
         self.stack.callback(thread.join, 5)
         self.stack.callback(self.origin.server_close)
         self.stack.callback(self.origin.shutdown)
-        self.caches = {}
+        self.caches, self.management = {}, {}
         for name in ("cache-a", "cache-b"):
-            port = free_port()
+            port, self.management[name] = free_port(), free_port()
             prefix = tmp_path / name
             text = vnfconfig.cache_config(
                 name=name, workers=2, listen_address="127.0.0.1", listen_port=port,
                 origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
                 origin_address="127.0.0.1", prefix_dir=str(prefix), daemon=False,
+                management_sources=["127.0.0.1"], management_port=self.management[name],
                 # pytest's tmp_path is private to root: workers must not drop to nobody.
                 user="root")
-            self.caches[name] = (port, self.stack.enter_context(start_nginx(text, prefix, port)))
+            self.caches[name] = (port, self.stack.enter_context(
+                start_nginx(text, prefix, self.management[name])))
         self.lb_prefix = tmp_path / "lb"
-        self.lb_port = free_port()
+        self.lb_port, self.management["lb"] = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.lb_port}"
         self.stack.enter_context(start_nginx(self.lb_text(list(self.caches)), self.lb_prefix,
-                                             self.lb_port))
+                                             self.management["lb"]))
 
     def lb_text(self, members):
         return vnfconfig.lb_config(
             name="lb", workers=2, listen_address="127.0.0.1", listen_port=self.lb_port,
             members=[(name, "127.0.0.1", self.caches[name][0]) for name in members],
-            prefix_dir=str(self.lb_prefix), daemon=False, user="root")
+            prefix_dir=str(self.lb_prefix), daemon=False, user="root",
+            management_sources=["127.0.0.1"], management_port=self.management["lb"])
 
     def get(self, path):
         return requests.get(self.url + path, timeout=20, headers={"Host": HOSTNAME})
@@ -474,10 +609,32 @@ def test_no_store_objects_are_not_cached(vcdn):
     assert vcdn.origin.stats() == {"/nocache/live": 3}
 
 
-def test_stub_status_answers(vcdn):
-    for port in [vcdn.lb_port] + [port for port, _ in vcdn.caches.values()]:
+def status_from(source, url):
+    """HTTP status (text, ``000`` for none) of ``GET url`` sent from the address ``source``."""
+    return subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
+                           "5", "--interface", source, url],
+                          capture_output=True, text=True, timeout=10, check=False).stdout
+
+
+def test_stub_status_answers_the_management_side_only(vcdn):
+    need("curl")
+    for port in vcdn.management.values():
         status = requests.get(f"http://127.0.0.1:{port}/nginx_status", timeout=5)
         assert status.status_code == 200 and status.text.startswith("Active connections:")
+        assert status_from("127.0.0.2", f"http://127.0.0.1:{port}/nginx_status") == "403"
+        assert requests.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 404
+
+
+def test_public_listeners_answer_404_for_the_status_page(vcdn):
+    for path in ["/nginx_status", "/nginx_status?x=1", "//nginx_status", "/%6Eginx_status",
+                 "/./nginx_status"]:
+        answer = vcdn.get(path)  # through the balancer: it answers itself, never forwards
+        assert answer.status_code == 404 and "X-LB" not in answer.headers, path
+        assert b"Active connections" not in answer.content
+    for port, _process in vcdn.caches.values():
+        answer = requests.get(f"http://127.0.0.1:{port}/nginx_status", timeout=5)
+        assert answer.status_code == 404 and b"Active connections" not in answer.content
+    assert vcdn.origin.stats() == {}  # and no cache asked the origin for it
 
 
 def test_balancer_membership_changes_by_graceful_reload(vcdn):

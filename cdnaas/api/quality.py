@@ -9,9 +9,9 @@ from cdnaas.common.clients import ImClient, SoClient
 
 def overview():
     """``{"vcdns": [...], "totals": {...}}`` of every vCDN not deleted, in the SO's order."""
-    measured = {v["vcdn_id"]: v for v in ImClient().get("/im/v1/vcdns")["vcdns"]}
+    measured = {v["vcdn_id"]: v for v in ImClient().vcdns()}
     views = [_vcdn(vcdn, measured.get(vcdn["id"]))
-             for vcdn in SoClient().get("/so/v1/instances")["vcdns"] if vcdn["state"] != "DELETED"]
+             for vcdn in SoClient().instances() if vcdn["state"] != "DELETED"]
     return {"vcdns": views, "totals": {
         "vcdns": len(views),
         "viewers": sum(v["viewers"] or 0 for v in views),

@@ -22,7 +22,7 @@ def _accepted(answer):
 def owned(caller, vcdn_id):
     """The vCDN ``vcdn_id`` if the caller may see it; 404 otherwise."""
     try:
-        vcdn = _so().get(f"/so/v1/instances/{vcdn_id}")
+        vcdn = _so().instance(vcdn_id)
     except errors.NotFound:
         vcdn = None
     if vcdn is None or not (caller.is_operator or vcdn["tenant"] == caller.tenant):
@@ -32,37 +32,35 @@ def owned(caller, vcdn_id):
 
 
 def create(caller, body):
-    return _accepted(_so().post("/so/v1/instances", json={"tenant": caller.tenant,
-                                                          "request": body}))
+    return _accepted(_so().create_instance(caller.tenant, body))
 
 
 def quote(caller, body):
-    return _so().post("/so/v1/quotes", json={"tenant": caller.tenant, "request": body})
+    return _so().quote(caller.tenant, body)
 
 
 def list_(caller):
-    params = None if caller.is_operator else {"tenant": caller.tenant}
-    return {"vcdns": _so().get("/so/v1/instances", params=params)["vcdns"]}
+    return {"vcdns": _so().instances(tenant=None if caller.is_operator else caller.tenant)}
 
 
 def change(caller, vcdn_id, body):
     owned(caller, vcdn_id)
-    return _accepted(_so().patch(f"/so/v1/instances/{vcdn_id}", json=body))
+    return _accepted(_so().update_instance(vcdn_id, body))
 
 
 def delete(caller, vcdn_id):
     owned(caller, vcdn_id)
-    return _accepted(_so().delete(f"/so/v1/instances/{vcdn_id}", params={"reason": "customer"}))
+    return _accepted(_so().delete_instance(vcdn_id, reason="customer"))
 
 
 def operations(caller, vcdn_id):
     owned(caller, vcdn_id)
-    return _so().get(f"/so/v1/instances/{vcdn_id}/operations")
+    return _so().operations(vcdn_id)
 
 
 def operation(caller, operation_id):
     try:
-        found = _so().get(f"/so/v1/operations/{operation_id}")
+        found = _so().operation(operation_id)
         owned(caller, found["vcdn_id"])
     except errors.NotFound:
         raise errors.NotFound(f"no operation {operation_id}", field="operation_id") from None
@@ -72,14 +70,13 @@ def operation(caller, operation_id):
 def metrics(caller, vcdn_id, args):
     """Time series of the caller's vCDN (the Instance Manager's), within the window in ``args``."""
     owned(caller, vcdn_id)
-    return ImClient().get(f"/im/v1/vcdns/{vcdn_id}/metrics", params=_only(args, METRICS_ARGS))
+    return ImClient().metrics(vcdn_id, **_only(args, METRICS_ARGS))
 
 
 def decisions(caller, vcdn_id, args):
     """Decisions the Instance Manager took about the caller's vCDN, oldest first."""
     owned(caller, vcdn_id)
-    params = {"instance_id": vcdn_id, **_only(args, DECISIONS_ARGS)}
-    return {"decisions": ImClient().get("/im/v1/actions", params=params)["actions"]}
+    return {"decisions": ImClient().actions(instance_id=vcdn_id, **_only(args, DECISIONS_ARGS))}
 
 
 def _only(args, names):

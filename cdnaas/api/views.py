@@ -3,7 +3,7 @@ from flask import Blueprint, current_app, g, request
 
 from cdnaas.api import quality, tenancy, vcdns
 from cdnaas.api.auth import require_operator
-from cdnaas.common.clients import ImClient, SoClient
+from cdnaas.common.clients import ImClient, SidrClient, SoClient
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -16,12 +16,12 @@ def _db():
 
 @blueprint.get("/flavors")
 def list_flavors():
-    return SoClient().get("/so/v1/flavors")
+    return SoClient().flavors()
 
 
 @blueprint.get("/regions")
 def list_regions():
-    regions = SoClient().get("/so/v1/regions")["regions"]
+    regions = SoClient().regions()
     if not g.caller.is_operator:
         regions = [{k: r[k] for k in CATALOGUE_FIELDS} for r in regions]
     return {"regions": regions}
@@ -30,49 +30,62 @@ def list_regions():
 @blueprint.post("/regions")
 def create_region():
     require_operator()
-    return SoClient().post("/so/v1/regions", json=request.get_json()), 201
+    return SoClient().create_region(request.get_json()), 201
 
 
 @blueprint.get("/regions/<region>")
 def get_region(region):
-    found = SoClient().get(f"/so/v1/regions/{region}")
+    found = SoClient().region(region)
     return found if g.caller.is_operator else {k: found[k] for k in CATALOGUE_FIELDS}
 
 
 @blueprint.patch("/regions/<region>")
 def update_region(region):
     require_operator()
-    return SoClient().patch(f"/so/v1/regions/{region}", json=request.get_json())
+    return SoClient().update_region(region, request.get_json())
 
 
 @blueprint.get("/regions/<region>/hosts")
 def list_hosts(region):
     require_operator()
-    return SoClient().get(f"/so/v1/regions/{region}/hosts")
+    return {"hosts": SoClient().hosts(region)}
 
 
 @blueprint.post("/regions/<region>/hosts")
 def create_host(region):
     require_operator()
-    return SoClient().post(f"/so/v1/regions/{region}/hosts", json=request.get_json()), 201
+    return SoClient().create_host(region, request.get_json()), 201
 
 
 @blueprint.patch("/regions/<region>/hosts/<host>")
 def update_host(region, host):
     require_operator()
-    return SoClient().patch(f"/so/v1/regions/{region}/hosts/{host}", json=request.get_json())
+    return SoClient().update_host(region, host, request.get_json())
 
 
 @blueprint.get("/hosts/power")
 def hosts_power():
     require_operator()
-    return ImClient().get("/im/v1/hosts")
+    return ImClient().hosts()
 
 
 @blueprint.get("/quality")
 def quality_overview():
     require_operator()
     return quality.overview()
+
+
+@blueprint.get("/templates")
+def list_templates():
+    require_operator()
+    return {"templates": SidrClient().list_templates(request.args.get("flavor"))}
+
+
+@blueprint.post("/templates")
+def register_template():
+    """Operators register templates here; SIDR itself answers only services."""
+    require_operator()
+    return SidrClient().register_raw(request.get_data(), request.content_type), 201
 
 
 @blueprint.get("/tenants")

@@ -370,30 +370,27 @@ def token_revoke(tenant_name, token_id):
     output.show({"revoked": token_id}, lambda _: output.out().print(f"revoked {token_id}"))
 
 
-# -- service templates (SIDR) -----------------------------------------------------------------
+# -- service templates (SIDR, through the API) ------------------------------------------------
 
 @click.group()
 def template():
-    """Service templates in SIDR (operator step of registering a flavor)."""
+    """Service templates (operator step of registering a flavor; operator token)."""
 
 
 @template.command("register")
 @click.argument("path", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
-@click.option("--sidr-url", metavar="URL", help="SIDR's URL (default: CDNAAS_SIDR_URL).")
-def template_register(path, sidr_url):
-    """Upload the template in FILE (YAML or JSON) to SIDR as a new version."""
-    stored = client.TemplateClient(base_url=sidr_url or config.service_url("sidr")).register_file(path)
+def template_register(path):
+    """Upload the template in FILE (YAML or JSON) as a new version."""
+    stored = api().register_template_file(path)
     output.show(stored, lambda t: output.out().print(
         f"registered flavor [bold]{t.get('flavor')}[/bold] version {t.get('version')}"))
 
 
 @template.command("list")
 @click.option("--flavor", help="Only this flavor's versions.")
-@click.option("--sidr-url", metavar="URL", help="SIDR's URL (default: CDNAAS_SIDR_URL).")
-def template_list(flavor, sidr_url):
+def template_list(flavor):
     """Templates stored in SIDR."""
-    sidr = client.TemplateClient(base_url=sidr_url or config.service_url("sidr"))
-    output.show(sidr.list_templates(flavor), output.render_templates)
+    output.show(api().templates(flavor), output.render_templates)
 
 
 # -- vCDNs and operations ---------------------------------------------------------------------

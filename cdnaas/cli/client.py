@@ -12,7 +12,6 @@ import click
 import yaml
 
 from cdnaas.common import config, errors
-from cdnaas.common.clients import SidrClient
 from cdnaas.common.http import JsonClient
 
 TERMINAL_STATES = ("COMPLETED", "FAILED", "ROLLED_BACK")
@@ -20,7 +19,7 @@ TERMINAL_STATES = ("COMPLETED", "FAILED", "ROLLED_BACK")
 
 def config_path() -> Path:
     """Where the CLI keeps its token and API URL."""
-    explicit = config.env("CDNAAS_CONFIG")
+    explicit = config.setting("CDNAAS_CONFIG")
     return Path(explicit) if explicit else Path.home() / ".config" / "cdnaas" / "config.yaml"
 
 
@@ -61,7 +60,7 @@ def api_url(override=None) -> str:
 
 def token(override=None):
     """Bearer token: option, ``CDNAAS_TOKEN``, settings file; None when there is none."""
-    return override or config.env("CDNAAS_TOKEN") or load_settings().get("token")
+    return override or config.setting("CDNAAS_TOKEN") or load_settings().get("token")
 
 
 class ApiClient(JsonClient):
@@ -148,6 +147,18 @@ class ApiClient(JsonClient):
     def delete_vcdn(self, vcdn_id):
         return self.delete(f"/api/v1/vcdns/{vcdn_id}")
 
+    # service templates (operator; the API hands them to SIDR)
+    def templates(self, flavor=None):
+        return self.get("/api/v1/templates", params={"flavor": flavor} if flavor else None)["templates"]
+
+    def register_template_file(self, path):
+        """POST the file at ``path`` as it is (YAML or JSON); return the stored template."""
+        path = Path(path)
+        is_json = path.suffix.lower() == ".json"
+        return self.post("/api/v1/templates", data=path.read_bytes(),
+                         headers={"Content-Type": "application/json" if is_json
+                                  else "application/yaml"})
+
     def vcdn_operations(self, vcdn_id):
         return self.get(f"/api/v1/vcdns/{vcdn_id}/operations")["operations"]
 
@@ -158,18 +169,6 @@ class ApiClient(JsonClient):
 def api_client(url=None, token_value=None) -> ApiClient:
     """An :class:`ApiClient` with the settings in force (see the module docstring)."""
     return ApiClient(base_url=api_url(url), token=token(token_value))
-
-
-class TemplateClient(SidrClient):
-    """SIDR, reached directly by operators to register service templates."""
-
-    def register_file(self, path):
-        """POST the file at ``path`` as it is (YAML or JSON); return the stored template."""
-        path = Path(path)
-        is_json = path.suffix.lower() == ".json"
-        return self.post("/sidr/v1/templates", data=path.read_bytes(),
-                         headers={"Content-Type": "application/json" if is_json
-                                  else "application/yaml"})
 
 
 def bootstrap(tenant, role="operator", description="bootstrap"):

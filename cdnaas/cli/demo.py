@@ -26,6 +26,8 @@ VCDN = "demo"
 FLAVOR = "static"
 ORIGIN_PORT = 8080
 ORIGIN = f"http://127.0.0.1:{ORIGIN_PORT}"
+#: The origin policy refuses loopback origins; the demo's stack allows its sample origin.
+ORIGIN_ALLOW = f"127.0.0.1:{ORIGIN_PORT}"
 SAMPLE_OBJECT = "/video/hd/seg-1.m4s"
 TOKEN_DESCRIPTION = "cdnaas demo"
 HOST = {"vcpus": 16, "ram_mb": 65536, "idle_watts": 115, "peak_watts": 269}
@@ -59,6 +61,14 @@ def _created_or_exists(what, call):
         output.note(f"    created {what}")
     except errors.Conflict:
         output.note(f"    {what} exists already")
+
+
+def allow_sample_origin():
+    """Add :data:`ORIGIN_ALLOW` to ``CDNAAS_ORIGIN_ALLOW`` for the stack this demo starts
+    (the operator's own entries are kept)."""
+    allowed = config.origin_allow()
+    if ORIGIN_ALLOW not in allowed:
+        os.environ["CDNAAS_ORIGIN_ALLOW"] = ",".join([*allowed, ORIGIN_ALLOW])
 
 
 def ensure_stack(timeout):
@@ -162,10 +172,9 @@ def register_infrastructure(operator):
                                lambda r=region, h=host: operator.create_host(r["name"], h))
 
 
-def register_template(sidr_url):
-    sidr = client.TemplateClient(base_url=sidr_url)
+def register_template(operator):
     path = template_path()
-    _created_or_exists(f"template {FLAVOR} ({path})", lambda: sidr.register_file(path))
+    _created_or_exists(f"template {FLAVOR} ({path})", lambda: operator.register_template_file(path))
 
 
 def tenant_client(operator, api_url):
@@ -205,7 +214,15 @@ def lease_vcdn(tenant, timeout):
             "regions": [{"name": r["name"], "demand": DEMAND, "quality": {"min_mos": MIN_MOS}}
                         for r in REGIONS],
             "lease": {"end": timeutil.isoformat(timeutil.utcnow() + dt.timedelta(hours=LEASE_HOURS))}}
-    accepted = tenant.create_vcdn(body)
+    try:
+        accepted = tenant.create_vcdn(body)
+    except errors.BadRequest as exc:
+        if exc.field != "origin":
+            raise
+        raise click.ClickException(
+            f"{exc.message}\nThe running stack was started without CDNAAS_ORIGIN_ALLOW="
+            f"{ORIGIN_ALLOW}: stop it (cdnaas down) and run the demo again, which starts "
+            "one that allows the sample origin.") from None
     operation = output.watch_operation(tenant.operation, accepted["operation"]["id"],
                                        timeout=timeout)
     return tenant.vcdn(accepted["vcdn"]["id"]), operation
@@ -237,15 +254,16 @@ def summary(vcdn, operation, tenant_token):
 def demo(timeout):
     """Run the whole job on this machine: stack, regions, hosts, template, tenant and a vCDN."""
     step("stack")
+    allow_sample_origin()
     ensure_stack(timeout)
     ensure_origin()
-    api_url, sidr_url = config.service_url("api"), config.service_url("sidr")
+    api_url = config.service_url("api")
     step("operator token")
     operator = operator_client(api_url)
     step("regions and hosts")
     register_infrastructure(operator)
     step(f"service template of flavor {FLAVOR}")
-    register_template(sidr_url)
+    register_template(operator)
     step(f"tenant {TENANT}")
     tenant, tenant_token = tenant_client(operator, api_url)
     step(f"vCDN {VCDN} for {ORIGIN} in {', '.join(r['name'] for r in REGIONS)}")

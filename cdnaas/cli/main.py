@@ -15,7 +15,7 @@ import click
 
 from cdnaas.cli import client, output
 from cdnaas.cli import stack as stacks
-from cdnaas.common import config, errors
+from cdnaas.common import config, errors, service_auth
 
 
 class ApiError(click.ClickException):
@@ -76,12 +76,17 @@ def up(detach, timeout):
     """Run the five services on this machine (SQLite in the state dir by default).
 
     In the foreground, Ctrl-C (or SIGTERM) stops them all; with --detach they
-    keep running until `cdnaas down`.
+    keep running until `cdnaas down`. When some services of a stack died and others
+    still run, only those that are down are started.
     """
-    if stacks.running_pids():
+    down = stacks.down_services()
+    if down == []:
         raise click.ClickException(f"a stack is already running (pid file {stacks.pid_file()}); "
                                    "see `cdnaas status`, stop it with `cdnaas down`")
-    stack = stacks.Stack()
+    if down:  # some services died: start only those, beside the ones that still run
+        alive = [svc for svc in config.SERVICES if svc not in down]
+        output.note(f"{', '.join(alive)} still run; starting only {', '.join(down)}")
+    stack = stacks.Stack(services=down or config.SERVICES)
     output.note(f"starting {', '.join(stack.services)} (state and logs in {stack.state_dir}, "
                 f"VIM driver {stack.env.get('CDNAAS_VIM_DRIVER') or config.vim_driver_name()})")
 
@@ -191,6 +196,35 @@ def db_upgrade():
         raise click.ClickException(f"migration failed: {exc}") from exc
     migrated = [svc for svc in config.SERVICES if (migrate.PACKAGE_ROOT / svc / "migrations").is_dir()]
     output.note(f"migrated {', '.join(migrated)}")
+    output.note(f"service key: {service_auth.ensure_key()}")
+
+
+@cli.group()
+def secret():
+    """The installation's service key, which SO, SIDR, RO and IM require of their callers."""
+
+
+@secret.command("rotate")
+@click.option("--finish", is_flag=True,
+              help="Drop the previous key (once every service has read the new one).")
+def secret_rotate(finish):
+    """Put a new signing key first, keeping the previous one valid until --finish.
+
+    Services re-read the key file when it changes: no restart is needed.
+    """
+    keys = service_auth.rotate(finish=finish)
+    output.show({"key_file": str(service_auth.key_file()), "keys": keys},
+                lambda data: output.note(f"{data['key_file']}: signing with {keys[0]}"
+                                         + (f", still accepting {', '.join(keys[1:])}"
+                                            if keys[1:] else "")))
+
+
+@secret.command("metrics-token")
+@click.option("--days", type=click.IntRange(1, service_auth.METRICS_TOKEN_MAX_DAYS), default=90,
+              show_default=True, help="How long the token is valid.")
+def secret_metrics_token(days):
+    """A token that reads only /metrics of the internal services (for a Prometheus scraper)."""
+    click.echo(service_auth.token(service_auth.METRICS_CALLER, ttl=days * 86400))
 
 
 @cli.group()
@@ -220,13 +254,14 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, demo, image, local
+    from cdnaas.cli import api_commands, calibrate, demo, image, local
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
     cli.add_command(demo.demo)
     cli.add_command(local.local)
     cli.add_command(image.image)
+    cli.add_command(calibrate.calibrate)
 
 
 _register_commands()

@@ -225,6 +225,15 @@ def running_pids(state_dir=None):
             if _alive(entry["pid"]) and _is_cdnaas(entry["pid"])}
 
 
+def down_services(state_dir=None):
+    """Services of the recorded stack whose process no longer runs, in start order; empty
+    when every service runs, None when none does (no stack to complete)."""
+    alive = running_pids(state_dir)
+    if not any(svc in alive for svc in config.SERVICES):
+        return None
+    return [svc for svc in config.SERVICES if svc not in alive]
+
+
 def record_process(name, pid, url, state_dir=None):
     """Add a helper process (e.g. the demo's origin) to the recorded stack, so
     ``cdnaas down`` stops it with the services."""
@@ -337,9 +346,15 @@ class Stack:
         LOG.debug("started %s (pid %s)", service, self.processes[service].pid)
 
     def _write_pid_file(self):
+        """Record this stack's processes, keeping those of the recorded stack that still
+        run (a restart of the services that were down joins the survivors)."""
+        alive = running_pids(self.state_dir)
+        survivors = {svc: entry for svc, entry in
+                     (read_pid_file(self.state_dir) or {}).get("services", {}).items()
+                     if svc in alive and svc not in self.processes}
         record = {"state_dir": str(self.state_dir), "started_at": time.time(),
-                  "services": {svc: {"pid": proc.pid, "url": self.urls[svc]}
-                               for svc, proc in self.processes.items()}}
+                  "services": {**survivors, **{svc: {"pid": proc.pid, "url": self.urls[svc]}
+                                               for svc, proc in self.processes.items()}}}
         tmp = self.pid_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=2))
         tmp.replace(self.pid_file)

@@ -6,7 +6,7 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 from werkzeug.exceptions import HTTPException
 
-from cdnaas.common import config, errors
+from cdnaas.common import bodies, config, errors, service_auth
 from cdnaas.common.openapi import validator_for
 
 LOG = logging.getLogger(__name__)
@@ -15,6 +15,10 @@ REQUESTS = Counter("cdnaas_http_requests_total", "HTTP requests answered",
                    ["service", "method", "route", "status"])
 LATENCY = Histogram("cdnaas_http_request_seconds", "Time to answer an HTTP request",
                     ["service", "route"])
+
+
+#: services reached only by other services and operator tools holding the service key
+INTERNAL_SERVICES = ("so", "sidr", "ro", "im")
 
 
 def make_app(service, blueprints):
@@ -29,6 +33,9 @@ def make_app(service, blueprints):
     validator = validator_for(config.api_spec_path(service))
     app.extensions["openapi"] = validator
     app.before_request(_start_timer)
+    if service in INTERNAL_SERVICES:
+        app.before_request(_authenticate_service)
+    app.before_request(bodies.install(app))  # size, UTF-8, depth, numbers (cdnaas.common.bodies)
     app.before_request(validator.validate_current_request)
     app.after_request(_record_metrics)
     app.register_error_handler(errors.CdnaasError, _cdnaas_error)
@@ -43,6 +50,21 @@ def make_app(service, blueprints):
 
 def _start_timer():
     g.started = time.perf_counter()
+
+
+def _authenticate_service():
+    """``before_request`` hook of internal services: every route but ``/healthz`` needs a
+    valid service token (:mod:`cdnaas.common.service_auth`); ``metrics`` tokens read only
+    ``/metrics``.
+
+    :raises Unauthorized: no token, or one that is malformed, expired or wrongly signed.
+    """
+    if request.endpoint == "healthz":
+        return
+    caller = service_auth.verify(service_auth.bearer(request.headers.get("Authorization")))
+    if caller == service_auth.METRICS_CALLER and request.endpoint != "metrics":
+        raise errors.Unauthorized("a metrics token reads /metrics only")
+    g.service_caller = caller
 
 
 def _record_metrics(response):
@@ -61,7 +83,8 @@ def _metrics():
 def _cdnaas_error(exc):
     if exc.status >= 500:
         LOG.warning("%s %s failed: %s", request.method, request.path, exc.message)
-    return jsonify(exc.to_dict()), exc.status
+    headers = {"WWW-Authenticate": 'Bearer realm="cdnaas"'} if exc.status == 401 else {}
+    return jsonify(exc.to_dict()), exc.status, headers
 
 
 def _http_error(exc):

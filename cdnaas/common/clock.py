@@ -14,7 +14,7 @@ from cdnaas.common.timeutil import parse, utcnow
 
 def now():
     """Timezone-aware UTC now, as the clock file says."""
-    path = config.env("CDNAAS_CLOCK_FILE")
+    path = config.setting("CDNAAS_CLOCK_FILE")
     text = Path(path).read_text().strip() if path and Path(path).exists() else ""
     if not text:
         return utcnow()

@@ -2,9 +2,9 @@
 import logging
 
 import requests
+from flask import current_app, has_app_context
 
-from cdnaas.common import config
-from cdnaas.common import errors
+from cdnaas.common import config, errors, service_auth
 
 LOG = logging.getLogger(__name__)
 
@@ -13,18 +13,23 @@ class JsonClient:
     """Calls one service's JSON API and turns error answers into exceptions.
 
     :param base_url: the service's base URL; read from the environment when omitted.
-    :param token: bearer token sent with every request, if any.
+    :param token: bearer token sent with every request (the customer API's tenant
+        tokens). Without one, requests to an internal service carry a fresh service
+        token signed with the key in ``key_file`` (:mod:`cdnaas.common.service_auth`).
     :param timeout: seconds to wait for one answer.
+    :param key_file: the service key file; the configured one when omitted.
     """
 
     service = None  # set by subclasses to find their URL in the environment
 
-    def __init__(self, base_url=None, token=None, timeout=30.0):
+    def __init__(self, base_url=None, token=None, timeout=30.0, key_file=None):
         self.base_url = (base_url or config.service_url(self.service)).rstrip("/")
         self.timeout = timeout
+        self.key_file = key_file
         self.session = requests.Session()
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
+        self.signed = not token and self.service not in (None, "api")
 
     def request(self, method, path, json=None, params=None, data=None, headers=None,
                 expect=(200, 201, 202, 204)):
@@ -34,6 +39,8 @@ class JsonClient:
             (same status) or could not be reached (502).
         """
         url = f"{self.base_url}{path}"
+        if self.signed:
+            headers = {**(headers or {}), **service_auth.headers(_caller(), self.key_file)}
         try:
             response = self.session.request(method, url, json=json, params=params, data=data,
                                             headers=headers, timeout=self.timeout)
@@ -58,6 +65,11 @@ class JsonClient:
 
     def delete(self, path, **kwargs):
         return self.request("DELETE", path, **kwargs)
+
+
+def _caller():
+    """The name a service token carries: the calling service's, or ``cdnaas`` (tools)."""
+    return current_app.config.get("SERVICE", "cdnaas") if has_app_context() else "cdnaas"
 
 
 def _decode(response):

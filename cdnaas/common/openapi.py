@@ -61,9 +61,11 @@ def _describe(error):
         return [{"field": "body", "problem": "a JSON body is required"}]
     if isinstance(error, MissingRequiredParameter):
         return [{"field": error.name, "problem": "this parameter is required"}]
-    if isinstance(error, ParameterValidationError):
-        return [{"field": error.name, "problem": str(error.__cause__ or error)}]
     cause = error.__cause__
+    if isinstance(error, ParameterValidationError) and isinstance(cause, InvalidSchemaValue):
+        return [{"field": error.name, "problem": e.message} for e in cause.schema_errors]
+    if isinstance(error, ParameterValidationError):
+        return [{"field": error.name, "problem": str(cause or error)}]
     if isinstance(error, RequestBodyValidationError) and isinstance(cause, InvalidSchemaValue):
         return [_schema_problem(e) for e in cause.schema_errors]
     if isinstance(error, RequestBodyValidationError):

@@ -1,19 +1,19 @@
 """Console scripts ``cdnaas-<service>``: run one service's app with waitress."""
 import importlib
 import logging
-import os
 
 import waitress
 
-from cdnaas.common import config
+from cdnaas.common import config, service_auth
 
 LOG = logging.getLogger(__name__)
 
 
 def serve(service):
-    """Migrate nothing, build ``cdnaas.<service>.app.create_app()`` and serve it forever."""
-    logging.basicConfig(level=os.environ.get("CDNAAS_LOG_LEVEL", "INFO"),
+    """Migrate nothing, make the service key if missing, build ``cdnaas.<service>.app.create_app()`` and serve it forever."""
+    logging.basicConfig(level=config.setting("CDNAAS_LOG_LEVEL"),
                         format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+    LOG.info("service key: %s", service_auth.ensure_key())
     module = importlib.import_module(f"cdnaas.{service}.app")
     app = module.create_app()
     host, port = config.bind_address(service)

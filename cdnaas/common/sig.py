@@ -25,7 +25,9 @@ class Origin:
 
     @property
     def url(self):
-        return f"{self.scheme}://{self.host}:{self.port}"
+        """``scheme://host:port``, an IPv6 host in brackets (as URLs and nginx write it)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 @dataclasses.dataclass

@@ -6,8 +6,9 @@ decision is recorded with the figures that caused it and what came of it:
 - ``started``: SO accepted; ``details.operation`` is the operation's id;
 - ``deferred``: the vCDN was busy with another operation; a later pass retries;
 - ``refused``: SO refused (capacity short, a bound of the template);
-  ``details.error`` says why. The same decision is not sent again for
-  ``CDNAAS_IM_RETRY_SECONDS`` (default 60).
+  ``details.error`` says why, ``details.refused_for`` which (``capacity``: the IM
+  wakes a host of the region, :mod:`cdnaas.im.hosts`; ``bounds``). The same
+  decision is not sent again for ``CDNAAS_IM_RETRY_SECONDS`` (default 60).
 """
 import datetime as dt
 import logging
@@ -52,9 +53,11 @@ def through_so(database, now, vcdn_id, kind, call, reason, details, region=None)
     except errors.Conflict as exc:
         capacity = exc.field not in (None, "vcdn_id")
         details = {**details, "error": exc.message}
+        if capacity:
+            details["refused_for"] = "capacity"
         outcome = "refused" if capacity else "deferred"
     except errors.Unprocessable as exc:
-        details = {**details, "error": exc.message}
+        details = {**details, "error": exc.message, "refused_for": "bounds"}
         outcome = "refused"
     return record(database, now, kind, outcome, reason, details, vcdn_id=vcdn_id, region=region)
 
@@ -72,7 +75,7 @@ def recently_refused(session, now, vcdn_id, region, kind, caches):
     last = session.scalar(select(Action).where(
         Action.instance_id == vcdn_id, Action.region == region, Action.kind == kind)
         .order_by(Action.id.desc()).limit(1))
-    wait = dt.timedelta(seconds=config.float_setting("CDNAAS_IM_RETRY_SECONDS", 60))
+    wait = dt.timedelta(seconds=config.setting("CDNAAS_IM_RETRY_SECONDS"))
     return (last is not None and last.outcome == "refused"
             and last.details.get("target_caches") == caches
             and now - aware(last.created_at) < wait)

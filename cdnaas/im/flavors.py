@@ -2,12 +2,12 @@
 
 A template version never changes once stored, so each is fetched from SIDR
 once per process. The model file is named by the template, relative to the
-plugin's folder (``api-spec/service-template.schema.json``), and read again
-when it changes (an operator's calibration); a template that names none (the
-static flavor) has no QoE estimate.
+plugin's folder or the operator's ``CDNAAS_MODEL_DIRS`` (found by
+:func:`cdnaas.planning.models.resolve`, which keeps it inside them), and read
+again when it changes (an operator's calibration); a template that names none
+(the static flavor) has no QoE estimate.
 """
 import dataclasses
-import inspect
 import logging
 import threading
 from pathlib import Path
@@ -27,7 +27,7 @@ class Flavor:
 
     template: dict
     plugin: object  # a cdnaas.common.flavor.FlavorPlugin
-    model_path: Path | None
+    plugin_folder: Path
 
     @property
     def technology(self):
@@ -36,10 +36,10 @@ class Flavor:
     def model(self):
         """The template's :class:`~cdnaas.planning.models.Model`; None if it names none
         or the file is unusable (logged)."""
-        if self.model_path is None:
+        if not self.template.get("model"):
             return None
         try:
-            return models.load(self.model_path)
+            return models.named(self.template["model"], self.plugin_folder)
         except models.ModelError as exc:
             LOG.warning("flavor %s: no QoE estimate, its model is unusable: %s",
                         self.template["flavor"], exc)
@@ -58,10 +58,7 @@ def of(vcdn, sidr):
     if found is None:
         template = sidr.get_template(vcdn["flavor"], vcdn["template_version"])["document"]
         plugin = plugins.load(plugins.FLAVORS, template["plugin"])
-        path = None
-        if template.get("model"):
-            path = Path(inspect.getfile(type(plugin))).resolve().parent / template["model"]
-        found = Flavor(template=template, plugin=plugin, model_path=path)
+        found = Flavor(template=template, plugin=plugin, plugin_folder=models.plugin_folder(plugin))
         with _cache_lock:
             _cache[key] = found
     return found

@@ -44,9 +44,9 @@ def heal(database, so, now, observed):
                                     f"of {reading.region} were replaced within the hour",
                                     {**details, "heals_within_hour": done}, vcdn_id=vcdn_id,
                                     region=reading.region)
-        body = {"vnf": reading.name, "reason": f"{reading.name} failed 2 health checks in a row"}
+        reason = f"{reading.name} failed 2 health checks in a row"
         return decisions.through_so(
             database, now, vcdn_id, "heal",
-            lambda b=body: so.post(f"/so/v1/instances/{vcdn_id}/heal", json=b),
-            body["reason"], {**details, "heals_within_hour": done}, region=reading.region)
+            lambda: so.heal(vcdn_id, reading.name, reason),
+            reason, {**details, "heals_within_hour": done}, region=reading.region)
     return None

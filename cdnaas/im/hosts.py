@@ -1,36 +1,87 @@
-"""Power-down marks: which empty hosts may be switched off, and waking them before they are needed.
+"""Host power actions: switching off hosts that carry nothing and are not needed, and waking
+them before they are.
 
-The IM does not switch hosts itself: a mark (table ``im_hosts``, the
-operator's ``GET /api/v1/hosts/power``) tells the operator, or its power
-manager, which hosts carry nothing and are not needed. Each pass, per region:
+The IM decides; RO acts (``POST /ro/v1/hosts/{host}/power``, through the host power
+driver ``CDNAAS_POWER_DRIVER``: RO is the only part that reaches infrastructure); SO
+stops placing on a host while it is off (the IM sets the host ``enabled: false`` before
+switching it off, and ``true`` again once it is on, or at once when the driver only
+recorded the action: a host that stays on keeps taking VNFs). Each pass, per region:
 
-- a host carrying reservations, or holding VNFs of a vCDN whose lease starts
-  within ``CDNAAS_IM_WAKE_LEAD_SECONDS`` (default 600), is needed: a mark
-  on it is lifted (``power_up``);
-- when the spare vCPUs of the region's awake hosts fall below the region's
-  headroom, the biggest marked host is woken (``power_up``), so a scale out
-  finds room; the headroom is the biggest cache of the region's vCDNs, at
-  least ``CDNAAS_IM_HEADROOM_VCPUS`` (default 4);
-- an empty host is marked (``power_down``) when the region keeps its headroom
-  without it.
+- **capacity**: the vCPUs of the region's hosts that are on, less free pieces smaller
+  than its biggest cache (they hold no cache);
+- **demand**: the vCPUs the region's VNFs need now: everything reserved on its hosts,
+  less the *surplus* of the vCDNs observed (cache vCPUs beyond what holds the viewers
+  at the policy's scale-out level, :func:`cdnaas.im.reconcile.region_needs`), plus
+  the cache vCPUs they lack: a surplus cache does not keep a host on, a lacking one
+  does;
+- **headroom**: spare vCPUs kept on hosts that are on, at least
+  ``CDNAAS_IM_HEADROOM_VCPUS`` (default 4) and the region's biggest cache, plus the
+  vCPUs a rising demand adds while a host boots (``CDNAAS_IM_HOST_BOOT_SECONDS``), that
+  rise counting no further than the demand the vCDNs' customers declared (room beyond
+  the contract is not owed);
+- **wake** (``power_up``): a host that is off is switched on when a reservation or a
+  VNF is on it, when a lease that needs it starts within
+  ``CDNAAS_IM_WAKE_LEAD_SECONDS``, when the capacity of the hosts on falls short of
+  demand + headroom (the biggest first), or when SO refused a scale out of the region
+  for capacity this pass and no host of it is still booting (the free vCPUs may be
+  scattered over hosts in pieces smaller than a cache);
+- **hold**: while a reservation of the region was not observed this pass (a vCDN being
+  changed), only a reservation, a VNF or a starting lease wakes a host, and none sleeps;
+- **sleep** (``power_down``): a host is switched off when it has carried nothing for
+  ``CDNAAS_IM_HOST_IDLE_PASSES`` passes (default 12: 2 minutes at 10 s), no lease
+  needs it soon, and the hosts left on still hold demand + headroom with 10% to spare
+  (:data:`SLEEP_BAND`: a dead band between waking and sleeping, so a demand near the
+  edge does not switch a host back and forth). Never a host with a reservation (SO's
+  figures) or a VNF of any deployment (RO's): both are checked before, and RO checks
+  again.
 
-Each change is recorded as a decision with its figures.
+Every action is a decision with its inputs (demand, headroom, capacity, what SO and
+RO say is on the host, how long it was empty, the driver's answer). Outcomes:
+``applied`` (the driver changed the infrastructure), ``recorded`` (the driver could
+only record it: ``log``, ``noop``), ``refused`` (RO found VNFs on it), ``failed``
+(retried next pass). The marks (table ``im_hosts``) say which hosts the IM has
+switched off (``power_down``) and, for those on, since when they are empty.
 """
 import dataclasses
+import datetime as dt
+import logging
 
 from sqlalchemy import select
 
-from cdnaas.common import config
+from cdnaas.common import config, errors
+from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.im import decisions
-from cdnaas.im.models import HostMark
+from cdnaas.im.models import Action, HostMark
+
+LOG = logging.getLogger(__name__)
 
 POWER_DOWN = "power_down"
 ON = "on"
+#: reason of an ``on`` mark of a host that carries nothing (its ``changed_at``: since when)
+EMPTY = "carries nothing"
+#: a host sleeps only when the hosts left on hold demand + headroom with this much more:
+#: the dead band between waking and sleeping (PowerSave's hysteresis)
+SLEEP_BAND = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionNeed:
+    """What one region needs of its hosts this pass (see the module docstring)."""
+
+    demand_vcpus: float
+    headroom_vcpus: float
+    details: dict = dataclasses.field(default_factory=dict)
+    #: some reservation of the region was not observed this pass (a vCDN being changed):
+    #: only a reservation, a VNF or a starting lease wakes a host; none is switched off
+    hold: bool = False
+    #: vCPUs of the region's biggest cache: free vCPUs of a host in a smaller piece hold
+    #: no cache, so they are no capacity
+    unit_vcpus: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
 class Change:
-    """A mark to set on ``host``, and why."""
+    """A power action on ``host`` (``state``: :data:`POWER_DOWN` or :data:`ON`), and why."""
 
     host: object  # cdnaas.im.inventory.Host
     state: str
@@ -43,59 +94,168 @@ def marks(session):
     return {mark.name: mark for mark in session.scalars(select(HostMark))}
 
 
-def plan(inventory, marked, needed, cache_sizes):
+def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refused=None,
+         waking=()):
     """The :class:`Change` list for this pass (see the module docstring).
 
     :param inventory: ``{name: Host}`` from SO.
-    :param marked: names of the hosts marked ``power_down`` now.
+    :param marked: names of the hosts the IM has switched off.
     :param needed: ``{host name: why}`` of hosts soon needed by a starting lease.
-    :param cache_sizes: ``{region: vCPUs of its biggest cache}`` over its vCDNs.
+    :param needs: ``{region: RegionNeed}``; a region not listed needs what is reserved
+        on it and the floor headroom.
+    :param carried: ``{host name: [VNF names]}`` of every deployment RO lists.
+    :param empty_since: ``{host name: when it was first seen carrying nothing}``.
+    :param refused: ``{region: why}`` of regions where SO refused a scale out for capacity
+        this pass (free vCPUs scattered over hosts hold no whole cache).
+    :param waking: regions with a host still booting (woken within the boot time).
     """
+    empty_since, refused = empty_since or {}, refused or {}
+    idle = dt.timedelta(seconds=config.setting("CDNAAS_IM_HOST_IDLE_PASSES")
+                        * config.setting("CDNAAS_IM_INTERVAL"))
+    floor = config.setting("CDNAAS_IM_HEADROOM_VCPUS")
     changes = []
-    floor = int(config.float_setting("CDNAAS_IM_HEADROOM_VCPUS", 4))
     for region in sorted({h.region for h in inventory.values()}):
-        hosts = sorted((h for h in inventory.values() if h.region == region and h.enabled),
-                       key=lambda h: h.name)
-        headroom = max(floor, cache_sizes.get(region, 0))
+        # hosts the IM may act on: enabled ones, and those it disabled itself to switch off
+        hosts = sorted((h for h in inventory.values() if h.region == region
+                        and (h.enabled or h.name in marked)), key=lambda h: h.name)
+        need = needs.get(region) or RegionNeed(
+            sum(h.reserved_vcpus for h in hosts), floor, {"source": "reservations"}, hold=True)
+        required = need.demand_vcpus + need.headroom_vcpus
         down = {h.name for h in hosts if h.name in marked}
+        facts = {"region_demand_vcpus": round(need.demand_vcpus, 2),
+                 "headroom_vcpus": round(need.headroom_vcpus, 2), **need.details}
         for host in hosts:
-            if host.name in down and (host.reserved_vcpus or host.name in needed):
-                why = needed.get(host.name) or f"{host.reserved_vcpus} vCPUs are reserved on it"
+            if host.name in down and (host.reserved_vcpus or host.name in needed
+                                      or carried.get(host.name)):
+                why = needed.get(host.name) or (
+                    f"{host.reserved_vcpus} vCPUs are reserved on it" if host.reserved_vcpus
+                    else f"VNFs run on it: {', '.join(carried[host.name][:5])}")
                 down.discard(host.name)
-                changes.append(Change(host, ON, why, {"reserved_vcpus": host.reserved_vcpus}))
-        spare = sum(h.free_vcpus for h in hosts if h.name not in down)
-        woken = sorted((h for h in hosts if h.name in down), key=lambda h: (-h.vcpus, h.name))
-        while spare < headroom and woken:
-            host = woken.pop(0)
+                changes.append(Change(host, ON, why, {**facts, **_host_facts(host, carried)}))
+
+        def usable(host, unit=max(1, need.unit_vcpus)):
+            return host.vcpus - host.free_vcpus % unit  # free pieces smaller than a cache
+
+        capacity = sum(usable(h) for h in hosts if h.name not in down)
+        for host in sorted((h for h in hosts if h.name in down), key=lambda h: (-h.vcpus, h.name)):
+            if capacity >= required or need.hold:
+                break
             down.discard(host.name)
-            changes.append(Change(host, ON, f"the region's awake hosts have {spare} spare vCPUs, "
-                                  f"below its headroom of {headroom}",
-                                  {"spare_vcpus": spare, "headroom_vcpus": headroom}))
-            spare += host.free_vcpus
-        for host in hosts:
-            empty = not host.reserved_vcpus and host.name not in needed
-            if host.name in down or not empty or spare - host.vcpus < headroom:
+            changes.append(Change(
+                host, ON, f"the region's hosts on hold {capacity} vCPUs, short of demand "
+                f"{need.demand_vcpus:.1f} + headroom {need.headroom_vcpus:.1f}",
+                {**facts, "capacity_on_vcpus": capacity, **_host_facts(host, carried)}))
+            capacity += usable(host)
+        if region in refused and region not in waking and \
+                not any(c.state == ON and c.host.region == region for c in changes):
+            host = next(iter(sorted((h for h in hosts if h.name in down),
+                                    key=lambda h: (-h.vcpus, h.name))), None)
+            if host is not None:
+                down.discard(host.name)
+                changes.append(Change(host, ON, f"SO refused a scale out for capacity: "
+                                      f"{refused[region]}"[:500],
+                                      {**facts, "capacity_on_vcpus": capacity,
+                                       **_host_facts(host, carried)}))
+                capacity += usable(host)
+        for host in sorted(hosts, key=lambda h: (h.vcpus, h.name)):
+            if need.hold:
+                break
+            since = empty_since.get(host.name)
+            if (host.name in down or host.reserved_vcpus or carried.get(host.name)
+                    or host.name in needed or since is None or now - since < idle
+                    or capacity - usable(host) < required * (1 + SLEEP_BAND)):
                 continue
-            spare -= host.vcpus
+            capacity -= usable(host)
             down.add(host.name)
-            changes.append(Change(host, POWER_DOWN,
-                                  f"carries nothing; the region keeps {spare} spare vCPUs on its "
-                                  f"awake hosts (headroom {headroom})",
-                                  {"spare_vcpus": spare, "headroom_vcpus": headroom,
-                                   "idle_watts_saved": host.idle_watts}))
+            changes.append(Change(
+                host, POWER_DOWN, f"carries nothing since {isoformat(since)}; the region's "
+                f"hosts left on hold {capacity} vCPUs for demand {need.demand_vcpus:.1f} + "
+                f"headroom {need.headroom_vcpus:.1f}",
+                {**facts, "capacity_on_vcpus": capacity, "empty_since": isoformat(since),
+                 "idle_watts_saved": host.idle_watts, **_host_facts(host, carried)}))
     return changes
 
 
-def apply(database, now, changes):
-    """Store each change's mark and record it as a decision; return the decisions."""
+def waking(session, now, seconds):
+    """Regions with a host switched on less than ``seconds`` ago (still booting)."""
+    since = now - dt.timedelta(seconds=seconds)
+    return set(session.scalars(select(Action.region).where(
+        Action.kind == "power_up", Action.outcome.in_(("applied", "recorded")),
+        Action.created_at > since)))
+
+
+def _host_facts(host, carried):
+    return {"reserved_vcpus": host.reserved_vcpus, "ro_vnfs": list(carried.get(host.name, [])),
+            "host_vcpus": host.vcpus}
+
+
+def track_empty(database, now, inventory, carried):
+    """Note since when each host that is on carries nothing; return ``{host: since}``."""
     with database.transaction() as session:
-        for change in changes:
-            mark = session.get(HostMark, change.host.name)
-            if mark is None:
-                mark = HostMark(name=change.host.name)
-                session.add(mark)
-            mark.region, mark.state = change.host.region, change.state
+        found = marks(session)
+        since = {}
+        for host in inventory.values():
+            mark = found.get(host.name)
+            if mark is not None and mark.state == POWER_DOWN:
+                continue
+            empty = not host.reserved_vcpus and not carried.get(host.name)
+            if empty:
+                if mark is None or mark.reason != EMPTY:
+                    mark = mark or HostMark(name=host.name)
+                    mark.region, mark.state, mark.reason, mark.changed_at = \
+                        host.region, ON, EMPTY, now
+                    session.add(mark)
+                since[host.name] = aware(mark.changed_at)
+            elif mark is not None and mark.reason == EMPTY:
+                mark.reason, mark.changed_at = "carries VNFs", now
+    return since
+
+
+def apply(database, now, changes, so, ro):
+    """Carry out each change through SO (placement) and RO (power); record each as a decision.
+
+    Switching off: SO stops placing on the host first, then RO switches it off; when RO
+    refuses (VNFs on it) or fails, the host is given back to SO. Switching on: RO first,
+    then SO places on it again.
+    """
+    found = []
+    for change in changes:
+        host = change.host
+        off = change.state == POWER_DOWN
+        kind = POWER_DOWN if off else "power_up"
+        details = dict(change.details)
+        try:
+            if off:
+                so.update_host(host.region, host.name, {"enabled": False})
+                try:
+                    answer = ro.power_host(host.name, "off", change.reason)
+                except errors.CdnaasError:
+                    so.update_host(host.region, host.name, {"enabled": True})
+                    raise
+                if not answer.get("applied"):  # only recorded: the host still takes VNFs
+                    so.update_host(host.region, host.name, {"enabled": True})
+            else:
+                answer = ro.power_host(host.name, "on", change.reason)
+                if not host.enabled:
+                    so.update_host(host.region, host.name, {"enabled": True})
+        except errors.Conflict as exc:
+            found.append(decisions.record(database, now, kind, "refused", change.reason,
+                                          {**details, "error": exc.message},
+                                          region=host.region, host=host.name))
+            continue
+        except errors.CdnaasError as exc:
+            LOG.warning("power %s of %s failed: %s", "off" if off else "on", host.name, exc)
+            found.append(decisions.record(database, now, kind, "failed", change.reason,
+                                          {**details, "error": exc.message},
+                                          region=host.region, host=host.name))
+            continue
+        with database.transaction() as session:
+            mark = session.get(HostMark, host.name) or HostMark(name=host.name)
+            mark.region, mark.state = host.region, change.state
             mark.reason, mark.changed_at = change.reason, now
-    return [decisions.record(database, now, POWER_DOWN if c.state == POWER_DOWN else "power_up",
-                             "marked", c.reason, c.details, region=c.host.region, host=c.host.name)
-            for c in changes]
+            session.add(mark)
+        details["power"] = {k: answer.get(k) for k in ("driver", "state", "applied", "steps")}
+        found.append(decisions.record(database, now, kind,
+                                      "applied" if answer.get("applied") else "recorded",
+                                      change.reason, details, region=host.region, host=host.name))
+    return found

@@ -22,8 +22,8 @@ class Host:
 def hosts(so):
     """``{name: Host}`` of every region's hosts (one SO call per region)."""
     found = {}
-    for region in so.get("/so/v1/regions")["regions"]:
-        for host in so.get(f"/so/v1/regions/{region['name']}/hosts")["hosts"]:
+    for region in so.regions():
+        for host in so.hosts(region["name"]):
             found[host["name"]] = Host(
                 name=host["name"], region=host["region"], vcpus=host["vcpus"],
                 reserved_vcpus=host.get("reserved_vcpus", 0), idle_watts=host["idle_watts"],

@@ -23,7 +23,6 @@ from cdnaas.common import config
 
 LOG = logging.getLogger(__name__)
 
-DEFAULT_ROOT = "/sys/class/powercap"
 _ZONE = re.compile(r"^intel-rapl:\d+(:\d+)?$")
 
 
@@ -82,9 +81,9 @@ class RaplMeter:
     """
 
     def __init__(self, root=None, clock=time.monotonic):
-        self.root = root or config.env("CDNAAS_IM_RAPL_DIR", DEFAULT_ROOT)
+        self.root = root or config.setting("CDNAAS_IM_RAPL_DIR")
         self.clock = clock
-        self.host = config.env("CDNAAS_IM_RAPL_HOST", socket.gethostname())
+        self.host = config.setting("CDNAAS_IM_RAPL_HOST") or socket.gethostname()
         self._last = None  # (time, zones)
 
     def watts(self):

@@ -12,7 +12,8 @@ Orchestrator (the only component that reaches VNFs):
 3. replaces caches failing their health checks (:mod:`cdnaas.im.healing`);
 4. asks the flavor's policy hook what to scale and carries out the most
    urgent decision through SO;
-5. marks empty hosts for power-down, or lifts marks (:mod:`cdnaas.im.hosts`);
+5. switches off hosts that carry nothing and are not needed, and wakes hosts before
+   they are (:mod:`cdnaas.im.hosts`: decided here, carried out by RO's power driver);
 6. publishes the Prometheus gauges and drops points past their retention.
 
 Every change is an SO operation, recorded as a decision with the figures
@@ -24,6 +25,7 @@ clock is a parameter, so tests and the benchmark drive it.
 import dataclasses
 import datetime as dt
 import logging
+import math
 import threading
 
 from sqlalchemy import select
@@ -31,8 +33,9 @@ from sqlalchemy import select
 from cdnaas.common import clock, config, errors
 from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
+from cdnaas.db import leases
 from cdnaas.im import (decisions, figures, flavors, gauges, healing, hosts, inventory, monitoring,
-                       policy_hook, power, series)
+                       policy_hook, power, qoe, series)
 from cdnaas.im.models import Action
 from cdnaas.im.rapl import RaplMeter
 
@@ -61,7 +64,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
     now = now or clock.now()
     so, ro, sidr = so or SoClient(), ro or RoClient(), sidr or SidrClient()
     recorded, seen = [], []
-    for vcdn in so.get("/so/v1/instances", params={"state": "ACTIVE"})["vcdns"]:
+    for vcdn in so.instances(state="ACTIVE"):
         try:
             if parse(vcdn["lease"]["end"]) <= now:
                 recorded.append(_end_lease(database, so, vcdn, now))
@@ -84,7 +87,10 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
         series.purge(session, now)
     for observed in seen:
         recorded += _act(database, so, now, observed, hosts_now, host_power)
-    marks, marked = _mark_hosts(database, so, now, hosts_now, seen)
+    refused = {d["region"]: d["details"].get("error", "") for d in recorded
+               if d["kind"] == "scale_out" and d["outcome"] == "refused" and d["region"]
+               and d["details"].get("refused_for") == "capacity"}
+    marks, marked = _power_hosts(database, so, ro, now, hosts_now, seen, refused)
     gauges.publish([p for s in seen for p in s.points if p["scope"] in ("vcdn", "region")],
                    [(p["key"], hosts_now[p["key"]].region, p) for p in host_points], marked)
     return recorded + marks
@@ -123,7 +129,8 @@ def _health_change(database, vcdn, health, now):
 
 
 def _power(database, seen, hosts_now, measured, now):
-    """Each host's power and each VNF's share; fills every ``Seen.points``.
+    """Each host's power and each VNF's share; fills every ``Seen.points``. A host the IM
+    has switched off (marked, and disabled in SO: the driver applied it) draws nothing.
 
     :returns: ``(host points, {host: HostPower})``.
     """
@@ -136,10 +143,14 @@ def _power(database, seen, hosts_now, measured, now):
                     cpu=reading.cpu or 0.0, technology=observed.flavor.technology))
     with database.sessions() as session:
         before = series.previous_hosts(session)
+        switched_off = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
     host_power, host_points = {}, []
     for name, host in sorted(hosts_now.items()):
-        found = power.host_power(host.idle_watts, host.peak_watts, host.vcpus,
-                                 host.reserved_vcpus, loads.get(name, []), measured.get(name))
+        if name in switched_off and not host.enabled and name not in loads:
+            found = power.HostPower(watts=0.0, utilisation=0.0, source="model", shares={})
+        else:  # (SO places nothing on a host the IM had switched off: see cdnaas.im.hosts)
+            found = power.host_power(host.idle_watts, host.peak_watts, host.vcpus,
+                                     host.reserved_vcpus, loads.get(name, []), measured.get(name))
         host_power[name] = found
         host_points.append({"scope": "host", "vcdn_id": None, "key": name,
                             "cpu": found.utilisation * host.vcpus, "vcpus": host.vcpus,
@@ -173,11 +184,9 @@ def _act(database, so, now, observed, hosts_now, host_power):
             if decisions.recently_refused(session, now, vcdn_id, decision.region, decision.kind,
                                           decision.caches):
                 continue
-        body = {"region": decision.region, "caches": decision.caches,
-                "reason": decision.reason[:200]}
         return [decisions.through_so(
             database, now, vcdn_id, decision.kind,
-            lambda b=body: so.post(f"/so/v1/instances/{vcdn_id}/scale", json=b),
+            lambda d=decision: so.scale(vcdn_id, d.region, d.caches, d.reason[:200]),
             decision.reason, {**decision.inputs, "target_caches": decision.caches},
             region=decision.region)]
     return []
@@ -187,60 +196,163 @@ def _end_lease(database, so, vcdn, now):
     details = {"lease_end": vcdn["lease"]["end"], "now": isoformat(now)}
     return decisions.through_so(
         database, now, vcdn["id"], "terminate",
-        lambda: so.delete(f"/so/v1/instances/{vcdn['id']}", params={"reason": "lease expired"}),
+        lambda: so.delete_instance(vcdn["id"], reason="lease expired"),
         f"lease ended at {vcdn['lease']['end']}", details)
 
 
-def _mark_hosts(database, so, now, hosts_now, seen):
-    """Set this pass's power-down marks; return their decisions and how many hosts are marked."""
+def _power_hosts(database, so, ro, now, hosts_now, seen, refused):
+    """This pass's power actions; return their decisions and how many hosts are off.
+
+    :param refused: ``{region: SO's answer}`` of scale outs SO refused this pass.
+    """
+    carried = _carried(ro)
+    since = hosts.track_empty(database, now, hosts_now, carried)
     with database.sessions() as session:
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
-    changes = hosts.plan(hosts_now, marked, _soon_needed(so, now), _cache_sizes(seen))
-    marked |= {c.host.name for c in changes if c.state == hosts.POWER_DOWN}
-    marked -= {c.host.name for c in changes if c.state == hosts.ON}
-    return hosts.apply(database, now, changes), len(marked)
+        needs = region_needs(session, seen, hosts_now)
+        waking = hosts.waking(session, now, config.setting("CDNAAS_IM_HOST_BOOT_SECONDS"))
+    changes = hosts.plan(hosts_now, marked, _soon_needed(so, now), needs, carried, now, since,
+                         refused, waking)
+    recorded = hosts.apply(database, now, changes, so, ro)
+    with database.sessions() as session:
+        off = sum(m.state == hosts.POWER_DOWN for m in hosts.marks(session).values())
+    return recorded, off
+
+
+def _carried(ro):
+    """``{host: ["deployment/VNF", ...]}`` of every deployment RO has not deleted."""
+    carried = {}
+    for deployment in ro.deployments():
+        if deployment["status"] != "DELETED":
+            for vnf in deployment["vnfs"]:
+                if vnf.get("host"):
+                    carried.setdefault(vnf["host"], []).append(f"{deployment['id']}/{vnf['name']}")
+    return carried
+
+
+#: MOS above the target at which a region's caches are counted as needed (the level the
+#: qoe-video policy scales out below); caches beyond it are surplus
+NEED_MARGIN = 0.2
+#: samples of a region's smoothed viewers whose every rise counts (noise rarely rises so
+#: many times in a row, a surge does; as the qoe-video policy's trend)
+TREND_SAMPLES = 3
+
+
+def _rise(points):
+    """Viewers per second a region gains: the smallest rise between the last
+    :data:`TREND_SAMPLES` + 1 smoothed points (none unless every one rises)."""
+    smoothed = []
+    for point in points:
+        smoothed.append(qoe.smooth(smoothed[-1] if smoothed else None, point.viewers or 0.0))
+    if len(points) <= TREND_SAMPLES:
+        return 0.0
+    rises = [b - a for a, b in zip(smoothed[-TREND_SAMPLES - 1:-1], smoothed[-TREND_SAMPLES:])]
+    seconds = (points[-1].at - points[-2].at).total_seconds()
+    return max(0.0, min(rises)) / seconds if seconds > 0 else 0.0
+
+
+def region_needs(session, seen, hosts_now):
+    """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
+    :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
+    the caches they lack), and a headroom of the floor, the biggest cache and what a rise
+    adds while a host boots; that rise counts no further than the vCDNs' declared demands
+    (room beyond the contract is not owed; a region past it is not capped)."""
+    floor = config.setting("CDNAAS_IM_HEADROOM_VCPUS")
+    boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
+    reserved, surplus, biggest, growth, observed_vcpus, owed = {}, {}, {}, {}, {}, {}
+    for host in hosts_now.values():
+        reserved[host.region] = reserved.get(host.region, 0) + host.reserved_vcpus
+    for observed in seen:
+        for reading in observed.readings:
+            observed_vcpus[reading.region] = observed_vcpus.get(reading.region, 0) + reading.vcpus
+        for region in observed.vcdn["regions"]:
+            name = region["name"]
+            caches = [r for r in observed.readings if r.region == name and r.role == "cache"]
+            if not caches:
+                continue
+            biggest[name] = max(biggest.get(name, 0), max(r.vcpus for r in caches))
+            target = region["quality"].get("min_mos")
+            model = observed.model
+            if target is None or model is None:
+                continue
+            per_vcpu = model.max_load_for_mos(min(target + NEED_MARGIN, model.best_mos))
+            points = series.recent(session, observed.vcdn["id"], "region", name, None,
+                                   2 * TREND_SAMPLES + 1)
+            if not per_vcpu or not points:
+                continue
+            rise = _rise(points)
+            needed = (points[-1].viewers or 0) / per_vcpu
+            # positive: surplus caches; negative: caches missing (a scale out to come)
+            surplus[name] = surplus.get(name, 0) + sum(r.vcpus for r in caches) - needed
+            growth[name] = growth.get(name, 0) + rise * boot / per_vcpu
+            # no vCDN is owed room beyond the demand its customer declared (past it, the
+            # region is served as best it can be: no cap)
+            room = region.get("demand", 0) / per_vcpu - needed
+            owed[name] = owed.get(name, 0) + room if room >= 0 else math.inf
+    return {name: hosts.RegionNeed(
+        demand_vcpus=max(0.0, total - surplus.get(name, 0.0)),
+        headroom_vcpus=max(floor, biggest.get(name, 0))
+        + min(growth.get(name, 0.0), owed.get(name, math.inf)),
+        details={"reserved_vcpus": total, "surplus_vcpus": round(surplus.get(name, 0.0), 2),
+                 "growth_vcpus": round(growth.get(name, 0.0), 2), "host_boot_seconds": boot,
+                 "declared_room_vcpus": round(owed[name], 2)
+                 if math.isfinite(owed.get(name, math.inf)) else None},
+        hold=total > observed_vcpus.get(name, 0), unit_vcpus=biggest.get(name, 1))
+        for name, total in reserved.items()}
 
 
 def _soon_needed(so, now):
     """``{host: why}`` of hosts holding VNFs of vCDNs whose lease starts within the wake lead."""
-    lead = dt.timedelta(seconds=config.float_setting("CDNAAS_IM_WAKE_LEAD_SECONDS", 600))
+    lead = dt.timedelta(seconds=config.setting("CDNAAS_IM_WAKE_LEAD_SECONDS"))
     needed = {}
-    for vcdn in so.get("/so/v1/instances", params={"state": "SCHEDULED"})["vcdns"]:
+    for vcdn in so.instances(state="SCHEDULED"):
         if parse(vcdn["lease"]["start"]) <= now + lead:
-            sig = so.get(f"/so/v1/instances/{vcdn['id']}/sig")
+            sig = so.sig(vcdn["id"])
             for vnf in sig["vnfs"]:
                 needed.setdefault(vnf["host"], f"vCDN {vcdn['id']} starts at "
                                                f"{vcdn['lease']['start']}")
     return needed
 
 
-def _cache_sizes(seen):
-    sizes = {}
-    for observed in seen:
-        for reading in observed.readings:
-            if reading.role == "cache":
-                sizes[reading.region] = max(sizes.get(reading.region, 0), reading.vcpus)
-    return sizes
+#: seconds ``POST /im/v1/reconcile`` waits for a pass running on another replica to end
+PASS_WAIT_SECONDS = 300.0
 
 
 class ReconcileLoop:
     """Runs :func:`reconcile_once` every ``CDNAAS_IM_INTERVAL`` seconds in a thread, on the
-    services' clock (:mod:`cdnaas.common.clock`)."""
+    services' clock (:mod:`cdnaas.common.clock`).
+
+    Replicas: of the IMs sharing one PostgreSQL only the leader (the holder of an
+    advisory lock, :class:`cdnaas.db.leases.Leadership`) runs the periodic pass, so a
+    pass runs once per period whatever the number of replicas; when the leader dies its
+    connection, and so the lock, goes, and the next replica to look leads. Every pass,
+    periodic or asked for, holds a second lock, so none overlaps another replica's.
+    """
 
     def __init__(self, database):
         self.database = database
         self.meter = RaplMeter()
+        self.leadership = leases.Leadership(database, "im-reconcile")
+        self.passes = 0  # passes this replica ran
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
     def run_once(self):
-        """One pass, never two at once (the loop and ``POST /im/v1/reconcile`` share it)."""
+        """One pass, never two at once (the loop and ``POST /im/v1/reconcile`` share it,
+        across replicas too)."""
         with self._lock:
-            return reconcile_once(self.database, meter=self.meter)
+            try:
+                with self.leadership.exclusive(PASS_WAIT_SECONDS):
+                    self.passes += 1
+                    return reconcile_once(self.database, meter=self.meter)
+            except TimeoutError as exc:
+                raise errors.CdnaasError(f"no reconcile pass now: {exc}") from exc
 
     def start(self):
         def loop():
-            while not self._stop.wait(config.float_setting("CDNAAS_IM_INTERVAL", 10.0)):
+            while not self._stop.wait(config.setting("CDNAAS_IM_INTERVAL")):
+                if not self.leadership.lead():
+                    continue  # another replica leads: its passes are this period's
                 try:
                     self.run_once()
                 except Exception:  # a peer may be down; the next pass retries
@@ -249,3 +361,4 @@ class ReconcileLoop:
 
     def stop(self):
         self._stop.set()
+        self.leadership.resign()

@@ -34,12 +34,12 @@ HISTORY_STEP = 600
 
 def retention():
     """How long points are kept (``CDNAAS_IM_RETENTION_HOURS``)."""
-    return dt.timedelta(hours=config.float_setting("CDNAAS_IM_RETENTION_HOURS", 24))
+    return dt.timedelta(hours=config.setting("CDNAAS_IM_RETENTION_HOURS"))
 
 
 def history_kept():
     """How long the history is kept (``CDNAAS_IM_HISTORY_DAYS``)."""
-    return dt.timedelta(days=config.float_setting("CDNAAS_IM_HISTORY_DAYS", 30))
+    return dt.timedelta(days=config.setting("CDNAAS_IM_HISTORY_DAYS"))
 
 
 def write(session, at, points):

@@ -19,7 +19,20 @@ replays a day in a minute, tests drive surges step by step.
 - **Truth.** :meth:`Plant.true_mos` and :meth:`Plant.watts` are what the
   viewers get and what the hosts draw: the model's MOS at viewers per
   serving cache vCPU, and each host's power model with the technology
-  overhead (:mod:`cdnaas.im.power`); a host carrying nothing is off.
+  overhead (:mod:`cdnaas.im.power`).
+- **Host power.** With ``power_actions=False`` (the baselines' idealisation) a
+  host carrying nothing is off and draws nothing, at once. With
+  ``power_actions=True`` hosts are on until RO's power call
+  (:meth:`_Ro.power_host`) switches them: a host switched off draws its idle power
+  while it shuts down (``off_seconds``, default 30) and nothing once off; one switched
+  on draws idle power while it boots (``on_seconds``, default 120) and takes VNFs
+  only once up (a cache placed on it boots after it). RO refuses to switch off a
+  host carrying a VNF (409), SO places only on enabled hosts, and every call is kept
+  in :attr:`Plant.power_log`: the actions a real plant would have received.
+
+Caches boot in the template technology's time (the CDNaaS paper's Table I, until
+HTTP answers: ``vm`` 11.5 s, ``container`` 1.13 s), plus ``register_seconds`` for
+the balancer.
 """
 import collections
 import dataclasses
@@ -36,6 +49,8 @@ from cdnaas.ro.vim.base import Deployment, EntryPoint, VnfInstance
 from cdnaas.ro.vim.noop import NoopDriver
 
 _PLANTS = itertools.count(1)
+#: seconds from start to HTTP answering, per technology (CDNaaS paper, Table I)
+BOOT_SECONDS = {"vm": 11.5, "container": 1.13}
 #: the plant counts vCPUs only; RAM never runs short
 UNBOUNDED_RAM = 10 ** 9
 
@@ -59,9 +74,18 @@ class Plant:
     :param start: the simulated clock's first time (aware UTC).
     """
 
-    def __init__(self, template, model, sig, hosts, start, boot_seconds=11.5,
-                 register_seconds=1.5, drain_seconds=10.0):
+    def __init__(self, template, model, sig, hosts, start, boot_seconds=None,
+                 register_seconds=1.5, drain_seconds=10.0, power_actions=False,
+                 off_seconds=30.0, on_seconds=120.0):
         self.template, self.model = template, model
+        if boot_seconds is None:
+            boot_seconds = BOOT_SECONDS.get(template.get("technology"), BOOT_SECONDS["vm"])
+        self.power_actions = power_actions
+        self.power_times = {"off": off_seconds, "on": on_seconds}
+        self.power = {h.name: "on" for h in hosts}  # on | stopping | off | booting
+        self._power_until = {}
+        self.enabled = {h.name: True for h in hosts}
+        self.power_log = []
         self.sig = sig
         self.serving = sig  # what serves while an operation runs
         self.hosts = {h.name: h for h in hosts}
@@ -84,6 +108,10 @@ class Plant:
         """Move the clock to ``now`` with ``viewers`` per region; finish a due operation."""
         self.now = now
         self.viewers.update(viewers)
+        for name, until in list(self._power_until.items()):
+            if now >= until:
+                self.power[name] = {"stopping": "off", "booting": "on"}[self.power[name]]
+                del self._power_until[name]
         if self._done_at is not None and now >= self._done_at:
             self.serving, self._done_at = self.sig, None
 
@@ -109,7 +137,9 @@ class Plant:
                                       f"{exc.missing_vcpus} vCPUs", field="caches") from None
             sig.vnfs = [dataclasses.replace(v, host=placed[v.name]) if v.name in placed else v
                         for v in sig.vnfs]
-            seconds = self._times[0] + self._times[1]
+            ready = max([(self._power_until[h] - self.now).total_seconds()
+                         for h in set(placed.values()) if self.power[h] == "booting"] or [0.0])
+            seconds = ready + self._times[0] + self._times[1]
         return self._operation(sig, seconds, reason)
 
     def heal(self, vnf_name, reason):
@@ -135,7 +165,7 @@ class Plant:
                              free_ram_mb=UNBOUNDED_RAM, vcpus=h.vcpus, ram_mb=UNBOUNDED_RAM,
                              idle_watts=h.idle_watts, peak_watts=h.peak_watts)
                 for h in sorted(self.hosts.values(), key=lambda h: h.name)
-                if h.region == region]
+                if h.region == region and self.enabled[h.name]]
 
     def reserved(self):
         taken = collections.Counter({name: 0 for name in self.hosts})
@@ -198,10 +228,36 @@ class Plant:
             held = (region_viewers * vnf.vcpus / self.cache_vcpus(vnf.region)
                     if vnf.role == "cache" else region_viewers)
             busy[vnf.host] += self._utilisation(held, vnf.vcpus) * vnf.vcpus * overhead
+        if self.power_actions:
+            on = {name for name, state in self.power.items() if state != "off"}
         return {name: power.modelled_watts(self.hosts[name].idle_watts,
                                            self.hosts[name].peak_watts,
                                            min(1.0, busy[name] / self.hosts[name].vcpus))
                 for name in on}
+
+    def carried(self, host):
+        """Names of the VNFs on ``host``, serving or in an operation."""
+        return sorted({v.name for v in self.serving.vnfs + self.sig.vnfs if v.host == host})
+
+    def switch(self, host, action, reason):
+        """RO's power call on the plant (see the module docstring)."""
+        if host not in self.hosts:
+            raise errors.NotFound(f"no host {host}", field="host")
+        if action == "off" and self.carried(host):
+            raise errors.Conflict(f"host {host} carries {', '.join(self.carried(host))}",
+                                  field="host")
+        state = self.power[host]
+        if action == "off" and state in ("on", "booting"):
+            self.power[host] = "stopping"
+        elif action == "on" and state in ("off", "stopping"):
+            self.power[host] = "booting"
+        else:
+            return {"host": host, "action": action, "state": action, "applied": True,
+                    "steps": [f"{host} already {action}"], "driver": "plant"}
+        self._power_until[host] = self.now + dt.timedelta(seconds=self.power_times[action])
+        self.power_log.append((self.now, host, action, reason))
+        return {"host": host, "action": action, "state": action, "applied": True,
+                "steps": [f"{host} switched {action}"], "driver": "plant"}
 
 
 class _So:
@@ -210,26 +266,30 @@ class _So:
     def __init__(self, plant):
         self.plant = plant
 
-    def get(self, path, params=None):
-        plant = self.plant
-        if path == "/so/v1/instances":
-            state = (params or {}).get("state")
-            view = plant.view()
-            return {"vcdns": [view] if state in (None, view["state"]) else []}
-        if path == "/so/v1/regions":
-            return {"regions": [{"name": r} for r in sorted({h.region
-                                                             for h in plant.hosts.values()})]}
-        region = path.split("/")[4]
-        taken = plant.reserved()
-        return {"hosts": [{"name": h.name, "region": h.region, "vcpus": h.vcpus,
-                           "reserved_vcpus": taken[h.name], "idle_watts": h.idle_watts,
-                           "peak_watts": h.peak_watts, "enabled": True}
-                          for h in plant.hosts.values() if h.region == region]}
+    def instances(self, state=None):
+        view = self.plant.view()
+        return [view] if state in (None, view["state"]) else []
 
-    def post(self, path, json=None):
-        if path.endswith("/scale"):
-            return self.plant.scale(json["region"], json["caches"], json.get("reason"))
-        return self.plant.heal(json["vnf"], json.get("reason"))
+    def regions(self):
+        return [{"name": r} for r in sorted({h.region for h in self.plant.hosts.values()})]
+
+    def hosts(self, region):
+        taken = self.plant.reserved()
+        return [{"name": h.name, "region": h.region, "vcpus": h.vcpus,
+                 "reserved_vcpus": taken[h.name], "idle_watts": h.idle_watts,
+                 "peak_watts": h.peak_watts, "enabled": self.plant.enabled[h.name]}
+                for h in self.plant.hosts.values() if h.region == region]
+
+    def update_host(self, _region, host, body):
+        if "enabled" in body:
+            self.plant.enabled[host] = body["enabled"]
+        return {"name": host, **body}
+
+    def scale(self, _instance_id, region, caches, reason=None):
+        return self.plant.scale(region, caches, reason)
+
+    def heal(self, _instance_id, vnf, reason=None):
+        return self.plant.heal(vnf, reason)
 
 
 class _Ro:
@@ -245,6 +305,14 @@ class _Ro:
     def health(self, _deployment_id):
         return {"vnfs": [{"name": v.name, "healthy": v.name not in self.plant.failing}
                          for v in self.plant.serving.vnfs]}
+
+    def deployments(self):
+        vnfs = {v.name: v for v in self.plant.serving.vnfs + self.plant.sig.vnfs}
+        return [{"id": self.plant.sig.vcdn_id, "status": "ACTIVE",
+                 "vnfs": [{"name": v.name, "host": v.host} for v in vnfs.values()]}]
+
+    def power_host(self, host, action, reason=None):
+        return self.plant.switch(host, action, reason)
 
 
 class _Sidr:

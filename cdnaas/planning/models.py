@@ -23,8 +23,11 @@ How curves are read between and beyond their points:
 import bisect
 import dataclasses
 import functools
+import inspect
 import itertools
 import json
+import re
+import stat
 import typing
 from pathlib import Path
 
@@ -35,6 +38,11 @@ from cdnaas.common import config
 
 #: MOS of a load beyond the model's last point: the bottom of the 1-5 scale.
 MOS_FLOOR = 1.0
+#: Largest model file read (the shipped ones are a few KiB).
+MAX_BYTES = 1 << 20
+_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
+_MODEL_NAME = re.compile(rf"(?:{_SEGMENT}/)*{_SEGMENT}\.ya?ml")
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
 class ModelError(ValueError):
@@ -144,26 +152,100 @@ def schema():
         return json.load(handle)
 
 
-def load(path) -> Model:
+def load(path, name=None) -> Model:
     """Read, check and parse the model file at ``path`` (re-read when the file changes).
 
-    :raises ModelError: the file is missing, does not parse or breaks the rules.
+    Messages never quote the file: a file that is not a model (``/etc/passwd``) is
+    described by what is wrong with it, not by its lines.
+
+    :param name: how messages name the file (default: ``path``).
+    :raises ModelError: the file is missing, too large, not UTF-8 YAML, or breaks the rules.
     """
     path = Path(path)
+    name = str(path) if name is None else name
     try:
-        stamp = path.stat().st_mtime_ns
+        found = path.stat()
     except OSError as exc:
-        raise ModelError(path, [("", f"cannot read the file: {exc.strerror}")]) from None
-    return _load(path, stamp)
+        raise ModelError(name, [("", f"cannot read the file: {exc.strerror}")]) from None
+    if not stat.S_ISREG(found.st_mode):
+        raise ModelError(name, [("", "cannot read the file: it is not a regular file")])
+    if found.st_size > MAX_BYTES:
+        raise ModelError(name, [("", f"is larger than {MAX_BYTES // 1024} KiB")])
+    return _load(path, name, found.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=32)
-def _load(path, _stamp):
+def _load(path, name, _stamp):
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(path, [("", f"does not parse: {exc}")]) from None
-    return parse(document, origin=path)
+    except OSError as exc:
+        raise ModelError(name, [("", f"cannot read the file: {exc.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise ModelError(name, [("", "does not parse: it is not UTF-8 text")]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ModelError(name, [("", f"does not parse: not valid YAML{where}")]) from None
+    except RecursionError:
+        raise ModelError(name, [("", "does not parse: nested too deeply")]) from None
+    return parse(document, origin=name)
+
+
+def named(name, folder) -> Model:
+    """The model a service template names ``name``, found by :func:`resolve` from ``folder``.
+
+    :raises ModelError: as :func:`resolve` and :func:`load`, naming the file by ``name``.
+    """
+    return load(resolve(name, folder), name=name)
+
+
+def resolve(name, folder) -> Path:
+    """Where the model file a template names ``name`` is: in ``folder`` (the flavor
+    plugin's folder) or, failing that, in one of the operator's ``CDNAAS_MODEL_DIRS``.
+
+    ``name`` is a relative path of ``A-Z a-z 0-9 _ . -`` segments (none starting with
+    a dot) ending in ``.yaml`` or ``.yml``, like ``models/vm.yaml``: never absolute,
+    never ``..``, and a symbolic link must not lead out of the folder it is found in.
+
+    :raises ModelError: the name is not allowed, or no folder has the file.
+    """
+    problem = name_problem(name)
+    if problem:
+        raise ModelError(_shown_name(name), [("", problem)])
+    for base in [Path(folder), *config.model_dirs()]:
+        base = base.resolve()
+        candidate = (base / name).resolve()
+        if not candidate.is_relative_to(base):
+            raise ModelError(name, [("", "leads out of its folder through a symbolic link")])
+        if candidate.exists():
+            return candidate
+    raise ModelError(name, [("", "cannot read the file: no such file in the plugin's folder"
+                                 + (" or in CDNAAS_MODEL_DIRS" if config.model_dirs() else ""))])
+
+
+def name_problem(name):
+    """What is wrong with ``name`` as a template's model file name, or None."""
+    if not isinstance(name, str):
+        return "must be a file name (a string)"
+    if name.startswith("/") or re.match(r"[A-Za-z]:", name):
+        return ("must be relative to the plugin's folder (like models/vm.yaml), not an "
+                "absolute path; put your own models in a folder of CDNAAS_MODEL_DIRS")
+    if ".." in name.split("/"):
+        return "must not leave the plugin's folder (no .. segments)"
+    if len(name) > 255 or not _MODEL_NAME.fullmatch(name):
+        return ("must be a relative path like models/vm.yaml: segments of A-Z, a-z, 0-9, _, "
+                ". and - (none starting with a dot), ending in .yaml or .yml")
+    return None
+
+
+def plugin_folder(plugin) -> Path:
+    """The folder of the package that defines the flavor plugin object ``plugin``."""
+    return Path(inspect.getfile(type(plugin))).resolve().parent
+
+
+def _shown_name(name):
+    text = repr(name)
+    return text if len(text) <= 60 else text[:60] + "...'"
 
 
 def parse(document, origin="<model>") -> Model:
@@ -197,7 +279,7 @@ def problems(document):
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.path])
     if errors:
-        return [(".".join(map(str, e.absolute_path)), e.message) for e in errors]
+        return [(_field(e.absolute_path), _schema_problem(e)) for e in errors]
     found = _monotone(document["qoe"]["points"], "qoe.points", "mos", rising=False)
     percentiles = set()
     for index, curve in enumerate(document.get("response_time", [])):
@@ -207,6 +289,30 @@ def problems(document):
         percentiles.add(curve["percentile"])
         found += _monotone(curve["points"], f"{field}.points", "max_ms", rising=True)
     return found + _throughput_problems(document)
+
+
+def _field(path):
+    """A dotted path; keys that are not plain names are shown as ``?`` (never file text)."""
+    return ".".join(str(p) if isinstance(p, int) or _KEY.fullmatch(str(p)) else "?" for p in path)
+
+
+def _schema_problem(error):
+    """What a schema error says, in words of the schema only: the value that broke the
+    rule is never quoted (the document may be any file's text)."""
+    rule, wanted = error.validator, error.validator_value
+    if rule == "required":
+        return error.message  # "'name' is a required property": the name is the schema's
+    if rule == "additionalProperties":
+        return "Additional properties are not allowed (remove the fields the schema does not name)"
+    words = {"type": "is not of type", "enum": "is not one of",
+             "maximum": "is greater than the maximum of", "minimum": "is less than the minimum of",
+             "exclusiveMaximum": "is not less than", "exclusiveMinimum": "is not greater than",
+             "minItems": "has fewer items than", "maxItems": "has more items than",
+             "minLength": "is shorter than", "maxLength": "is longer than",
+             "pattern": "does not match"}
+    if rule == "const":
+        return f"{wanted!r} was expected"
+    return f"{words[rule]} {wanted!r}" if rule in words else f"breaks the schema's {rule} rule"
 
 
 def _monotone(points, field, key, rising):

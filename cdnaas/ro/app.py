@@ -4,6 +4,8 @@ import logging
 from cdnaas.common import config, plugins
 from cdnaas.common.app import make_app
 from cdnaas.db import engine
+from cdnaas.ro.calibration_views import blueprint as calibration_blueprint
+from cdnaas.ro.power_views import blueprint as power_blueprint
 from cdnaas.ro.service import DeploymentService
 from cdnaas.ro.views import blueprint
 
@@ -21,7 +23,7 @@ def create_app(database=None, driver=None):
     driver = driver or plugins.load(plugins.VIM_DRIVERS, config.vim_driver_name())
     service = DeploymentService(database, driver)
     service.recover()
-    app = make_app("ro", [blueprint])
+    app = make_app("ro", [blueprint, calibration_blueprint, power_blueprint])
     app.extensions["ro"] = service
     LOG.info("resource orchestrator ready with VIM driver %s", driver.name)
     return app

@@ -31,7 +31,9 @@ class DeploymentRecord(Base):
     replaces it once it succeeded); ``deployment`` is the driver's
     :class:`~cdnaas.ro.vim.base.Deployment` as a dict, null while nothing runs.
     ``steps`` is the progress of the latest action, ``error`` the failure of the
-    latest action (null when it succeeded or is still running).
+    latest action (null when it succeeded or is still running). While it is BUSY,
+    ``claimed_by`` names the RO replica doing the work, whose lease runs to
+    ``claim_expires``.
     """
 
     __tablename__ = "ro_deployments"
@@ -45,6 +47,10 @@ class DeploymentRecord(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # the RO replica working on it while BUSY and until when (cdnaas.db.leases.Claims)
+    claimed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    claim_expires: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                    nullable=True)
 
     def mark(self, status, **changes):
         """Set ``status`` (and any other columns given), stamping ``updated_at``."""

@@ -1,32 +1,47 @@
 """Resource Orchestrator logic: SIGs deployed, changed and removed through the VIM driver.
 
 A request marks its deployment's record (``DEPLOYING``, ``UPDATING``,
-``DELETING``) under a per-id lock and answers at once; a thread of the pool
-then calls the driver, records its progress and the outcome. Only a request
-that moves a record out of a resting status starts work, so one deployment is
-never worked on by two threads at once.
+``DELETING``) with its row locked and claims it for this replica
+(:class:`cdnaas.db.leases.Claims`: ``claimed_by`` and a lease renewed while the
+work runs), then answers at once; a thread of the pool calls the driver, records
+its progress and the outcome, and gives the claim back. Only a request that moves
+a record out of a resting status starts work, so one deployment is never worked
+on by two threads, or two replicas, at once; every write of the work checks the
+claim is still this replica's.
+
+Replicas: any number of ROs may share one PostgreSQL. A replica starting, and
+every replica periodically, finishes the work of replicas whose claim expired
+(they died), as a restart does (:meth:`DeploymentService.recover`); work other
+live replicas do is left alone. A follower's long poll (``get(wait=...)``) is
+woken by this replica's own writes and reads the row again every
+:data:`ROW_POLL_SECONDS` while another replica does the work.
 """
 import concurrent.futures
 import dataclasses
+import datetime as dt
 import logging
 import threading
 import time
 
-from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from cdnaas.common import config, errors
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import isoformat
+from cdnaas.db import leases
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
-from cdnaas.ro.vim.base import Deployment, VimError
+from cdnaas.ro.vim.base import Deployment, EntryPoint, VimError
 
 LOG = logging.getLogger(__name__)
 PROGRESS_INTERVAL = 0.1  # seconds between two recorded reports of a step in progress
+ROW_POLL_SECONDS = 0.2  # how often a long poll reads a row another replica works on
+INSERT_RETRIES = 3  # tries of a request racing another replica to create one record
 
 VNF_FIELDS = ("name", "role", "region", "host", "address", "vcpus")
 RESTART_STEP = "undo after restart"
+RESTART = "a restart of the resource orchestrator"  # what interrupted work a replica finishes
 
 
 class DeploymentService:
@@ -34,16 +49,19 @@ class DeploymentService:
 
     :param database: the RO's :class:`~cdnaas.db.engine.Database`.
     :param driver: the :class:`~cdnaas.ro.vim.base.VimDriver` in use.
+    :param owner: this replica's claim value (default: :class:`~cdnaas.db.leases.Claims`').
     """
 
-    def __init__(self, database, driver):
+    def __init__(self, database, driver, owner=None):
         self.database = database
         self.driver = driver
-        workers = int(config.env("CDNAAS_RO_WORKERS", "8"))
+        self.claims = leases.Claims(database, DeploymentRecord, "ro", owner=owner)
+        workers = config.setting("CDNAAS_RO_WORKERS")
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ro-work")
-        self._locks = {}
-        self._locks_guard = threading.Lock()
         self._changed = threading.Condition()  # notified whenever a record is written
+        self._version = 0  # how many writes this replica notified
+        self._stop = threading.Event()
+        self._watcher = None
 
     # -- requests ---------------------------------------------------------
 
@@ -55,21 +73,32 @@ class DeploymentService:
         :raises Conflict: the deployment is being worked on, or belongs to another driver.
         """
         sig = parse_sig(deployment_id, document)
-        with self._lock(deployment_id), self.database.transaction() as session:
-            record = session.get(DeploymentRecord, deployment_id, with_for_update=True)
-            if record is None:
-                record = DeploymentRecord(id=deployment_id, steps=[], created_at=utcnow())
-                session.add(record)
-            self._check_idle(record)
-            self._check_driver(record)
-            if record.status == ACTIVE:
-                record.mark(UPDATING, steps=[], error=None)
-                work = self._update
-            else:
-                record.mark(DEPLOYING, driver=self.driver.name, sig=sig.to_dict(), steps=[],
-                            error=None)
-                work = self._deploy
-            view = represent(record)
+        for attempt in range(1, INSERT_RETRIES + 1):
+            try:
+                with self.database.transaction() as session:
+                    record = session.get(DeploymentRecord, deployment_id, with_for_update=True)
+                    if record is None:
+                        record = DeploymentRecord(id=deployment_id, steps=[], status=DEPLOYING,
+                                                  driver=self.driver.name, sig=sig.to_dict(),
+                                                  created_at=utcnow())
+                        session.add(record)
+                        session.flush()  # a peer inserting it too fails one of us here
+                    else:
+                        self._check_idle(record)
+                        self._check_driver(record)
+                    if record.status == ACTIVE:
+                        record.mark(UPDATING, steps=[], error=None)
+                        work = self._update
+                    else:
+                        record.mark(DEPLOYING, driver=self.driver.name, sig=sig.to_dict(),
+                                    steps=[], error=None)
+                        work = self._deploy
+                    self.claims.take(record)
+                    view = represent(record)
+                break
+            except IntegrityError:  # another replica created it: look again
+                if attempt == INSERT_RETRIES:
+                    raise
         self.pool.submit(self._run, deployment_id, work, sig)
         return view
 
@@ -80,18 +109,28 @@ class DeploymentService:
             seconds for its next change (status or progress) before answering, so a
             follower learns of it at once without polling.
         """
-        with self._changed:
-            with self.database.transaction() as session:
-                view = represent(_find(session, deployment_id))
-            if wait > 0 and view["status"] in BUSY:
-                self._changed.wait(wait)
-            else:
-                return view
+        seen = self._version
+        view, local = self._read(deployment_id)
+        deadline = time.monotonic() + wait
+        while view["status"] in BUSY and (left := deadline - time.monotonic()) > 0:
+            with self._changed:  # this replica's writes wake us; a peer's are polled for
+                if self._version == seen:
+                    self._changed.wait(left if local else min(left, ROW_POLL_SECONDS))
+                seen = self._version
+            current, local = self._read(deployment_id)
+            if _moved(view, current):
+                return current
+        return view
+
+    def _read(self, deployment_id):
+        """``(representation, whether this replica does its work)``."""
         with self.database.transaction() as session:
-            return represent(_find(session, deployment_id))
+            record = _find(session, deployment_id)
+            return represent(record), self.claims.mine(record)
 
     def _notify(self):
         with self._changed:
+            self._version += 1
             self._changed.notify_all()
 
     def list(self):
@@ -108,7 +147,7 @@ class DeploymentService:
             it runs; 200 when there is nothing to remove (already DELETED or unknown).
         :raises Conflict: a deploy or update is running, or another driver owns it.
         """
-        with self._lock(deployment_id), self.database.transaction() as session:
+        with self.database.transaction() as session:
             record = session.get(DeploymentRecord, deployment_id, with_for_update=True)
             if record is None:
                 return {"id": deployment_id, "status": DELETED}, 200
@@ -117,6 +156,7 @@ class DeploymentService:
             self._check_idle(record)
             self._check_driver(record)
             record.mark(DELETING, steps=[], error=None)
+            self.claims.take(record)
             view = represent(record)
         self.pool.submit(self._run, deployment_id, self._terminate)
         return view, 202
@@ -160,44 +200,104 @@ class DeploymentService:
 
     # -- start-up ---------------------------------------------------------
 
-    def recover(self):
-        """Undo what a crash left half-done, then let the driver remove strays.
+    def recover(self, startup=True):
+        """Finish or undo what a crash left half-done, then let the driver remove strays.
 
-        Deployments of this driver left ``DEPLOYING`` or ``UPDATING`` have what
-        was recorded terminated and become ``ERROR`` (with the reason in
-        ``error``); ``DELETING`` ones finish as ``DELETED``. Then
-        ``driver.cleanup`` gets the ids that still own resources.
+        Deployments of this driver left ``DEPLOYING`` have whatever of them runs
+        removed and become ``ERROR`` (nothing left: SO rolls back and releases the
+        capacity); ``UPDATING`` ones are brought back to the recorded deployment
+        (:meth:`VimDriver.restore`) and are ``ACTIVE`` again, still serving, with
+        ``error`` saying the update was undone (``ERROR`` if that failed);
+        ``DELETING`` ones finish as ``DELETED``. Then ``driver.cleanup`` gets the ids
+        that still own resources or are being worked on, and a thread starts that
+        does the same every half lease for replicas that die later (:meth:`take_over`).
+
+        Only deployments nobody else works on are touched: at start, those this
+        replica's previous process claimed (every one on SQLite: one process) or
+        nobody claims; later, those whose claim expired or that stayed unclaimed a
+        lease long. Work another live replica does is left to it.
+
+        :returns: the ids finished or undone.
         """
+        now = leases.utcnow()
+        idle_since = None if startup else now - dt.timedelta(seconds=leases.lease_seconds())
         with self.database.transaction() as session:
             interrupted = session.scalars(select(DeploymentRecord).where(
                 DeploymentRecord.status.in_(BUSY),
-                DeploymentRecord.driver == self.driver.name)).all()
+                DeploymentRecord.driver == self.driver.name,
+                self.claims.claimable(startup, now, idle_since))
+                .with_for_update(skip_locked=True)).all()
+            causes = {}
+            for record in interrupted:
+                causes[record.id] = RESTART
+                if record.claimed_by is not None and \
+                        leases.name_of(record.claimed_by) != self.claims.name:
+                    LOG.warning("deployment %s: taking over from %s", record.id,
+                                record.claimed_by)
+                    causes[record.id] = f"the loss of resource orchestrator replica " \
+                                        f"{leases.name_of(record.claimed_by)}"
+                self.claims.take(record)
         for record in interrupted:
-            self._undo_interrupted(record)
+            self._guarded(record.id, self._finish_interrupted, record, causes[record.id])
+        if not startup:
+            return [r.id for r in interrupted]
         with self.database.transaction() as session:
             known = set(session.scalars(select(DeploymentRecord.id).where(
-                DeploymentRecord.deployment.is_not(None),
+                or_(DeploymentRecord.deployment.is_not(None),
+                    DeploymentRecord.status.in_(BUSY)),  # a peer's work: not a stray
                 DeploymentRecord.driver == self.driver.name)))
+        self._watch()
         try:
             removed = self.driver.cleanup(known)
         except VimError as exc:
             LOG.warning("driver %s could not remove stray deployments: %s", self.driver.name, exc)
-            return
+            return [r.id for r in interrupted]
         if removed:
             LOG.info("removed stray deployments %s", ", ".join(removed))
+        return [r.id for r in interrupted]
+
+    def take_over(self):
+        """Finish the work of replicas whose claim expired (see :meth:`recover`)."""
+        return self.recover(startup=False)
+
+    def _watch(self):
+        """Start the thread that takes over dead replicas' work every half lease (once)."""
+        if self._watcher is not None:
+            return
+
+        def loop():
+            while not self._stop.wait(leases.lease_seconds() / 2):
+                try:
+                    self.take_over()
+                except Exception:  # the database may be away a moment: next time
+                    LOG.exception("taking over interrupted deployments failed")
+        self._watcher = threading.Thread(target=loop, name="ro-takeover", daemon=True)
+        self._watcher.start()
 
     def shutdown(self):
         """Wait for running work to finish and stop the pool."""
+        self._stop.set()
         self.pool.shutdown(wait=True)
+        self.claims.stop()
 
     # -- background work --------------------------------------------------
 
     def _run(self, deployment_id, work, *args):
+        self._guarded(deployment_id, work, deployment_id, *args)
+
+    def _guarded(self, deployment_id, work, *args):
         try:
-            work(deployment_id, *args)
+            work(*args)
+        except leases.LostClaim as exc:
+            LOG.warning("deployment %s: %s", deployment_id, exc)
         except Exception as exc:  # a bug or the database: never leave the record busy
             LOG.exception("work on deployment %s failed", deployment_id)
-            self._save(deployment_id, ERROR, error=f"unexpected {type(exc).__name__}: {exc}")
+            try:
+                self._save(deployment_id, ERROR, error=f"unexpected {type(exc).__name__}: {exc}")
+            except Exception:  # pylint: disable=broad-except
+                LOG.exception("deployment %s could not be marked ERROR", deployment_id)
+        finally:
+            self.claims.drop(deployment_id)
 
     def _deploy(self, deployment_id, sig):
         leftover = self._load(deployment_id).deployment
@@ -233,29 +333,38 @@ class DeploymentService:
             return
         self._save(deployment_id, DELETED, deployment=None)
 
-    def _undo_interrupted(self, record):
+    def _finish_interrupted(self, record, cause=None):
+        """Finish or undo ``record``'s work, which ``cause`` (a restart) interrupted."""
+        cause = cause or RESTART
         action = {DEPLOYING: "deploy", UPDATING: "update", DELETING: "delete"}[record.status]
-        LOG.warning("deployment %s: undoing the %s a restart interrupted", record.id, action)
+        LOG.warning("deployment %s: finishing the %s interrupted by %s", record.id, action, cause)
+        progress = self._progress(record.id)
+        restored = record.deployment
         try:
-            if record.deployment:
-                self.driver.terminate(Deployment.from_dict(record.deployment))
+            if record.status == UPDATING:
+                restored = self.driver.restore(Deployment.from_dict(record.deployment),
+                                               ServiceInstanceGraph.from_dict(record.sig),
+                                               progress).to_dict()
+            else:  # an interrupted deploy may have built VNFs it never recorded: all go
+                self.driver.terminate(Deployment.from_dict(record.deployment) if record.deployment
+                                      else _unrecorded(record, self.driver.name), progress)
         except VimError as exc:
-            self._save(record.id, ERROR, error=f"the {action} was interrupted by a restart "
-                                              f"and removing its resources failed: {exc}")
+            self._save(record.id, ERROR, error=f"the {action} was interrupted by {cause} "
+                       f"and could not be undone: {exc}")
             return
-        steps = record.steps + [_step(RESTART_STEP, 1, 1)]
-        if record.status == DELETING:
+        steps = self._load(record.id).steps + [_step(RESTART_STEP, 1, 1)]
+        if record.status == UPDATING:
+            self._save(record.id, ACTIVE, steps=steps, deployment=restored, error=(
+                f"the update was interrupted by {cause} and undone; the previous deployment "
+                "serves"))
+        elif record.status == DELETING:
             self._save(record.id, DELETED, deployment=None, steps=steps)
         else:
             self._save(record.id, ERROR, deployment=None, steps=steps,
-                       error=f"the {action} was interrupted by a restart of the resource "
-                             "orchestrator; its resources were removed")
+                       error=f"the {action} was interrupted by {cause}; its resources were "
+                             "removed")
 
     # -- records ----------------------------------------------------------
-
-    def _lock(self, deployment_id):
-        with self._locks_guard:
-            return self._locks.setdefault(deployment_id, threading.Lock())
 
     def _check_idle(self, record):
         if record.status in BUSY:
@@ -273,13 +382,20 @@ class DeploymentService:
             return session.get(DeploymentRecord, deployment_id)
 
     def _save(self, deployment_id, status, **changes):
-        """Record ``status`` and ``changes``; with an ``error``, steps still running failed."""
-        with self._lock(deployment_id), self.database.transaction() as session:
+        """Record ``status`` and ``changes``; with an ``error``, steps still running failed.
+        A resting ``status`` gives the claim back.
+
+        :raises LostClaim: another replica took the deployment over.
+        """
+        with self.database.transaction() as session:
             record = session.get(DeploymentRecord, deployment_id, with_for_update=True)
+            self.claims.check(record)
             if changes.get("error"):
                 changes.setdefault("steps", [dict(s, state="FAILED") if s["state"] != "COMPLETED"
                                              else s for s in record.steps])
             record.mark(status, **changes)
+            if status not in BUSY:
+                self.claims.give_back(record)
         self._notify()
 
     def _progress(self, deployment_id, interval=PROGRESS_INTERVAL):
@@ -298,6 +414,8 @@ class DeploymentService:
             try:
                 with self.database.transaction() as session:
                     record = session.get(DeploymentRecord, deployment_id, with_for_update=True)
+                    if not self.claims.mine(record):  # taken over: the peer's steps now
+                        return
                     steps = [s for s in record.steps if s["name"] != step]
                     position = next((i for i, s in enumerate(record.steps) if s["name"] == step),
                                     len(steps))
@@ -310,11 +428,25 @@ class DeploymentService:
         return report
 
 
+def _moved(before, after):
+    """Whether a deployment's representation changed (status, progress or any write)."""
+    return any(before[k] != after[k] for k in ("status", "steps", "updated_at"))
+
+
 def _find(session, deployment_id):
     record = session.get(DeploymentRecord, deployment_id)
     if record is None:
         raise errors.NotFound(f"no deployment {deployment_id}")
     return record
+
+
+def _unrecorded(record, driver_name):
+    """A :class:`Deployment` naming only ``record``'s id: what a driver needs to remove
+    everything of a deployment that never got recorded."""
+    sig = ServiceInstanceGraph.from_dict(record.sig)
+    return Deployment(deployment_id=record.id, driver=driver_name, vnfs=[],
+                      entry_point=EntryPoint(hostname=sig.hostname, dns_servers=[]),
+                      region_endpoints={})
 
 
 def _step(name, done, total):

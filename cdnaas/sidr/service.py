@@ -10,16 +10,16 @@ import json
 import logging
 
 import jsonschema
-import yaml
 from sqlalchemy.exc import IntegrityError
 
-from cdnaas.common import config, errors
+from cdnaas.common import bodies, config, errors, plugins
+from cdnaas.planning import models
 from cdnaas.sidr import repository
 from cdnaas.sidr.models import Template
 
 LOG = logging.getLogger(__name__)
 
-YAML_TYPES = ("application/yaml", "text/yaml")
+YAML_TYPES = bodies.YAML_TYPES
 ROLES = ("cache", "load_balancer", "dns")
 BOUNDS = ("instances", "vcpus", "ram_mb")
 AT_LEAST_ONE = {"cache": "a vCDN needs at least one cache in every requested region",
@@ -28,20 +28,17 @@ AT_LEAST_ONE = {"cache": "a vCDN needs at least one cache in every requested reg
 
 
 def parse_body(body: bytes, mimetype: str):
-    """Decode a request body sent as JSON or YAML (``application/yaml``, ``text/yaml``).
+    """Decode a request body sent as JSON or YAML (``application/yaml``, ``text/yaml``)
+    under the request-body rules of :mod:`cdnaas.common.bodies`: strict UTF-8, bounded
+    depth (and YAML nodes), no YAML anchors, aliases or object tags, integers within
+    64 bits.
 
-    :raises cdnaas.common.errors.BadRequest: the body does not parse; for YAML the
-        message names the line and column.
+    :raises cdnaas.common.errors.BadRequest: the body does not parse or breaks a rule;
+        for YAML the message names the line and column, otherwise the field.
     """
     if mimetype in YAML_TYPES:
-        try:
-            return yaml.safe_load(body)
-        except yaml.YAMLError as exc:
-            raise _unparsable(_yaml_problem(exc)) from exc
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise _unparsable(f"the JSON body does not parse: {exc}; send one JSON object") from exc
+        return bodies.load_yaml(body)
+    return bodies.load_json(body)
 
 
 def validate(document):
@@ -104,9 +101,12 @@ def register(database, document):
     """Validate and store a new template; return its representation.
 
     :raises cdnaas.common.errors.BadRequest: the template is invalid (every problem listed).
+    :raises cdnaas.common.errors.Unprocessable: its ``model`` is not a file of its plugin's
+        folder (:func:`check_model`).
     :raises cdnaas.common.errors.Conflict: its flavor already has that version.
     """
     validate(document)
+    check_model(document)
     flavor, version = document["flavor"], document["version"]
     with database.transaction() as session:
         if repository.find(session, flavor, version) is not None:
@@ -119,6 +119,38 @@ def register(database, document):
             raise _duplicate(flavor, version, version) from exc
     LOG.info("registered template %s version %s (plugin %s)", flavor, version, template.plugin)
     return template.to_dict()
+
+
+def check_model(document):
+    """A template's ``model`` (when not null) names a model file inside its plugin's folder
+    or the operator's ``CDNAAS_MODEL_DIRS`` (:func:`cdnaas.planning.models.resolve`): a
+    relative path, no ``..``, no symbolic link out. The file is not read here; SO reads
+    it when it plans, and says only what is wrong with it, never what it holds.
+
+    :raises cdnaas.common.errors.Unprocessable: naming field ``model`` (or ``plugin``,
+        when no installed plugin has that name, so there is no folder to look in).
+    """
+    name = document.get("model")
+    if name is None:
+        return
+    problem = models.name_problem(name)
+    if problem is None:
+        try:
+            plugin = plugins.load(plugins.FLAVORS, document["plugin"])
+        except LookupError as exc:
+            raise _unprocessable("plugin", f"{exc}; a template naming a model needs its plugin "
+                                           "installed here") from None
+        try:
+            models.resolve(name, models.plugin_folder(plugin))
+        except models.ModelError as exc:
+            problem = "; ".join(p for _field, p in exc.problems)
+    if problem:
+        raise _unprocessable("model", problem)
+
+
+def _unprocessable(field, problem):
+    return errors.Unprocessable(f"{field}: {problem}", field=field,
+                                details=[{"field": field, "problem": problem}])
 
 
 def list_templates(database, flavor=None):
@@ -187,17 +219,6 @@ def _join(location, name):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _yaml_problem(exc):
-    mark = getattr(exc, "problem_mark", None)
-    reason = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return f"the YAML body does not parse{where}: {reason}; fix the syntax there"
-
-
-def _unparsable(problem):
-    return errors.BadRequest(problem, field="body", details=[{"field": "body", "problem": problem}])
 
 
 def _duplicate(flavor, version, latest):

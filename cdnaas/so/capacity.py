@@ -45,11 +45,17 @@ def free_capacity(session, hosts, starts_at, ends_at, exclude_instance=None):
     return by_region
 
 
-def reserve(session, instance_id, sig, starts_at, ends_at):
-    """Replace ``instance_id``'s reservations with what ``sig`` places on each host."""
+def reserve(session, instance_id, sig, starts_at, ends_at, also=None):
+    """Replace ``instance_id``'s reservations with what ``sig`` places on each host.
+
+    :param also: the SIG that runs while ``sig`` is being applied (an update's previous
+        one): its VNFs that ``sig`` drops stay reserved too, since they run until the
+        update ends; the runner then reserves the SIG that serves.
+    """
     release(session, instance_id)
     per_host = collections.defaultdict(lambda: [0, 0])
-    for vnf in sig.vnfs:
+    kept = {v.name for v in sig.vnfs}
+    for vnf in list(sig.vnfs) + [v for v in (also.vnfs if also else []) if v.name not in kept]:
         if vnf.host:
             per_host[vnf.host][0] += vnf.vcpus
             per_host[vnf.host][1] += vnf.ram_mb

@@ -10,8 +10,8 @@ from cdnaas.planning import resizing
 from cdnaas.planning.placement import Instance, place
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware
-from cdnaas.so import capacity
-from cdnaas.so.instances import _load_flavor_version, _new_operation, _owned
+from cdnaas.so import capacity, states
+from cdnaas.so.instances import _load_flavor_version, _owned, new_operation
 
 
 def scale(database, instance_id, region, caches, reason):
@@ -68,11 +68,10 @@ def _place(session, instance, sig, region, new):
 
 def _apply(session, instance, sig, reason):
     ServiceInstanceGraph.from_dict(sig.to_dict())
-    operation = _new_operation(instance.id, "UPDATE", ["plan and reserve", "apply", "serve"],
-                               reason=reason, previous_sig=instance.sig)
-    operation.steps[0].update(state="COMPLETED", done=1)
+    operation = new_operation(instance.id, states.UPDATE, reason=reason,
+                              previous_sig=instance.sig)
     capacity.reserve(session, instance.id, sig, aware(instance.lease_start),
-                     aware(instance.lease_end))
+                     aware(instance.lease_end), also=ServiceInstanceGraph.from_record(instance.sig))
     instance.sig = sig.to_dict()
     instance.state = "UPDATING"
     session.add(operation)

@@ -14,7 +14,7 @@ from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionReques
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat, parse
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity, pricing
+from cdnaas.so import capacity, pricing, states
 from cdnaas.so.models import Instance, Operation, Region
 
 LOG = logging.getLogger(__name__)
@@ -188,14 +188,14 @@ def _plan(session, plugin, template, instance_id, hostname, origin, requested, w
     return outcome
 
 
-def _new_operation(instance_id, kind, steps, reason=None, previous_sig=None):
+def new_operation(instance_id, kind, reason=None, previous_sig=None):
+    """A PENDING operation of ``kind`` with its steps (:data:`states.STEPS`); the plan
+    and reservation, done in the transaction that creates it, is already complete."""
     return Operation(id=str(uuid.uuid4()), instance_id=instance_id, type=kind, state="PENDING",
-                     steps=[{"name": s, "state": "PENDING", "done": 0, "total": 1} for s in steps],
+                     steps=[{"name": s, "state": "COMPLETED" if s == states.PLAN else "PENDING",
+                             "done": int(s == states.PLAN), "total": 1}
+                            for s in states.STEPS[kind]],
                      reason=reason, previous_sig=previous_sig)
-
-
-def _complete_first_step(operation):
-    operation.steps[0].update(state="COMPLETED", done=1)
 
 
 def _accept(tenant, body, now):
@@ -220,7 +220,7 @@ def create(database, tenant, body, now=None):
     now = now or clock.now()
     origin, window, template, plugin = _accept(tenant, body, now)
     instance_id = str(uuid.uuid4())
-    lead = dt.timedelta(seconds=config.float_setting("CDNAAS_DEPLOY_LEAD_SECONDS", 60))
+    lead = dt.timedelta(seconds=config.setting("CDNAAS_DEPLOY_LEAD_SECONDS"))
     start_now = window[0] - lead <= now
     with database.transaction() as session:
         clash = session.scalar(select(Instance.id).where(
@@ -241,9 +241,7 @@ def create(database, tenant, body, now=None):
         session.add(instance)
         session.flush()
         capacity.reserve(session, instance_id, sig, *window)
-        operation = _new_operation(instance_id, "INSTANTIATE",
-                                   ["plan and reserve", "deploy", "serve"], reason="customer")
-        _complete_first_step(operation)
+        operation = new_operation(instance_id, states.INSTANTIATE, reason="customer")
         session.add(operation)
     return instance, operation, start_now
 
@@ -296,10 +294,10 @@ def update(database, instance_id, body, tenant=None):
         window = (aware(instance.lease_start), aware(instance.lease_end))
         sig = _plan(session, plugin, template, instance.id, old_sig.hostname, old_sig.origin,
                     regions, window, exclude_instance=instance.id)
-        capacity.reserve(session, instance.id, sig, *window)
-        operation = _new_operation(instance.id, "UPDATE", ["plan and reserve", "apply", "serve"],
-                                   reason="customer", previous_sig=instance.sig)
-        _complete_first_step(operation)
+        capacity.reserve(session, instance.id, sig, *window,
+                         also=old_sig if instance.state != "SCHEDULED" else None)
+        operation = new_operation(instance.id, states.UPDATE, reason="customer",
+                                  previous_sig=instance.sig)
         instance.regions = regions
         instance.sig = sig.to_dict()
         if instance.state == "SCHEDULED":
@@ -337,8 +335,7 @@ def terminate(database, instance_id, tenant=None, reason="customer"):
                                   "delete it once that operation ends", field="vcdn_id")
         if instance.state == "DELETED":
             raise errors.Conflict(f"vCDN {instance_id} is already deleted", field="vcdn_id")
-        operation = _new_operation(instance.id, "TERMINATE", ["undeploy", "release"],
-                                   reason=reason)
+        operation = new_operation(instance.id, states.TERMINATE, reason=reason)
         if instance.state == "SCHEDULED":
             _cancel_scheduled(session, instance, operation)
         else:

@@ -75,7 +75,8 @@ class Reservation(Base):
 
 
 class Operation(Base):
-    """A long action on an instance, with its steps and outcome."""
+    """A long action on an instance, with its steps and outcome, claimed by the SO replica
+    that runs it."""
 
     __tablename__ = "so_operations"
 
@@ -87,6 +88,10 @@ class Operation(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
     previous_sig: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # the SO replica running it and until when (cdnaas.db.leases.Claims); null when none
+    claimed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    claim_expires: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                              nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
                                                     onupdate=utcnow)

@@ -10,7 +10,7 @@ DEFAULT_TABLE = Path(__file__).with_name("prices.yaml")
 
 def table():
     """The price table: ``CDNAAS_PRICE_TABLE`` or the shipped default."""
-    path = Path(config.env("CDNAAS_PRICE_TABLE", str(DEFAULT_TABLE)))
+    path = Path(config.setting("CDNAAS_PRICE_TABLE") or DEFAULT_TABLE)
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 

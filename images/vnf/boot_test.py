@@ -7,9 +7,11 @@ the image boots under qemu (KVM when ``/dev/kvm`` works, software emulation
 otherwise) on qemu's user network, where the guest is 10.0.2.15 and this
 machine 10.0.2.2, with a NoCloud seed (a FAT disk labelled ``cidata``, made with
 mtools) whose user-data is what the OpenStack driver renders for a cache
-(:func:`cdnaas.ro.vim.openstack.userdata.cache`). The guest's port 80 is
-forwarded to a loopback port here; an object is fetched through the cache's
-nginx twice: MISS (fetched from the origin), then HIT. Exit status 0 on success;
+(:func:`cdnaas.ro.vim.openstack.userdata.cache`, with this machine as the management
+source). The guest's port 80 and its management port are forwarded to loopback ports
+here; an object is fetched through the cache's nginx twice: MISS (fetched from the
+origin), then HIT; the status page answers 404 on port 80 and its figures on the
+management port. Exit status 0 on success;
 the guest's console is kept in ``var/images/boot-test-console.log``.
 
 Needs qemu-system-x86, qemu-utils, mtools and dosfstools (Debian packages).
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -31,6 +34,7 @@ sys.path.insert(0, str(REPO))
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.ro.vim.openstack import userdata
+from cdnaas.ro.vnfconfig import MANAGEMENT_PORT, STATUS_PATH
 from tests.support.sigs import sample_sig
 
 GUEST = "10.0.2.15"
@@ -74,6 +78,13 @@ def fetch(url, timeout=5):
         return response.status, dict(response.headers), response.read()
 
 
+def status_of(url):
+    try:
+        return fetch(url)[0]
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 class AccelFailed(Exception):
     """qemu died early with this accelerator (e.g. KVM inside a VM that does not nest it)."""
 
@@ -102,7 +113,8 @@ def _boot(image, accel, timeout, origin_port):
     document["origin"] = {"scheme": "http", "host": HOST_ALIAS, "port": origin_port}
     sig = ServiceInstanceGraph.from_dict(document)
     vnf = sig.vnfs_in(role="cache")[0]
-    user_data = userdata.cache(sig, vnf, GUEST, HOST_ALIAS)
+    # qemu's user network forwards this machine's connections from HOST_ALIAS
+    user_data = userdata.cache(sig, vnf, GUEST, HOST_ALIAS, [HOST_ALIAS])
     console = REPO / "var/images/boot-test-console.log"
     console.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cdnaas-boot-test-") as scratch:
@@ -111,12 +123,13 @@ def _boot(image, accel, timeout, origin_port):
                         str(Path(image).resolve()), str(overlay)], check=True)
         seed = Path(scratch, "seed.img")
         seed_disk(seed, user_data, "image-test")
-        port = free_port()
+        port, management_port = free_port(), free_port()
         argv = ["qemu-system-x86_64", "-accel", accel, "-m", "1024", "-smp", "2",
                 "-cpu", "max" if accel == "tcg" else "qemu64",
                 "-drive", f"file={overlay},if=virtio,format=qcow2",
                 "-drive", f"file={seed},if=virtio,format=raw",
-                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-{GUEST}:80",
+                "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-{GUEST}:80,"
+                           f"hostfwd=tcp:127.0.0.1:{management_port}-{GUEST}:{MANAGEMENT_PORT}",
                 "-device", "virtio-net-pci,netdev=n0",
                 "-display", "none", "-serial", f"file:{console}", "-monitor", "none"]
         log(f"booting {image} with {accel} (console: {console})")
@@ -150,6 +163,10 @@ def _boot(image, accel, timeout, origin_port):
             assert headers.get("X-Cache-Status") == "MISS"
             assert second[0] == 200 and second[1].get("X-Cache-Status") == "HIT"
             assert second[2] == body
+            assert status_of(f"http://127.0.0.1:{port}{STATUS_PATH}") == 404
+            status, _headers, figures = fetch(f"http://127.0.0.1:{management_port}{STATUS_PATH}")
+            assert status == 200 and figures.startswith(b"Active connections:"), figures
+            log("status page: 404 on port 80, figures on the management port")
             return served
         finally:
             qemu.terminate()

@@ -1,7 +1,8 @@
 """The ``qoe-video`` flavor: a video vCDN sized from measured QoE models.
 
 For every requested region the plugin reads the template's model file (a
-path relative to this folder; its technology must match the template's),
+path relative to this folder, or to one of the operator's ``CDNAAS_MODEL_DIRS``:
+:func:`cdnaas.planning.models.resolve`; its technology must match the template's),
 finds the fewest cache vCPUs whose predicted quality meets the region's
 target for its demand (:mod:`cdnaas.planning.dimensioning`), splits them into
 equal caches within the template's bounds, adds the region's load balancer(s)
@@ -107,7 +108,7 @@ class QoeVideoFlavor(FlavorPlugin):
             raise errors.Unprocessable(f"flavor {flavor} is not available: its template names no "
                                        "model file", field="flavor")
         try:
-            model = models.load(PLUGIN_DIR / template["model"])
+            model = models.named(template["model"], PLUGIN_DIR)
         except models.ModelError as exc:
             raise errors.Unprocessable(f"flavor {flavor} is not available: {exc}",
                                        field="flavor") from None

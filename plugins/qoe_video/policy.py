@@ -23,7 +23,11 @@ planned) and ``n`` caches of ``s`` vCPUs, bounded by the template's
   cache fewer are at least ``T + in_margin``: the dead band between the two
   thresholds then keeps the new count from scaling out again on the same
   load. SO takes the cache off the host carrying the fewest of the
-  region's VNFs and RO drains it before stopping it.
+  region's VNFs and RO drains it before stopping it. With ``pack`` (the
+  default), when the ``k > 1`` caches SO would take first are all a host
+  carries of the region and ``n - k`` caches keep the same margin, the
+  region scales in by ``k`` at once: the host empties one step sooner and
+  can be switched off (:mod:`cdnaas.im.hosts`), not ``k`` cooldowns later.
 - **Consolidate** when a region is stable (the scale-in conditions hold for
   its current count) and one of its hosts is lightly used (at most
   ``light_share`` of its vCPUs reserved) by nothing but this region's
@@ -69,6 +73,8 @@ class Settings:
     lookahead: int = 3
     trend_span: int = 3
     light_share: float = 0.5
+    #: scale in by every cache of the host SO empties first, at once, when the margin holds
+    pack: bool = True
 
 
 DEFAULTS = Settings()
@@ -117,10 +123,25 @@ def _region(observation, region, model, bounds, settings):
                     "expected_viewers": round(expected, 1), "target_caches": wanted})
     if len(history) < settings.in_cooldown:
         return None
+    hosts = _region_hosts(observation, region)
+    lightest, emptied = _lightest(region, hosts) if settings.pack else (None, 0)
     fewer = _run(_holds(model, sample, expected, sample.vcpus - size, levels["scale_in_at_least"])
                  for sample, (_p, expected) in zip(history, predicted))
     counters = {"above_with_one_fewer": fewer, "needed": settings.in_samples,
                 "samples_since_change": len(history), "cooldown": settings.in_cooldown}
+    if emptied > 1 and count - emptied >= bounds["min"]:
+        empty = _run(_holds(model, sample, expected, sample.vcpus - emptied * size,
+                            levels["scale_in_at_least"])
+                     for sample, (_p, expected) in zip(history, predicted))
+        if empty >= settings.in_samples:
+            return ScaleDecision(
+                kind="scale_in", region=region.name, caches=count - emptied,
+                reason=f"with {count - emptied} caches the MOS stays at or above "
+                       f"{levels['scale_in_at_least']:.2f} for the last {empty} samples: the "
+                       f"{emptied} caches of host {lightest} go at once, which empties it",
+                inputs={**facts, "counters": {**counters, "above_with_host_emptied": empty,
+                                              "caches_removed": emptied},
+                        "emptied_host": lightest, "target_caches": count - emptied})
     if fewer >= settings.in_samples and count > bounds["min"]:
         return ScaleDecision(
             kind="scale_in", region=region.name, caches=count - 1,
@@ -142,6 +163,32 @@ def _region(observation, region, model, bounds, settings):
                         "light_host": _host_view(light), "fuller_host": _host_view(fuller),
                         "target_caches": count + 1})
     return None
+
+
+def _region_hosts(observation, region):
+    """``{name: HostState}`` of the region's hosts (empty when the IM gave none)."""
+    return {h.name: h for h in observation.hosts.values() if h.region == region.name}
+
+
+def _lightest(region, hosts):
+    """``(host, caches)``: the fewest caches SO's removal order takes (the hosts carrying
+    the fewest of the region's VNFs first, the newest cache first among equals) to empty
+    a host of the region's VNFs, and that host; ``(None, 0)`` when no host empties so."""
+    load = {}
+    for vnf in region.vnfs:
+        load[vnf.host] = load.get(vnf.host, 0) + 1
+    ranked = sorted(region.caches, key=lambda v: (load[v.host], -_number(v.name)))
+    for count in range(1, len(ranked)):
+        gone = {v.name for v in ranked[:count]}
+        for host in sorted({v.host for v in ranked[:count]}):
+            if host in hosts and all(v.name in gone for v in region.vnfs if v.host == host):
+                return host, count
+    return None, 0
+
+
+def _number(name):
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _predicted(model, history, settings):

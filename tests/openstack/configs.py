@@ -18,8 +18,11 @@ PORTS = {
     "neutron": 9696, "octavia": 9876,
 }
 
-#: nova-compute processes: (host name, availability zone) = two "regional data centers"
-COMPUTE_HOSTS = (("mc-north-1", "north-az"), ("mc-south-1", "south-az"))
+#: nova-compute processes: (host name, availability zone): two "regional data centers" of
+#: two compute hosts each, so a test can tell a server placed on its planned host from one
+#: the scheduler put beside it (each fake nova-compute takes about 120 MB)
+COMPUTE_HOSTS = (("mc-north-1", "north-az"), ("mc-north-2", "north-az"),
+                 ("mc-south-1", "south-az"), ("mc-south-2", "south-az"))
 
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron",
              "octavia")

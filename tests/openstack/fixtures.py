@@ -122,16 +122,17 @@ def _config(clouds_yaml):
 
 @pytest.fixture
 def fail_host_openstack(openstack_env, admin_conn):
-    """``fail(host)``: the compute host of ``<region>-az`` (region: ``host`` up to ``-host-``)
-    stops taking servers (its nova-compute service is disabled) until the test ends."""
+    """``fail(host)``: the compute hosts of ``<region>-az`` (region: ``host`` up to ``-host-``)
+    stop taking servers (their nova-compute services are disabled) until the test ends."""
     disabled = []
 
     def fail(host):
         zone = host.split("-host-")[0] + "-az"
-        compute = {z: h for h, z in configs.COMPUTE_HOSTS}[zone]
-        for service in admin_conn.compute.services(binary="nova-compute", host=compute):
-            admin_conn.compute.disable_service(service, disabled_reason="cdnaas test: " + host)
-            disabled.append(service)
+        for compute in [h for h, z in configs.COMPUTE_HOSTS if z == zone]:
+            for service in admin_conn.compute.services(binary="nova-compute", host=compute):
+                admin_conn.compute.disable_service(service,
+                                                   disabled_reason="cdnaas test: " + host)
+                disabled.append(service)
     yield fail
     for service in disabled:
         admin_conn.compute.enable_service(service)

@@ -6,9 +6,9 @@
     python3 tests/openstack/minicloud.py status   # which of its processes run
     python3 tests/openstack/minicloud.py destroy  # stop, then remove its data (keeps the venv)
 
-keystone, glance, placement, nova (fake virt driver; two nova-compute processes
-standing for two regional data centers, each host in its own availability
-zone), neutron (ML2, no agents, the test-only ``cdnaas_bindall`` mechanism
+keystone, glance, placement, nova (fake virt driver; four nova-compute processes
+standing for two regional data centers of two compute hosts each, one availability
+zone per data center), neutron (ML2, no agents, the test-only ``cdnaas_bindall`` mechanism
 driver of ``plugins/``) and octavia (noop drivers, throwaway CA), each API
 served by gunicorn; with a MariaDB, a RabbitMQ and an epmd of its own on ports
 that do not clash with the machine's (``configs.PORTS``). ``../shared/openstack/NOTES.md``

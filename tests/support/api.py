@@ -12,7 +12,7 @@ class Api:
     """A tiny client of the customer API for one token."""
 
     def __init__(self, base, token=None):
-        self.base, self.session = base, requests.Session()
+        self.base, self.session, self.token = base, requests.Session(), token
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
@@ -52,8 +52,8 @@ def populate(running):
                                 ("us-east", "us-1", 8), ("doomed", "doomed-1", 8)):
         operator.ok("POST", f"/regions/{region}/hosts", 201,
                     json={"name": host, "vcpus": vcpus, "ram_mb": 32768})
-    sidr = requests.post(f"{running.urls['sidr']}/sidr/v1/templates", data=TEMPLATE.read_bytes(),
-                         headers={"Content-Type": "application/yaml"}, timeout=10)
+    sidr = operator.call("POST", "/templates", data=TEMPLATE.read_bytes(),
+                         headers={"Content-Type": "application/yaml"})
     assert sidr.status_code == 201, sidr.text
     tokens = {}
     for tenant in ("acme", "globex"):

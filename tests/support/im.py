@@ -1,15 +1,17 @@
 """Templates and models the Instance Manager tests run vCDNs of.
 
 Flavor ``im-video`` is the ``qoe-video`` plugin (whose ``policy()`` hook is the
-default elasticity policy) with a template naming the model the test picks,
-by absolute path, and its own bounds on caches and vCPUs.
+default elasticity policy) with a template naming the model the test picks and
+its own bounds on caches and vCPUs. A template names its model relative to the
+plugin's folder (:data:`VM_MODEL`) or, for a test's own model
+(:func:`small_model`), by file name in a folder the test lists in
+``CDNAAS_MODEL_DIRS``, as an operator would.
 """
 import contextlib
 import json
 import time
 from pathlib import Path
 
-import requests
 import yaml
 
 from tests.support.api import populate
@@ -18,28 +20,33 @@ from tests.support.stack import running_stack
 REPO = Path(__file__).resolve().parents[2]
 FLAVOR = "im-video"
 MODELS = REPO / "plugins" / "qoe_video" / "models"
+VM_MODEL = "models/vm.yaml"  # as the qoe-video plugin's template names it
+SMALL_MODEL = "im-test-small.yaml"
 
 
 def template(model, technology="vm", caches=(1, 16), vcpus=(1, 4)):
-    """The qoe-video template as flavor ``im-video``, naming ``model`` (an absolute path)."""
+    """The qoe-video template as flavor ``im-video``, naming ``model`` as templates do
+    (relative to the plugin's folder or to a folder of ``CDNAAS_MODEL_DIRS``)."""
     document = yaml.safe_load((REPO / "plugins/qoe_video/template.yaml").read_text())
-    document.update(flavor=FLAVOR, technology=technology, model=str(model))
+    document.update(flavor=FLAVOR, technology=technology, model=model)
     document["vnfs"]["cache"]["instances"] = {"min": caches[0], "max": caches[1]}
     document["vnfs"]["cache"]["vcpus"] = {"min": vcpus[0], "max": vcpus[1]}
     return document
 
 
-def small_model(path, points=((5, 4.8), (10, 4.5), (20, 2.0), (24, 1.0)),
+def small_model(folder, points=((5, 4.8), (10, 4.5), (20, 2.0), (24, 1.0)),
                 technology="container"):
-    """A model file like the container one whose MOS falls at a few viewers per vCPU, so a
-    handful of real clients load a cache; return its path."""
+    """Write :data:`SMALL_MODEL` into ``folder`` (for ``CDNAAS_MODEL_DIRS``): a model like
+    the container one whose MOS falls at a few viewers per vCPU, so a handful of real
+    clients load a cache; return its name for :func:`template`."""
     document = yaml.safe_load((MODELS / f"{technology}.yaml").read_text())
     document["name"] = "im-test-small"
     document["qoe"]["points"] = [{"viewers_per_vcpu": v, "mos": m, "source": "interpolated",
                                   "method": "test"} for v, m in points]
     document["response_time"] = []
-    Path(path).write_text(yaml.safe_dump(document))
-    return Path(path)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / SMALL_MODEL).write_text(yaml.safe_dump(document))
+    return SMALL_MODEL
 
 
 @contextlib.contextmanager
@@ -51,8 +58,7 @@ def modelled_stack(tmp):
     load.write_text("{}")
     with running_stack(None, tmp, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as running:
         populate(running)
-        sidr = requests.post(f"{running.urls['sidr']}/sidr/v1/templates",
-                             json=template(MODELS / "vm.yaml"), timeout=10)
+        sidr = running.operator.call("POST", "/templates", json=template(VM_MODEL))
         assert sidr.status_code == 201, sidr.text
         running.load = load
         yield running

@@ -3,12 +3,21 @@
     with running_stack(database_url, tmp_path) as stack:
         requests.get(stack.urls["api"] + "/api/v1/flavors",
                      headers={"Authorization": f"Bearer {stack.operator_token}"})
+
+    with replicated_stack(database_url, tmp_path) as stack:   # two of each, one URL each
+        stack.replicas[0].kill("so")
 """
 import contextlib
 import dataclasses
+import itertools
+import signal
+import socket
+import threading
+import time
 from pathlib import Path
 
-from cdnaas.cli.stack import Stack, database_url_of, free_port_env
+from cdnaas.cli.stack import Stack, database_url_of, free_port_env, healthy
+from cdnaas.common import config, service_auth
 
 
 @dataclasses.dataclass
@@ -24,6 +33,37 @@ class RunningStack:
     def log(self, service):
         """The log of ``service`` so far (handy in assertion messages)."""
         return self.stack.log_path(service).read_text(errors="replace")
+
+    @property
+    def key_file(self):
+        """The service key the stack made (``cdnaas db upgrade``) in its state dir, or
+        the one its environment names."""
+        return Path(self.env.get("CDNAAS_SERVICE_KEY_FILE") or self.state_dir / "service.key")
+
+    def service_headers(self, caller="test"):
+        """Headers of a request to an internal service, signed with the stack's key."""
+        return service_auth.headers(caller, self.key_file)
+
+    def client(self, client_class):
+        """A :class:`~cdnaas.common.http.JsonClient` subclass instance for this stack's
+        service, signing with the stack's key: ``stack.client(RoClient).get_deployment(id)``."""
+        return client_class(base_url=self.urls[client_class.service], key_file=self.key_file)
+
+    def kill(self, service):
+        """``kill -9`` one service (as a crash would) and reap it."""
+        process = self.stack.processes[service]
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+
+    def restart(self, service, timeout=60):
+        """Start ``service`` again (after :meth:`kill`) and wait until it answers /healthz."""
+        self.stack._spawn(service, detach=False)  # pylint: disable=protected-access
+        deadline = time.monotonic() + timeout
+        while not healthy(self.urls[service]):
+            assert self.stack.processes[service].poll() is None, self.log(service)[-3000:]
+            assert time.monotonic() < deadline, f"{service} did not come back: " \
+                f"{self.log(service)[-3000:]}"
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -44,8 +84,10 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
         "CDNAAS_DATABASE_URL": database_url,  # None: embedded default
         "CDNAAS_VIM_DRIVER": "noop",
         "CDNAAS_IM_INTERVAL": "0.5",
+        "CDNAAS_ORIGIN_ALLOW": "127.0.0.1",  # the sample origin (conftest) on this machine
         "CDNAAS_CONFIG": str(state_dir / "cli-config.yaml"),  # never the user's settings
         "CDNAAS_TOKEN": None,
+        "CDNAAS_SERVICE_KEY_FILE": None,  # the stack makes its own key in its state dir
         "CDNAAS_LOG_LEVEL": "INFO",
     })
     env.update(extra_env or {})
@@ -69,3 +111,139 @@ def _operator_token(env):
         return bootstrap_token(database, "admin")
     finally:
         database.dispose()
+
+
+# -- replicas -----------------------------------------------------------------------------------
+
+class TcpProxy:
+    """One address for the replicas of a service, as compose's DNS round robin or a
+    balancer gives: each connection goes to a backend that accepts it, tried in order
+    (``failover``: the first one alive takes everything) or in turn (``round-robin``).
+
+    :param backends: ``[(host, port)]`` of the replicas.
+    """
+
+    def __init__(self, backends, mode="failover"):
+        self.backends = list(backends)
+        self.mode = mode
+        self._turn = itertools.count()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self._server.close()
+
+    def _order(self):
+        if self.mode == "round-robin":
+            first = next(self._turn) % len(self.backends)
+            return self.backends[first:] + self.backends[:first]
+        return list(self.backends)
+
+    def _accept(self):
+        while True:
+            try:
+                client, _address = self._server.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        for address in self._order():
+            try:
+                upstream = socket.create_connection(address, timeout=2)
+            except OSError:  # this replica is down: the next one
+                continue
+            upstream.settimeout(None)
+            threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+            _pump(client, upstream)
+            return
+        client.close()
+
+
+def _pump(source, target):
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+class ReplicaStack(Stack):
+    """A :class:`Stack` whose services listen on their ``CDNAAS_<SVC>_BIND`` while peers
+    reach every replica of a service by one ``CDNAAS_<SVC>_URL``: it is checked, and its
+    ``urls`` are, where it listens."""
+
+    @property
+    def urls(self):
+        return {svc: f"http://{self.env[f'CDNAAS_{svc.upper()}_BIND']}" for svc in self.services}
+
+
+def _free_ports(count):
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
+    try:
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@contextlib.contextmanager
+def replicated_stack(database_url, tmp_path, extra_env=None, services=config.SERVICES,
+                     replicas=2, mode="failover", timeout=60):
+    """Start ``replicas`` copies of each of ``services`` on one database (PostgreSQL),
+    each service's copies behind one :class:`TcpProxy` whose address is the service's
+    ``CDNAAS_<SVC>_URL`` for every peer; yield a :class:`RunningStack` whose ``urls`` are
+    the proxies', with ``replicas`` (a :class:`RunningStack` per copy, ``urls`` its own
+    addresses, ``kill``/``restart`` per service) and ``proxies`` (``{service: TcpProxy}``).
+
+    Copies differ only in their bind addresses and state dirs (logs, pid file); they
+    share the first copy's service key. ``extra_env`` is as for :func:`running_stack`.
+    """
+    ports = iter(_free_ports(len(services) * replicas))
+    binds = [{svc: next(ports) for svc in services} for _ in range(replicas)]
+    proxies = {svc: TcpProxy([("127.0.0.1", b[svc]) for b in binds], mode) for svc in services}
+    first_dir = Path(tmp_path) / "state"
+    started = []
+    try:
+        for index, bind in enumerate(binds):
+            state_dir = first_dir if index == 0 else Path(tmp_path) / f"state-{index}"
+            state_dir.mkdir(parents=True, exist_ok=True)
+            env = {"CDNAAS_STATE_DIR": str(state_dir), "CDNAAS_DATABASE_URL": database_url,
+                   "CDNAAS_VIM_DRIVER": "noop", "CDNAAS_IM_INTERVAL": "0.5",
+                   "CDNAAS_ORIGIN_ALLOW": "127.0.0.1",
+                   "CDNAAS_CONFIG": str(state_dir / "cli-config.yaml"), "CDNAAS_TOKEN": None,
+                   "CDNAAS_SERVICE_KEY_FILE": str(first_dir / "service.key"),
+                   "CDNAAS_LOG_LEVEL": "INFO", "CDNAAS_REPLICA_NAME": None}
+            for svc in config.SERVICES:  # every peer by its one address
+                proxy = proxies.get(svc)
+                env[f"CDNAAS_{svc.upper()}_URL"] = proxy.url if proxy else "http://127.0.0.1:9"
+            for svc, port in bind.items():
+                env[f"CDNAAS_{svc.upper()}_BIND"] = f"127.0.0.1:{port}"
+            env.update(extra_env or {})
+            stack = ReplicaStack(env=env, state_dir=state_dir, services=services)
+            stack.start(timeout=timeout)
+            started.append(RunningStack(env=stack.env, urls=stack.urls, state_dir=state_dir,
+                                        operator_token=None, stack=stack))
+        first = started[0]
+        running = RunningStack(env=first.env, urls={s: p.url for s, p in proxies.items()},
+                               state_dir=first_dir, operator_token=_operator_token(first.env)
+                               if "api" in services else None, stack=first.stack)
+        running.replicas, running.proxies = started, proxies
+        yield running
+    finally:
+        for replica in reversed(started):
+            replica.stack.stop()
+        for proxy in proxies.values():
+            proxy.close()

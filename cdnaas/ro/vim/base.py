@@ -10,6 +10,7 @@ import dataclasses
 import time
 from typing import Callable
 
+from cdnaas.common import errors, origin_policy
 from cdnaas.common.sig import ServiceInstanceGraph
 
 #: ``progress(step, done, total)``: called as a driver advances through a step.
@@ -46,6 +47,19 @@ def run_all(pool, action, items, step=None, progress=no_progress):
 
 class VimError(Exception):
     """The VIM refused or failed an action; retrying will not help."""
+
+
+def check_origin_policy(origin, addresses):
+    """Refuse to point caches at ``origin`` resolved to ``addresses`` now, at deploy time,
+    if the operator's origin policy denies them (a name accepted with the vCDN may have
+    been pointed elsewhere since).
+
+    :raises VimError: saying which address is refused and why.
+    """
+    try:
+        origin_policy.check_resolved(origin, addresses)
+    except errors.BadRequest as exc:
+        raise VimError(f"at deploy time, {exc.message}") from None
 
 
 class RetryableVimError(VimError):
@@ -145,6 +159,65 @@ class VnfMetrics:
     cpu_seconds: float | None = None
 
 
+@dataclasses.dataclass
+class LoadTest:
+    """Load a driver's load generator drives at one VNF (a calibration's measurement).
+
+    The generator stands where viewers stand (a client of the VNF's region) and is kept
+    off the CPUs the VNF runs on where the host has CPUs to spare.
+
+    :param kind: ``http``: ``connections`` clients each sending requests for ``path``
+        back to back, as wrk does (throughput); ``viewers``: ``connections`` DASH viewers,
+        each fetching one chunk (``path`` with ``{n}`` for the segment number, from a random
+        one of ``segments``) every ``chunk_seconds`` over one kept-alive connection and
+        playing it, with ``buffer_chunks`` chunks of buffer (QoE).
+    :param seconds: how long the load runs (viewers: after their staggered start).
+    :param window_seconds: viewers' playback is reported per window of this length.
+    """
+
+    kind: str
+    path: str
+    connections: int
+    seconds: float
+    chunk_seconds: float = 2.0
+    segments: int = 300
+    window_seconds: float = 16.0
+    buffer_chunks: int = 2
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What one :class:`LoadTest` measured.
+
+    :param requests: responses received whole; ``errors``: connections that failed
+        (refused, reset, timed out); ``non_2xx``: responses of another status.
+    :param latency_ms: response time percentiles (``p50``, ``p90``, ``p99``) in ms.
+    :param generator_cpu_seconds: CPU time the load generator itself used.
+    :param target_cpu_seconds: CPU time the measured VNF used meanwhile (None: unknown).
+    :param isolated: the generator ran on CPUs the VNF does not run on.
+    :param tool: the generator and its version (``wrk 4.1.0``).
+    :param windows: ``viewers`` only: per viewer, per window, ``[stalls, stalled seconds,
+        longest stall seconds, startup seconds or None (no first chunk in that window),
+        failed]`` (failed: the viewer's playback ended in or before that window).
+    """
+
+    kind: str
+    seconds: float
+    requests: int
+    errors: int
+    non_2xx: int
+    requests_per_second: float
+    latency_ms: dict
+    generator_cpu_seconds: float
+    target_cpu_seconds: float | None
+    isolated: bool
+    tool: str
+    windows: list | None = None
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
 class VimDriver(abc.ABC):
     """Deploys, changes, checks and removes the VNFs of a SIG on one kind of VIM."""
 
@@ -180,6 +253,24 @@ class VimDriver(abc.ABC):
         """
 
     @abc.abstractmethod
+    def restore(self, deployment: Deployment, sig: ServiceInstanceGraph,
+                progress: Progress = no_progress) -> Deployment:
+        """Bring the VIM back to exactly the recorded ``deployment`` after an interrupted update.
+
+        The RO died while :meth:`update` worked on ``deployment``: some VNFs the update
+        added may run, some it removed may be stopped, balancers may have either set of
+        members. Afterwards exactly the VNFs of ``deployment`` run (those of this
+        deployment id it does not record are removed; recorded ones that are gone are
+        started again from ``sig``, the SIG ``deployment`` was built from) and each
+        balancer has the recorded caches as members. Recorded VNFs that still run are
+        kept as they are, so clients go on being served. Restoring twice is success.
+
+        :returns: ``deployment`` as it now runs (VNFs started again may have new
+            resource ids; names, roles and addresses are the recorded ones).
+        :raises VimError: the VIM could not be brought back; what runs is unknown.
+        """
+
+    @abc.abstractmethod
     def terminate(self, deployment: Deployment, progress: Progress = no_progress) -> None:
         """Remove every resource of ``deployment``. Removing what is gone is success."""
 
@@ -198,6 +289,19 @@ class VimDriver(abc.ABC):
         now = time.time()
         return [VnfMetrics(name=v.name, role=v.role, region=v.region, host=v.host,
                            vcpus=v.vcpus, read_at=now) for v in deployment.vnfs]
+
+    def load_test(self, deployment: Deployment, vnf_name: str, test: LoadTest) -> LoadReport:
+        """Drive ``test`` at the VNF ``vnf_name`` of ``deployment`` from a load generator
+        of the VNF's region; return what it measured (a calibration's figures).
+
+        The default has no load generator.
+
+        :raises VimError: the driver has no load generator, or it could not run.
+        """
+        raise VimError(f"the {self.name} VIM driver has no load generator: a calibration "
+                       "needs one in the measured cache's network (the local driver starts a "
+                       "client namespace on the region's bridge; on this VIM a load-generator "
+                       "server running wrk and cdnaas.calibration.viewers is not implemented)")
 
     @abc.abstractmethod
     def cleanup(self, known_ids: set[str]) -> list[str]:

@@ -10,6 +10,8 @@ Failure injection, read at call time (comma-separated host names):
 
 - ``CDNAAS_NOOP_FAIL_HOSTS``: creating a VNF on one of these hosts fails.
 - ``CDNAAS_NOOP_UNHEALTHY_HOSTS``: VNFs on these hosts report unhealthy.
+- ``CDNAAS_NOOP_STEP_DELAY``: seconds each VNF takes to be created or removed
+  (so that tests can kill a replica in the middle of an operation).
 
 Load injection: :meth:`NoopDriver.metrics` models each VNF's figures from a
 number of viewers per region, by default read at call time from the JSON
@@ -26,19 +28,24 @@ import threading
 import time
 import uuid
 
-from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, VimDriver, VnfHealth,
-                                VnfInstance, VnfMetrics, no_progress)
+from cdnaas.common import config
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, LoadReport, VimDriver,
+                                VimError, VnfHealth, VnfInstance, VnfMetrics, no_progress)
 
 LOG = logging.getLogger(__name__)
 
 FAIL_HOSTS = "CDNAAS_NOOP_FAIL_HOSTS"
 UNHEALTHY_HOSTS = "CDNAAS_NOOP_UNHEALTHY_HOSTS"
+STEP_DELAY = "CDNAAS_NOOP_STEP_DELAY"
 LOAD_FILE = "CDNAAS_NOOP_LOAD_FILE"
 #: every viewer fetches one video chunk this often (the paper's 2 s DASH segments)
 CHUNK_SECONDS = 2.0
 #: chunk requests a fully busy vCPU serves per second by default: 5000 HD viewers per
 #: vCPU (the paper's KVM quality plateau) at one chunk per 2 s
 REQUESTS_PER_VCPU = 2500.0
+
+#: how many times more requests/s than of HD chunks a vCPU serves of a path holding the key
+OBJECT_SPEEDUP = {"small": 8.0, "chunk-low": 4.0}
 
 #: first host number of each role in a region's /24, in the order addresses are given out
 FIRST_HOST = {"load_balancer": 2, "dns": 53, "cache": 10}
@@ -95,6 +102,19 @@ class NoopDriver(VimDriver):
             progress(REMOVE_STEP, done, len(gone))
         return _deployment(sig, instances, subnets)
 
+    def restore(self, deployment, sig, progress=no_progress):
+        """See :meth:`VimDriver.restore`: what "runs" becomes exactly the recorded VNFs."""
+        recorded = dict(deployment.resources.get("servers", {}))
+        with self._lock:
+            strays = set(self._running.get(deployment.deployment_id, {})) - set(recorded)
+            self._running[deployment.deployment_id] = recorded
+        for done, resource_id in enumerate(sorted(strays), 1):
+            LOG.info("noop: would delete %s, which the interrupted update added", resource_id)
+            with self._counters_lock:
+                self._counters.pop(resource_id, None)
+            progress(REMOVE_STEP, done, len(strays))
+        return deployment
+
     def terminate(self, deployment, progress=no_progress):
         """See :meth:`VimDriver.terminate`: whatever the record or memory knows goes."""
         servers = dict(deployment.resources.get("servers", {}))
@@ -102,6 +122,7 @@ class NoopDriver(VimDriver):
             servers.update(self._running.pop(deployment.deployment_id, {}))
         for done, (resource_id, name) in enumerate(sorted(servers.items()), 1):
             LOG.info("noop: would delete %s (%s)", name, resource_id)
+            _step_delay()
             with self._counters_lock:
                 self._counters.pop(resource_id, None)
             progress(REMOVE_STEP, done, len(servers))
@@ -153,6 +174,34 @@ class NoopDriver(VimDriver):
             counter[2] += self._utilisation(viewers, vnf.vcpus) * vnf.vcpus * elapsed
             return counter[1], counter[2]
 
+    def load_test(self, deployment, vnf_name, test):
+        """See :meth:`VimDriver.load_test`: modelled figures, nothing is sent. A VNF serves
+        ``REQUESTS_PER_VCPU`` chunk requests per vCPU and second (more of smaller objects:
+        :data:`OBJECT_SPEEDUP`); viewers stall once they ask for more than 90% of that."""
+        vnf = next((v for v in deployment.vnfs if v.name == vnf_name), None)
+        if vnf is None:
+            raise VimError(f"deployment {deployment.deployment_id} has no VNF {vnf_name}")
+        speedup = next((f for part, f in OBJECT_SPEEDUP.items() if part in test.path), 1.0)
+        capacity = REQUESTS_PER_VCPU * vnf.vcpus * speedup
+        windows = None
+        if test.kind == "viewers":
+            count = max(1, int(test.seconds // test.window_seconds))
+            load = test.connections / test.chunk_seconds / capacity
+            stalls = max(0, round((load - 0.9) * 10))
+            window = [stalls, float(stalls), 1.0 if stalls else 0.0, None, False]
+            windows = [[[*window[:3], 0.2, False]] + [list(window) for _ in range(count - 1)]
+                       for _ in range(test.connections)]
+            rate = min(capacity, test.connections / test.chunk_seconds)
+            seconds = count * test.window_seconds
+        else:
+            rate, seconds = capacity, test.seconds
+        return LoadReport(kind=test.kind, seconds=seconds, requests=int(rate * seconds),
+                          errors=0, non_2xx=0, requests_per_second=round(rate, 1),
+                          latency_ms={"p50": round(1000 * min(test.connections, rate) / rate, 3)},
+                          generator_cpu_seconds=0.0,
+                          target_cpu_seconds=round(min(1.0, rate / capacity) * vnf.vcpus * seconds, 3),
+                          isolated=True, tool="noop model", windows=windows)
+
     def cleanup(self, known_ids):
         """See :meth:`VimDriver.cleanup`."""
         with self._lock:
@@ -191,6 +240,7 @@ class NoopDriver(VimDriver):
         if vnf.host in failing:
             raise DeploymentFailed(f"host {vnf.host} refused VNF {vnf.name} "
                                    f"(listed in {FAIL_HOSTS})")
+        _step_delay()
         instance = VnfInstance(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
                                address=address, resource_id=f"noop-{uuid.uuid4().hex[:12]}",
                                vcpus=vnf.vcpus)
@@ -224,6 +274,12 @@ def _load_file(deployment_id):
     except (OSError, ValueError) as exc:
         LOG.warning("noop: cannot read the load file %s: %s", path, exc)
         return {}
+
+
+def _step_delay():
+    delay = config.setting(STEP_DELAY)
+    if delay > 0:
+        time.sleep(delay)
 
 
 def _utilisation(viewers, vcpus):

@@ -8,6 +8,14 @@ CPU time used (:func:`cpu_usage_seconds`) comes from ``cpu.stat`` on v2 and
 ``cpuacct.usage`` on v1. Where v1 mounts ``cpuacct`` apart from ``cpu``, a
 group has a twin of the same name in the ``cpuacct`` hierarchy, which its
 processes join when first read.
+
+Placement: where the operator maps hosts to CPU sets of this machine
+(:func:`host_cpus`, ``CDNAAS_LOCAL_HOST_CPUS``), a VNF's group is also pinned to its
+planned host's CPUs: v2 ``cpuset.cpus`` of the group itself (the ``cpuset``
+controller enabled in the parents' ``cgroup.subtree_control``), v1 a twin of the
+same name in the ``cpuset`` hierarchy with ``cpuset.cpus`` and ``cpuset.mems``
+(a new v1 cpuset starts empty and takes no process until both are set). A VNF whose
+host maps to no CPU set runs unpinned, as every VNF did before.
 """
 import contextlib
 import os
@@ -20,6 +28,7 @@ from cdnaas.ro.vim.base import PrerequisitesMissing, VimError
 ROOT_V2 = Path("/sys/fs/cgroup")
 ROOT_V1 = Path("/sys/fs/cgroup/cpu")
 ROOT_V1_ACCOUNTING = Path("/sys/fs/cgroup/cpuacct")
+ROOT_V1_CPUSET = Path("/sys/fs/cgroup/cpuset")
 PERIOD_US = 100_000
 
 
@@ -57,8 +66,13 @@ def _ensure_base(version, base):
             own.write_text("+cpu")
 
 
-def create(name, vcpus):
-    """Make group ``name`` limited to ``vcpus`` CPUs."""
+def create(name, vcpus, cpus=None):
+    """Make group ``name`` limited to ``vcpus`` CPUs, pinned to the CPU list ``cpus``
+    (kernel syntax, ``0-1,4``; None: unpinned).
+
+    :raises VimError: ``cpus`` cannot be pinned here (no cpuset controller, CPUs this
+        machine does not have or has offline).
+    """
     version, base = _hierarchy()
     _ensure_base(version, base)
     group = base / name
@@ -69,6 +83,122 @@ def create(name, vcpus):
     else:
         (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (group / "cpu.cfs_quota_us").write_text(str(quota))
+    if cpus:
+        _pin(version, base, name, cpus)
+
+
+def host_cpus(host):
+    """The CPU list (kernel syntax) of this machine that ``host`` stands for, or None.
+
+    ``CDNAAS_LOCAL_HOST_CPUS`` (``eu-1=0;eu-2=1-3,6``), else the hosts of the ``local``
+    power driver (``CDNAAS_POWER_LOCAL_CPUS``, ``eu-1=0,eu-2=1-3``), so that the CPUs a
+    power action takes offline are the ones the host's VNFs run on.
+
+    :raises VimError: the setting is not ``host=CPUs`` items.
+    """
+    if host is None:
+        return None
+    return cpu_map().get(host)
+
+
+def cpu_map():
+    """``{host: CPU list}`` of the operator's host to CPU set mapping (see :func:`host_cpus`)."""
+    from cdnaas.common import config
+    raw = config.setting("CDNAAS_LOCAL_HOST_CPUS")
+    name, items = "CDNAAS_LOCAL_HOST_CPUS", (raw or "").split(";")
+    if not raw:
+        name, items = "CDNAAS_POWER_LOCAL_CPUS", config.setting("CDNAAS_POWER_LOCAL_CPUS")
+    found = {}
+    for item in items:
+        if not item.strip():
+            continue
+        host, _, cpus = (part.strip() for part in item.partition("="))
+        if not host or parse_cpu_list(cpus) is None:
+            raise VimError(f"{name} item {item.strip()!r} is not host=CPUs (like eu-1=0-1,4)")
+        found[host] = cpus.replace(" ", "")
+    return found
+
+
+def parse_cpu_list(text):
+    """CPUs of a kernel CPU list (``0-1,4``) as a set, or None if ``text`` is not one."""
+    cpus = set()
+    for part in text.replace(" ", "").split(","):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()) or int(last or first) < int(first):
+            return None
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus or None
+
+
+def _cpuset_base(version, base, create=True):
+    """Where the CPU sets of groups live (v2: the groups themselves; v1: ``cdnaas/`` of
+    the cpuset hierarchy), or None when no cpuset controller is there."""
+    if version == "v2":
+        if "cpuset" not in (ROOT_V2 / "cgroup.controllers").read_text().split():
+            return None
+        if create:
+            for subtree in (base.parent / "cgroup.subtree_control",
+                            base / "cgroup.subtree_control"):
+                if "cpuset" not in subtree.read_text().split():
+                    subtree.write_text("+cpuset")
+        return base
+    if not (ROOT_V1_CPUSET / "cpuset.cpus").exists():
+        return None
+    twin = ROOT_V1_CPUSET / "cdnaas"
+    if create:
+        twin.mkdir(exist_ok=True)
+        _inherit_cpuset(twin)
+    return twin
+
+
+def _inherit_cpuset(group):
+    """A new v1 cpuset is empty: give it its parent's CPUs and memory nodes."""
+    for item in ("cpuset.mems", "cpuset.cpus"):
+        if not (group / item).read_text().strip():
+            (group / item).write_text((group.parent / item).read_text().strip())
+
+
+def _pin(version, base, name, cpus):
+    cpuset = _cpuset_base(version, base)
+    if cpuset is None:
+        raise VimError(f"cannot pin {name} to CPUs {cpus}: no cpuset controller under "
+                       f"{ROOT_V2 if version == 'v2' else ROOT_V1_CPUSET}")
+    group = cpuset / name
+    group.mkdir(exist_ok=True)
+    try:
+        if version == "v1":
+            _inherit_cpuset(group)
+        (group / "cpuset.cpus").write_text(cpus)
+    except OSError as exc:
+        usable = next((f.read_text().strip() for f in (cpuset / "cpuset.effective_cpus",
+                                                       cpuset / "cpuset.cpus.effective")
+                       if f.exists()), "?")
+        raise VimError(f"cannot pin {name} to CPUs {cpus} (VNFs may use CPUs {usable} of "
+                       f"this machine; an offline CPU takes no process): {exc}") from None
+
+
+def pinned_cpus(name):
+    """CPUs (a set) group ``name`` is pinned to, or None when it runs unpinned."""
+    version, base = _hierarchy()
+    cpuset = _cpuset_base(version, base, create=False)
+    if cpuset is None:
+        return None
+    with contextlib.suppress(FileNotFoundError):
+        text = (cpuset / name / "cpuset.cpus").read_text().strip()
+        if version == "v1" and text == (cpuset / "cpuset.cpus").read_text().strip():
+            return None  # a twin with all its parent's CPUs: not pinned
+        return parse_cpu_list(text) if text else None
+    return None
+
+
+def _procs_files(version, base, name):
+    """The ``cgroup.procs`` a process of group ``name`` joins (v1: its cpuset twin's too)."""
+    files = [base / name / "cgroup.procs"]
+    if version == "v1":
+        twin = _cpuset_base(version, base, create=False)
+        if twin is not None and (twin / name).is_dir():
+            files.append(twin / name / "cgroup.procs")
+    return files
 
 
 def adopt(name, pid):
@@ -79,17 +209,19 @@ def adopt(name, pid):
 
     :raises VimError: ``pid`` itself is gone.
     """
-    _version, base = _hierarchy()
-    procs = base / name / "cgroup.procs"
+    version, base = _hierarchy()
+    files = _procs_files(version, base, name)
     try:
-        procs.write_text(str(pid))
+        for procs in files:
+            procs.write_text(str(pid))
     except ProcessLookupError:
         raise VimError(f"process {pid} exited before it could join its CPU group") from None
     pending = _children(pid)
     while pending:
         child = pending.pop()
         with contextlib.suppress(ProcessLookupError):
-            procs.write_text(str(child))
+            for procs in files:
+                procs.write_text(str(child))
             pending += _children(child)
 
 
@@ -160,10 +292,13 @@ def remove(*names, grace=2.0):
         _signal_all(pids(name), signal.SIGKILL)
     for name in present:
         _rmdir(base / name, grace)
+    cpuset = _cpuset_base(version, base, create=False) if version == "v1" else None
     for name in names if version == "v1" else ():
         twin = _accounting_twin(name)
         if twin is not None:
             _rmdir(twin, grace)  # its processes were the group's
+        if cpuset is not None:
+            _rmdir(cpuset / name, grace)
 
 
 def _rmdir(group, grace):
@@ -182,9 +317,13 @@ def _rmdir(group, grace):
 
 
 def names():
-    """Names of the groups that exist under ``cdnaas/``."""
-    _version, base = _hierarchy()
-    return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.exists() else []
+    """Names of the groups that exist under ``cdnaas/`` (v1: or of its cpuset twins)."""
+    version, base = _hierarchy()
+    found = {p.name for p in base.iterdir() if p.is_dir()} if base.exists() else set()
+    cpuset = _cpuset_base(version, base, create=False) if version == "v1" else None
+    if cpuset is not None and cpuset.exists():
+        found |= {p.name for p in cpuset.iterdir() if p.is_dir()}
+    return sorted(found)
 
 
 def _signal_all(process_ids, signum):

@@ -10,12 +10,17 @@ import hashlib
 import ipaddress
 import itertools
 import os
+import resource
+import subprocess
+import tempfile
 import threading
 
-from cdnaas.ro.vim.local import network
+from cdnaas.ro.vim.local import netns, network
 from cdnaas.ro.vim.local.system import run
 
 CLIENT_PREFIX = "cdnc_"
+#: open files a load generator may hold (a socket per connection or viewer)
+GENERATOR_FILES = 65536
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 
@@ -62,6 +67,27 @@ class Client:
                    for k, _, v in (line.partition(":") for line in lines[1:])}
         return int(lines[0].split()[1]), headers, body
 
+    def run_measured(self, command, timeout, cpus=None):
+        """Run a load generator ``command`` on the client, on ``cpus`` (CPU numbers; None:
+        any) with a file limit for thousands of sockets; return ``(exit status, stdout,
+        stderr, CPU seconds it used)``. Killed after ``timeout`` seconds (status -9)."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            with netns.entered(self.namespace):
+                process = subprocess.Popen(  # pylint: disable=consider-using-with
+                    command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                    preexec_fn=lambda: _generator_limits(cpus))
+            timer = threading.Timer(timeout, process.kill)
+            timer.start()
+            try:
+                _pid, status, usage = os.wait4(process.pid, 0)
+            finally:
+                timer.cancel()
+            process.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            return (process.returncode, out.read().decode(errors="replace"),
+                    err.read().decode(errors="replace"), usage.ru_utime + usage.ru_stime)
+
 
 @contextlib.contextmanager
 def client(deployment_id, region, address, prefix_len=None):
@@ -96,3 +122,11 @@ def _is_ipv4(text):
     except ValueError:
         return False
 
+
+def _generator_limits(cpus):
+    """In a load generator's child process before it runs: its CPUs and file limit."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = GENERATOR_FILES if hard == resource.RLIM_INFINITY else min(GENERATOR_FILES, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, hard))

@@ -4,10 +4,12 @@ Each region of a deployment is a Linux bridge with its own /24 (RO's address
 management: gateway .1, load balancer .2, DNS .3, caches from .10); each VNF is
 a network namespace on its region's bridge running the same nginx and dnsmasq
 configurations the OpenStack driver boots (``templates/``), with its vCPUs as a
-CPU quota of its cgroup. The DNS VNF is multi-homed (one leg per region) and
-steers queries by client prefix (nftables) to one dnsmasq per region, each
-answering with its region's balancer. Nothing has a route off the machine:
-origins must be on this machine (the caches reach it at their bridge's gateway).
+CPU quota of its cgroup, pinned to its planned host's CPUs where the operator maps
+hosts to CPU sets of this machine (:func:`.cgroups.host_cpus`). The DNS VNF is
+multi-homed (one leg per region) and steers queries by client prefix (nftables) to
+one dnsmasq per region, each answering with its region's balancer. Nothing has a
+route off the machine: origins must be on this machine (the caches reach it at
+their bridge's gateway).
 
 Everything a deployment creates is named after it, so removing it (on failure,
 on terminate, or as a stray after a crash) needs no record beyond its id.
@@ -24,8 +26,8 @@ from cdnaas.common import config
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, PrerequisitesMissing,
                                 VimDriver, VimError, VnfHealth, VnfInstance, VnfMetrics,
-                                no_progress, run_all)
-from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes
+                                check_origin_policy, no_progress, run_all)
+from cdnaas.ro.vim.local import cgroups, clients, loadgen, netns, network, processes
 from cdnaas.ro.vim.local.system import run
 
 LOG = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ VNF_USER = "root"  # the namespace is the VNF's machine; its files live under th
 
 
 def _pool():
-    return config.env("CDNAAS_LOCAL_POOL", "198.18.0.0/15")
+    return config.local_pool()
 
 
 def _vnf_root(owner, deployment_id):
@@ -123,10 +125,45 @@ class LocalDriver(VimDriver):
                        lambda v: self._drain_and_stop(owner, sig.vcdn_id, v))
         return self._deployment(owner, sig, layout, addresses)
 
+    def restore(self, deployment, sig, progress=no_progress):
+        """See :meth:`VimDriver.restore`: the deployment's VNFs that it does not record
+        (namespaces, CPU groups, files) are removed, recorded caches that do not answer
+        are booted again at their recorded address, and every balancer is reloaded
+        with the recorded caches as members."""
+        self.check_prerequisites()
+        owner = deployment.resources["owner"]
+        layout = deployment.resources["layout"]
+        recorded = {v.name: v for v in deployment.vnfs}
+        addresses = {v.name: v.address for v in deployment.vnfs}
+        strays = sorted(self._vnf_names(owner, deployment.deployment_id) - set(recorded))
+        self._parallel("remove VNFs the update added", progress, strays,
+                       lambda name: self._remove_vnf(owner, deployment.deployment_id, name))
+        gone = [v for v in sig.vnfs_in(role="cache")
+                if v.name in recorded and not processes.answers_http(recorded[v.name].address)]
+        for vnf in gone:  # whatever is left of them (a namespace, a group) goes first
+            self._remove_vnf(owner, deployment.deployment_id, vnf.name)
+        self._boot_caches(owner, sig, gone, addresses, layout, progress)
+        self._parallel("restore load balancers", progress, sorted(layout),
+                       lambda region: self._reload_lb(owner, sig, region, addresses,
+                                                      members=_members(deployment, region)))
+        return deployment
+
+    def _vnf_names(self, owner, deployment_id):
+        """Names of the VNFs of ``deployment_id`` with a namespace, CPU group or files here."""
+        names = {parsed[2] for parsed in map(network.parse_namespace, network.list_namespaces())
+                 if parsed and parsed[:2] == (owner, deployment_id)}
+        group_prefix = f"{owner}_{deployment_id}_"
+        names |= {g[len(group_prefix):] for g in cgroups.names() if g.startswith(group_prefix)}
+        root = _vnf_root(owner, deployment_id)
+        if root.exists():
+            names |= {p.name for p in root.iterdir() if p.is_dir()}
+        return names
+
     def terminate(self, deployment, progress=no_progress):
         owner = deployment.resources.get("owner", network.owner())
         total = len(deployment.vnfs) or 1
         progress("remove VNFs", 0, total)
+        _injected_delay()
         self._remove(owner, deployment.deployment_id)
         progress("remove VNFs", total, total)
 
@@ -143,9 +180,10 @@ class LocalDriver(VimDriver):
         return results
 
     def metrics(self, deployment):
-        """Each nginx VNF's ``stub_status`` (active connections without this reading's
-        own, requests so far; probes count as requests) and every VNF's CPU time
-        from its cgroup, read in parallel."""
+        """Each nginx VNF's ``stub_status`` from its management listener, which only this
+        side reaches (active connections without this reading's own, requests so far;
+        probes count as requests) and every VNF's CPU time from its cgroup, read in
+        parallel."""
         owner = deployment.resources.get("owner", network.owner())
 
         def read(vnf):
@@ -156,6 +194,17 @@ class LocalDriver(VimDriver):
                               active_connections=max(0, status["active"] - 1) if status else None,
                               requests=status["requests"] if status else None, cpu_seconds=cpu)
         return list(self.pool.map(read, deployment.vnfs))
+
+    def load_test(self, deployment, vnf_name, test):
+        """See :meth:`VimDriver.load_test`: wrk or the simulated viewers in a client
+        namespace on the VNF's region bridge, off the VNF's CPUs
+        (:mod:`cdnaas.ro.vim.local.loadgen`)."""
+        vnf = next((v for v in deployment.vnfs if v.name == vnf_name), None)
+        if vnf is None:
+            raise VimError(f"deployment {deployment.deployment_id} has no VNF {vnf_name}")
+        owner = deployment.resources.get("owner", network.owner())
+        return loadgen.run(deployment, vnf, _group(owner, deployment.deployment_id, vnf.name),
+                           test)
 
     def cleanup(self, known_ids):
         owner = network.owner()
@@ -180,13 +229,16 @@ class LocalDriver(VimDriver):
 
     def _boot_caches(self, owner, sig, caches, addresses, layout, progress):
         """Start ``caches`` in parallel; each answers HTTP before this returns."""
-        origin = {r: _origin_address(sig.origin.host, layout[r]) for r in {c.region for c in caches}}
+        origin = {r: _origin_address(sig.origin, layout[r]) for r in {c.region for c in caches}}
 
         def config(vnf, prefix):
             return vnfconfig.cache_config(
                 name=vnf.name, workers=vnf.vcpus, listen_address=addresses[vnf.name],
                 listen_port=HTTP_PORT, origin=sig.origin, prefix_dir=str(prefix), user=VNF_USER,
-                origin_address=origin[vnf.region])
+                origin_address=origin[vnf.region],
+                planned_connections=vnfconfig.planned_connections(sig, vnf),
+                max_files=processes.open_file_limit(),
+                management_sources=_management_sources(addresses[vnf.name]))
         self._boot_nginx("boot caches", progress, owner, sig.vcdn_id, caches, config,
                          lambda v: [(layout[v.region]["bridge"],
                                      _cidr(addresses[v.name], layout[v.region]), [])],
@@ -196,7 +248,8 @@ class LocalDriver(VimDriver):
         """Start each region's balancer with all its caches as members (one config each)."""
         def config(vnf, prefix):
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(vnf.region, "cache")]
-            return self._lb_text(vnf, addresses[vnf.name], members, prefix)
+            return self._lb_text(vnf, addresses[vnf.name], members, prefix,
+                                 vnfconfig.planned_connections(sig, vnf))
         self._boot_nginx("configure load balancers", progress, owner, sig.vcdn_id,
                          sig.vnfs_in(role="load_balancer"), config,
                          lambda v: [(layout[v.region]["bridge"],
@@ -205,10 +258,13 @@ class LocalDriver(VimDriver):
                          addresses)
 
     @staticmethod
-    def _lb_text(vnf, address, members, prefix):
+    def _lb_text(vnf, address, members, prefix, planned):
         return vnfconfig.lb_config(name=vnf.name, workers=vnf.vcpus, listen_address=address,
                                    listen_port=HTTP_PORT, prefix_dir=str(prefix),
+                                   planned_connections=planned,
+                                   max_files=processes.open_file_limit(),
                                    members=[(name, addr, HTTP_PORT) for name, addr in members],
+                                   management_sources=_management_sources(address),
                                    user=VNF_USER)
 
     def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses):
@@ -225,14 +281,15 @@ class LocalDriver(VimDriver):
             conf.write_text(config(vnf, prefix))
             vnfconfig.prepare_nginx_prefix(str(prefix))
             group = _group(owner, deployment_id, vnf.name)
-            cgroups.create(group, vnf.vcpus)
+            cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
             if vnf.host in _injected_failures():  # test hook: this host "fails" to start VNFs
                 processes.start_daemon(names[vnf.name], ["false"])
             network.configure_namespace(names[vnf.name], links(vnf))
-            processes.start_daemon(names[vnf.name], processes.nginx_command(prefix, str(conf)))
+            processes.start_nginx(names[vnf.name], prefix, str(conf))
             processes.wait_until(lambda: processes.answers_http(addresses[vnf.name]),
                                  f"{vnf.role} {vnf.name}")
             cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
+            _injected_delay()
         self._parallel(step, progress, vnfs, start)
 
     def _reload_lb(self, owner, sig, region, addresses, members=None):
@@ -240,7 +297,8 @@ class LocalDriver(VimDriver):
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(region, "cache")]
-        text = self._lb_text(lb, addresses[lb.name], members, prefix)
+        text = self._lb_text(lb, addresses[lb.name], members, prefix,
+                             vnfconfig.planned_connections(sig, lb))
         namespace = network.namespace_name(owner, sig.vcdn_id, lb.name)
         with netns.entered(namespace):  # nginx -t binds the balancer's address
             vnfconfig.check_nginx(text, str(prefix))
@@ -276,7 +334,7 @@ class LocalDriver(VimDriver):
         network.create_namespace(namespace, links)
         run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
         group = _group(owner, sig.vcdn_id, vnf.name)
-        cgroups.create(group, vnf.vcpus)
+        cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
         for region in regions:
             command = ["dnsmasq", f"--conf-file={configs[region]}"]
             if vnf.host in _injected_failures():
@@ -289,7 +347,7 @@ class LocalDriver(VimDriver):
 
     def _drain_and_stop(self, owner, deployment_id, vnf):
         """Wait (bounded) for the balancer's connections to a removed cache to end, then stop it."""
-        timeout = config.float_setting("CDNAAS_LOCAL_DRAIN_SECONDS", 30)
+        timeout = config.setting("CDNAAS_LOCAL_DRAIN_SECONDS")
         try:
             processes.wait_until(lambda: _idle(vnf.address), f"drain of {vnf.name}", timeout)
         except VimError:
@@ -376,15 +434,18 @@ def _members(deployment, region):
     return [(v.name, v.address) for v in deployment.vnfs if v.region == region and v.role == "cache"]
 
 
-def _origin_address(host, region_layout):
+def _origin_address(origin, region_layout):
     """Where caches reach the origin: this machine's origins at the bridge gateway.
 
-    :raises VimError: the origin is elsewhere; the namespaces have no route out.
+    :raises VimError: the origin is elsewhere (the namespaces have no route out), or it
+        now resolves to an address the operator's origin policy refuses.
     """
+    host = origin.host
     try:
         resolved = {info[4][0] for info in socket.getaddrinfo(host, None, socket.AF_INET)}
     except socket.gaierror as exc:
         raise VimError(f"origin host {host} does not resolve: {exc}") from exc
+    check_origin_policy(origin, resolved)
     local = {str(a) for a in _local_addresses()}
     if any(ipaddress.ip_address(a).is_loopback or a in local for a in resolved):
         return str(network.gateway(ipaddress.ip_network(region_layout["subnet"])))
@@ -399,11 +460,25 @@ def _local_addresses():
 
 def _injected_failures():
     """Hosts whose VNFs fail to start (CDNAAS_LOCAL_FAIL_HOSTS): the rollback tests' hook."""
-    return {h for h in config.env("CDNAAS_LOCAL_FAIL_HOSTS", "").split(",") if h}
+    return set(config.setting("CDNAAS_LOCAL_FAIL_HOSTS"))
+
+
+def _management_sources(address):
+    """Who may read the status page of the VNF at ``address``: RO, which reaches it from
+    its region bridge's gateway (viewers, balancers and the DNS VNF get 403)."""
+    return [str(network.region_gateway(address))]
+
+
+def _injected_delay():
+    """Wait ``CDNAAS_LOCAL_STEP_DELAY`` seconds (default none) after each nginx VNF answers
+    and before a removal: the crash tests' hook to kill a service inside a step."""
+    delay = config.setting("CDNAAS_LOCAL_STEP_DELAY")
+    if delay > 0:
+        time.sleep(delay)
 
 
 def _idle(address):
-    status = processes.stub_status(address)
+    status = processes.stub_status(address)  # on the management listener
     return status is None or status["active"] <= 1  # the status request itself
 
 

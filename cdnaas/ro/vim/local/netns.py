@@ -8,10 +8,12 @@ its namespace the same way (``NetworkNamespace``).
 """
 import contextlib
 import ctypes
+import logging
 import os
 
 from cdnaas.ro.vim.base import VimError
 
+LOG = logging.getLogger(__name__)
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/run/netns"
 
@@ -51,3 +53,32 @@ def entered(namespace):
             _setns(home)
     finally:
         os.close(home)
+
+
+#: Kernel settings a VNF's namespace may tune: per network namespace (the host keeps its own).
+SYSCTLS = ("net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog")
+
+
+def raise_sysctls(namespace, values):
+    """Raise the settings ``values`` ({name: int}, names of :data:`SYSCTLS`) of
+    ``namespace`` to at least those values (a larger one stays).
+
+    ``/proc/sys/net`` shows the opening thread's namespace, so this thread writes them
+    from inside; a value the kernel refuses is logged and skipped (the VNF still runs,
+    with the kernel's default).
+
+    :raises VimError: a name is not one of :data:`SYSCTLS`, or ``namespace`` is gone.
+    """
+    for name in values:
+        if name not in SYSCTLS:
+            raise VimError(f"{name} is not a per-namespace setting this driver tunes")
+    with entered(namespace):
+        for name, value in values.items():
+            path = "/proc/sys/" + name.replace(".", "/")
+            try:
+                with open(path, "r+", encoding="ascii") as handle:
+                    if int(handle.read().split()[0]) < int(value):
+                        handle.seek(0)
+                        handle.write(str(int(value)))
+            except OSError as exc:
+                LOG.warning("%s cannot be set to %s in %s: %s", name, value, namespace, exc)

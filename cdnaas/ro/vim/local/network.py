@@ -22,6 +22,7 @@ NS_PREFIX = "cdn_"
 ALIAS_PREFIX = "cdnaas"
 LOCK_FILE = "/run/lock/cdnaas-local-ipam.lock"
 NETNS_DIR = "/run/netns"  # where ``ip netns`` keeps named namespaces
+REGION_PREFIX_LEN = 24  # every region bridge's subnet is a /24 of the pool
 
 
 def owner():
@@ -92,7 +93,7 @@ def create_bridges(wanted, pool):
     with open(LOCK_FILE, "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         used = _used_networks()
-        free = (net for net in ipaddress.ip_network(pool).subnets(new_prefix=24)
+        free = (net for net in ipaddress.ip_network(pool).subnets(new_prefix=REGION_PREFIX_LEN)
                 if not any(net.overlaps(u) for u in used))
         subnets, lines = {}, []
         for name, alias in wanted:
@@ -125,6 +126,12 @@ def delete_bridges(names):
 def gateway(subnet):
     """The root namespace's address on a region bridge (also where local origins are reached)."""
     return subnet.network_address + 1
+
+
+def region_gateway(address):
+    """:func:`gateway` of the region subnet holding the VNF ``address``: the source address
+    RO (in the root namespace) reaches that VNF from, its only management source."""
+    return gateway(ipaddress.ip_interface(f"{address}/{REGION_PREFIX_LEN}").network)
 
 
 def _used_networks():

@@ -2,10 +2,17 @@
 
 A daemon is started from a thread that entered the VNF's namespace (no shell,
 no ``nsenter``) and forks into the background; once it answers, its processes
-join the VNF's CPU group (:func:`cdnaas.ro.vim.local.cgroups.adopt`).
+join the VNF's CPU group (:func:`cdnaas.ro.vim.local.cgroups.adopt`). nginx is
+probed on its management listener (:data:`cdnaas.ro.vnfconfig.MANAGEMENT_PORT`),
+which answers only the bridge gateway this (root) namespace reaches the VNFs from.
+
+nginx starts with the limits its configuration is sized for (:func:`start_nginx`):
+its namespace's listen queue (``net.core.somaxconn``) and its process's open-file
+limit (RLIMIT_NOFILE, which its workers raise further with ``worker_rlimit_nofile``).
 """
 import http.client
 import logging
+import resource
 import time
 
 import dns.message
@@ -13,7 +20,9 @@ import dns.query
 import dns.rdatatype
 
 from cdnaas.ro.vim.base import VimError
+from cdnaas.ro.vim.local import netns
 from cdnaas.ro.vim.local.system import run
+from cdnaas.ro.vnfconfig import MANAGEMENT_PORT, STATUS_PATH, host_limits
 
 LOG = logging.getLogger(__name__)
 
@@ -32,8 +41,60 @@ def nginx_command(prefix, conf, *extra):
     return ["nginx", "-p", f"{prefix}/", "-c", conf, *extra]
 
 
+def start_nginx(namespace, prefix, conf):
+    """Start nginx on ``conf`` in ``namespace`` with the limits the config asks for
+    (:func:`tune_for_nginx`), its process's open-file limit raised to match (``prlimit``;
+    at most :func:`open_file_limit`).
+
+    :raises VimError: as :func:`start_daemon`.
+    """
+    files = min(tune_for_nginx(namespace, conf), open_file_limit())
+    start_daemon(namespace, ["prlimit", f"--nofile={files}:{files}",
+                             *nginx_command(prefix, conf)])
+
+
+def open_file_limit():
+    """The most open files a VNF process started here may have: the kernel's ceiling
+    (``fs.nr_open``) when this process may raise its hard limit (CAP_SYS_RESOURCE, as
+    root on a host), else its own hard limit (a container's root often may not)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        with open("/proc/sys/fs/nr_open", encoding="ascii") as handle:
+            ceiling = int(handle.read())
+    except (OSError, ValueError):
+        ceiling = 1 << 20
+    if hard == resource.RLIM_INFINITY or _may_raise_limits():
+        return ceiling
+    return min(hard, ceiling)
+
+
+def _may_raise_limits():
+    cap_sys_resource = 24
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> cap_sys_resource & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def tune_for_nginx(namespace, conf):
+    """Raise ``namespace``'s listen queue limits to the largest ``backlog=`` of ``conf``
+    (never lowering them); return the open-file limit its ``worker_rlimit_nofile`` asks."""
+    with open(conf, encoding="utf-8") as handle:
+        wanted = host_limits(handle.read())
+    backlog = wanted["somaxconn"]
+    netns.raise_sysctls(namespace, {"net.core.somaxconn": backlog,
+                                  "net.ipv4.tcp_max_syn_backlog": backlog})
+    return wanted["nofile"]
+
+
 def reload_nginx(namespace, prefix, conf):
-    """Graceful reload: old workers finish their connections, new ones use the new config."""
+    """Graceful reload: old workers finish their connections, new ones use the new config
+    (whose limits are applied first, as when it started)."""
+    tune_for_nginx(namespace, conf)
     run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
 
 
@@ -59,19 +120,21 @@ def _get(address, port, path, timeout):
         connection.close()
 
 
-def answers_http(address, port=80, path="/nginx_status", timeout=0.5):
-    """True when the server at ``address`` answers ``path`` with 200."""
+def answers_http(address, port=MANAGEMENT_PORT, path=STATUS_PATH, timeout=0.5):
+    """True when the server at ``address`` answers ``path`` with 200 (by default: nginx's
+    status page on its management listener)."""
     try:
         return _get(address, port, path, timeout)[0] == 200
     except (OSError, http.client.HTTPException):
         return False
 
 
-def stub_status(address, port=80):
-    """nginx ``stub_status`` figures (active connections, accepts, handled, requests...),
-    or None when the server does not answer."""
+def stub_status(address, port=MANAGEMENT_PORT):
+    """nginx ``stub_status`` figures (active connections, accepts, handled, requests...)
+    from its management listener, or None when the server does not answer (or refuses:
+    403 to a source that is not the management side)."""
     try:
-        status, body = _get(address, port, "/nginx_status", 1)
+        status, body = _get(address, port, STATUS_PATH, 1)
     except (OSError, http.client.HTTPException):
         return None
     if status != 200:

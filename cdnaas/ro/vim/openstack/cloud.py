@@ -26,17 +26,16 @@ CONNECT_RETRIES = 3
 
 
 def cloud_name():
-    return config.env("CDNAAS_OS_CLOUD") or config.env("OS_CLOUD")
+    return config.setting("CDNAAS_OS_CLOUD") or config.env("OS_CLOUD")
 
 
 def timeout(kind):
     """Seconds to wait for ``kind`` (``boot``, ``lb``, ``delete``): ``CDNAAS_OS_<KIND>_TIMEOUT``."""
-    defaults = {"boot": 600, "lb": 600, "delete": 300}
-    return config.float_setting(f"CDNAAS_OS_{kind.upper()}_TIMEOUT", defaults[kind])
+    return config.setting(f"CDNAAS_OS_{kind.upper()}_TIMEOUT")
 
 
 def poll_interval():
-    return config.float_setting("CDNAAS_OS_POLL_INTERVAL", 1.0)
+    return config.setting("CDNAAS_OS_POLL_INTERVAL")
 
 
 def check_configured():
@@ -145,12 +144,15 @@ def servers_active(conn, server_ids, tag, seconds, on_active=None):
     """Wait until every server of ``server_ids`` is ACTIVE, polling one listing by ``tag``.
 
     :param on_active: called with the number ACTIVE each time it grows.
+    :returns: ``{server id: compute host}`` as the last listing shows them
+        (``OS-EXT-SRV-ATTR:host``; None where Nova's policy hides it, admin only by default).
     :raises VimError: a server went to ERROR (with nova's fault) or the wait timed out.
     """
-    wanted, seen = set(server_ids), [0]
+    wanted, seen, hosts = set(server_ids), [0], {}
 
     def check():
         statuses = {s.id: s for s in conn.compute.servers(tags=tag) if s.id in wanted}
+        hosts.update({i: s.compute_host for i, s in statuses.items()})
         for server in statuses.values():
             if server.status == "ERROR":
                 fault = (server.fault or {}).get("message", "no fault recorded")
@@ -164,6 +166,7 @@ def servers_active(conn, server_ids, tag, seconds, on_active=None):
             on_active(active)
         return active == len(wanted)
     wait_until(check, f"{len(wanted)} server(s) ACTIVE", seconds)
+    return hosts
 
 
 def load_balancer_active(conn, lb_id, seconds):

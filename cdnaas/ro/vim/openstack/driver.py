@@ -2,8 +2,11 @@
 
 Per vCDN and region: a Neutron network and /24 subnet (RO's addresses, see
 :mod:`.plan`), security groups opening only what each VNF needs (TCP 80 from
-the region's subnet for caches; UDP and TCP 53 for DNS), one port per VNF with
-its address, one Nova server per cache or DNS VNF in the region's availability
+the region's subnet for caches, and their management port with the status page
+from ``CDNAAS_OS_MANAGEMENT_CIDR`` only; UDP and TCP 53 for DNS), one port per VNF with
+its address, one Nova server per cache or DNS VNF on its planned host (``vnfs[].host``,
+asked of Nova as far as its policy allows, else left to its scheduler: :mod:`.placement`)
+in the region's availability
 zone (``regions[].zone``) and OpenStack region (``regions[].vim_region``), with the
 smallest flavor fitting its vCPUs and RAM, the SIG's image found by name (or
 tag) in Glance and cloud-init user-data from ``templates/`` (:mod:`.userdata`);
@@ -19,11 +22,13 @@ then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
 strays by tag.
 
 Settings (read at call time): ``CDNAAS_OS_CLOUD`` / ``OS_CLOUD`` (the clouds.yaml
-entry), ``CDNAAS_OS_OWNER``, ``CDNAAS_OS_POOL``, ``CDNAAS_OS_NETWORK`` (an
+entry), ``CDNAAS_OS_OWNER``, ``CDNAAS_OS_POOL``, ``CDNAAS_OS_MANAGEMENT_CIDR``
+(:func:`.plan.management_cidrs`), ``CDNAAS_OS_NETWORK`` (an
 operator-provided network used by every region instead of one per vCDN; its
 first IPv4 subnet holds the VNFs and Neutron picks their addresses),
 ``CDNAAS_OS_CREATE_FLAVORS=1`` (create a flavor when none fits; needs the
-admin role), ``CDNAAS_OS_FLAVOR_DISK_GB``.
+admin role), ``CDNAAS_OS_FLAVOR_DISK_GB``, ``CDNAAS_OS_HOSTS`` (CDNaaS host to Nova
+compute host, :func:`.placement.compute_host`).
 """
 import base64
 import concurrent.futures
@@ -32,6 +37,7 @@ import logging
 import socket
 
 from cdnaas.common import config
+from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import (
     Deployment,
     DeploymentFailed,
@@ -39,11 +45,12 @@ from cdnaas.ro.vim.base import (
     RetryableVimError,
     VimDriver,
     VimError,
+    check_origin_policy,
     no_progress,
     run_all,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack import plan, translate, userdata
+from cdnaas.ro.vim.openstack import placement, plan, translate, userdata
 from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
@@ -59,6 +66,7 @@ class OpenStackDriver(VimDriver):
     def __init__(self):
         self._cloud = None
         self._diagnostics_refused = set()  # clouds whose Nova refused us server diagnostics
+        self._placement_refused = placement.Refusals()  # ways of asking for a host refused
         self.pool = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="openstack-vim")
 
     @property
@@ -79,9 +87,11 @@ class OpenStackDriver(VimDriver):
         """See :meth:`VimDriver.deploy`."""
         self.check_prerequisites()
         cloud = self.cloud
+        management = plan.management_cidrs()
         prepared = self._prepare(cloud, sig, sig.vnfs)
         undo = Undo()
-        record = {"cloud": cloud.name, "owner": plan.owner(), "regions": {}, "servers": {}}
+        record = {"cloud": cloud.name, "owner": plan.owner(), "regions": {}, "servers": {},
+                  "management_cidrs": management}
         try:
             cidrs = plan.subnets(sig, {})
             addresses = plan.addresses(sig, cidrs, {})
@@ -121,7 +131,7 @@ class OpenStackDriver(VimDriver):
                 if key not in prepared["flavors"]:
                     prepared["flavors"][key] = _find_flavor(conn, vnf.vcpus, vnf.ram_mb)
             if any(v.role == "cache" for v in vnfs):
-                prepared["origin_address"] = _resolve(sig.origin.host)
+                prepared["origin_address"] = _resolve(sig.origin)
         except RetryableVimError:
             raise
         except Exception as exc:
@@ -130,7 +140,7 @@ class OpenStackDriver(VimDriver):
 
     def _create_networks(self, cloud, sig, cidrs, record, undo, progress):
         """Per region: network, subnet and security groups (or the operator's network)."""
-        operator_network = config.env("CDNAAS_OS_NETWORK")
+        operator_network = config.setting("CDNAAS_OS_NETWORK")
         tags = plan.tags(sig.vcdn_id)
         step = "create networks"
         progress(step, 0, len(sig.regions))
@@ -161,11 +171,13 @@ class OpenStackDriver(VimDriver):
             roles = {v.role for v in sig.vnfs_in(region.name)} & set(SERVER_ROLES)
             for role in sorted(roles):
                 info["security_groups"][role] = self._security_group(
-                    conn, sig, region.name, role, info["cidr"], undo)
+                    conn, sig, region.name, role, info["cidr"], record["management_cidrs"],
+                    undo)
             progress(step, done, len(sig.regions))
 
-    def _security_group(self, conn, sig, region, role, cidr, undo):
-        """A security group opening only what ``role`` serves: 80/tcp (cache), 53 (DNS)."""
+    def _security_group(self, conn, sig, region, role, cidr, management, undo):
+        """A security group opening only what ``role`` serves: 80/tcp (cache) and, to the
+        ``management`` prefixes only, the caches' management port; 53 (DNS)."""
         name = plan.resource_name(sig.vcdn_id, f"{region}-{role}")
         group = conn.network.create_security_group(
             name=name, description=f"CDNaaS vCDN {sig.vcdn_id}: {role} VNFs of {region}")
@@ -174,10 +186,12 @@ class OpenStackDriver(VimDriver):
         conn.network.set_tags(group, plan.tags(sig.vcdn_id))
         if role == "cache":  # from the region's subnet: the balancer reaches its caches
             rules = [("tcp", plan.HTTP_PORT, cidr)]
+            rules += [("tcp", vnfconfig.MANAGEMENT_PORT, prefix) for prefix in management]
         else:  # from anywhere: the region's clients
             rules = [("udp", 53, "0.0.0.0/0"), ("tcp", 53, "0.0.0.0/0")]
         conn.network.create_security_group_rules([
-            {"security_group_id": group.id, "direction": "ingress", "ethertype": "IPv4",
+            {"security_group_id": group.id, "direction": "ingress",
+             "ethertype": "IPv6" if ":" in prefix else "IPv4",
              "protocol": protocol, "port_range_min": port, "port_range_max": port,
              "remote_ip_prefix": prefix} for protocol, port, prefix in rules])
         return group.id
@@ -247,22 +261,28 @@ class OpenStackDriver(VimDriver):
                                  oscloud.timeout("delete"))
             for r, ms in by_region.items()])
 
+        hosts = placement.host_map()
+
         def create(vnf):
             region = sig.region(vnf.region)
             conn = cloud.conn(region.vim_region)
             name = plan.resource_name(sig.vcdn_id, vnf.name)
-            server = conn.compute.create_server(
-                name=name, image_id=prepared["images"][(region.vim_region, vnf.image)],
+            compute_host = placement.compute_host(vnf.host, hosts)
+            server, way, refused = self._create_server(
+                cloud, conn, region, compute_host, name=name,
+                image_id=prepared["images"][(region.vim_region, vnf.image)],
                 flavor_id=prepared["flavors"][(region.vim_region, vnf.vcpus, vnf.ram_mb)],
-                networks=[{"port": ports[vnf.name].id}], availability_zone=region.zone,
-                user_data=base64.b64encode(self._user_data(sig, vnf, addresses, prepared)
-                                           .encode()).decode(),
+                networks=[{"port": ports[vnf.name].id}],
+                user_data=base64.b64encode(self._user_data(
+                    sig, vnf, addresses, prepared, record.get("management_cidrs", []))
+                    .encode()).decode(),
                 tags=tags, metadata={"cdnaas_vcdn": sig.vcdn_id[:255], "cdnaas_vnf": vnf.name,
                                      "cdnaas_role": vnf.role})
             undo.push(f"server {name}", oscloud.gone, conn.compute.delete_server, server.id)
             server_ids[vnf.name] = server.id
-            record["servers"][vnf.name] = {"server_id": server.id, "port_id": ports[vnf.name].id,
-                                           "region": vnf.region}
+            record["servers"][vnf.name] = {
+                "server_id": server.id, "port_id": ports[vnf.name].id, "region": vnf.region,
+                "placement": placement.outcome(vnf.host, compute_host, way, refused, None)}
             return server.id
 
         self._parallel(create, vnfs)
@@ -275,11 +295,77 @@ class OpenStackDriver(VimDriver):
             def report(count):
                 active[region] = count
                 progress(step, sum(active.values()), len(vnfs))
-            oscloud.servers_active(cloud.conn(sig.region(region).vim_region),
-                                   [server_ids[v.name] for v in members],
-                                   plan.vcdn_tag(sig.vcdn_id), oscloud.timeout("boot"), report)
+            try:
+                placed = oscloud.servers_active(
+                    cloud.conn(sig.region(region).vim_region),
+                    [server_ids[v.name] for v in members], plan.vcdn_tag(sig.vcdn_id),
+                    oscloud.timeout("boot"), report)
+            except VimError as exc:
+                asked = sorted({record["servers"][v.name]["placement"]["compute_host"]
+                                for v in members if record["servers"][v.name]["placement"]
+                                ["way"] != placement.ZONE})
+                if not asked or "No valid host" not in str(exc):
+                    raise
+                raise VimError(f"{exc} (servers were asked for their planned hosts "
+                               f"{', '.join(asked)}: one disabled, full or outside zone "
+                               f"{sig.region(region).zone} fails its server)") from exc
+            for vnf in members:  # where Nova put each (None: not shown to this account)
+                entry = record["servers"][vnf.name]["placement"]
+                entry.update(placement.outcome(entry["planned"], entry["compute_host"],
+                                               entry["way"], entry["refused"],
+                                               placed.get(server_ids[vnf.name])))
         self._parallel(wait, list(by_region))
+        moved = {n: p for n, p in placement.differences(record).items()
+                 if n in {v.name for v in vnfs}}
+        if moved:
+            LOG.warning("vCDN %s: %d server(s) not known to run on their planned host: %s",
+                        sig.vcdn_id, len(moved), ", ".join(
+                            f"{n} (planned {p['compute_host']}, {p['way']}, on "
+                            f"{p['actual'] or 'a host not shown'})"
+                            for n, p in sorted(moved.items())))
         progress(step, len(vnfs), len(vnfs))
+
+    def _create_server(self, cloud, conn, region, compute_host, **attrs):
+        """Create a server on ``compute_host`` in ``region``'s zone, asking Nova the first
+        way its policy allows (:mod:`.placement`).
+
+        :returns: ``(server, way, {refused way: why})``.
+        :raises openstack.exceptions.SDKException: the creation failed otherwise.
+        """
+        with self._placement_refused.asking((cloud.name, region.vim_region)):
+            created = self._create_placed(cloud, conn, region, compute_host, attrs)
+            self._placement_refused.settle((cloud.name, region.vim_region))
+            return created
+
+    def _create_placed(self, cloud, conn, region, compute_host, attrs):
+        """:meth:`_create_server`'s ways, each refusal remembered (``attrs``: the server's)."""
+        from openstack import exceptions, utils
+        key = (cloud.name, region.vim_region)
+        refused = self._placement_refused.get(key)
+        supported = False
+        if compute_host and placement.HOST not in refused:
+            supported = utils.supports_microversion(conn.compute, placement.HOST_MICROVERSION)
+            if not supported:
+                why = f"compute API below {placement.HOST_MICROVERSION} here"
+                self._placement_refused.add(key, placement.HOST, why)
+                refused[placement.HOST] = why
+        while True:
+            way, extra = placement.ways(region.zone, compute_host, refused, supported)[0]
+            try:
+                return conn.compute.create_server(**attrs, **extra), way, refused
+            except exceptions.HttpException as exc:
+                kind = placement.refusal(way, exc)
+                if kind is None:
+                    raise
+                why = f"{exc.status_code} {getattr(exc, 'details', None) or exc}"
+                refused[way] = why
+                if kind == "host":  # forcing a host Nova does not know fails the server
+                    refused[placement.FORCED] = "not tried: Nova has no such compute host"
+                else:
+                    self._placement_refused.add(key, way, why)
+                    LOG.warning("cloud %s (region %s) refuses placing servers by %s: %s; "
+                                "trying the next way (docs/operator-openstack.md)", cloud.name,
+                                region.vim_region or "default", way, why)
 
     @staticmethod
     def _port_spec(sig, vnf, info, addresses, tags):
@@ -291,9 +377,10 @@ class OpenStackDriver(VimDriver):
         return spec
 
     @staticmethod
-    def _user_data(sig, vnf, addresses, prepared):
+    def _user_data(sig, vnf, addresses, prepared, management):
         if vnf.role == "cache":
-            return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"])
+            return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"],
+                                  management)
         balancers = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
                      for r in sig.regions}
         return userdata.dns(sig, vnf, addresses[vnf.name], balancers)
@@ -364,6 +451,58 @@ class OpenStackDriver(VimDriver):
             raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
         self._remove_servers(cloud, sig, removed, record, progress)
         return self._deployment(sig, record, addresses)
+
+    def restore(self, deployment, sig, progress=no_progress):
+        """See :meth:`VimDriver.restore`: servers, then ports, that carry the vCDN's tag
+        but are not in the record are deleted (what the interrupted update was adding);
+        recorded servers that are gone (caches it had removed) are booted again with a
+        new port at their recorded address; each balancer's members are set back to the
+        recorded caches in one batch call per region.
+
+        :returns: the deployment, with the new server and port ids of rebooted VNFs.
+        :raises VimError: a step failed (what it created was undone).
+        """
+        self.check_prerequisites()
+        cloud = self.cloud
+        record = _copy(deployment.resources)
+        tags = f"{plan.owner_tag()},{plan.vcdn_tag(deployment.deployment_id)}"
+        vim_regions = sorted({i.get("vim_region") for i in record["regions"].values()}, key=str)
+        missing = []
+        progress("remove VNFs the update added", 0, len(vim_regions))
+        for done, vim_region in enumerate(vim_regions, 1):
+            conn = cloud.conn(vim_region)
+            recorded = {name: e for name, e in record["servers"].items()
+                        if record["regions"][e["region"]].get("vim_region") == vim_region}
+            existing = {s.id for s in conn.compute.servers(tags=tags, details=False)}
+            strays = sorted(existing - {e["server_id"] for e in recorded.values()})
+            self._parallel(lambda sid, conn=conn: oscloud.gone(conn.compute.delete_server, sid),
+                           strays)
+            oscloud.servers_gone(conn, strays, oscloud.timeout("delete"))
+            gone = sorted(n for n, e in recorded.items() if e["server_id"] not in existing)
+            ports = {e["port_id"] for n, e in recorded.items() if n not in gone}
+            prefix = plan.resource_name(deployment.deployment_id, "")
+            for port in list(conn.network.ports(tags=tags)):  # ours only, never Octavia's VIP
+                if port.id not in ports and (port.name or "").startswith(prefix):
+                    oscloud.gone(conn.network.delete_port, port.id)
+            for name in gone:
+                record["servers"].pop(name)
+            missing += gone
+            progress("remove VNFs the update added", done, len(vim_regions))
+        addresses = {v.name: v.address for v in deployment.vnfs}
+        if missing:
+            vnfs = [v for v in sig.vnfs if v.name in missing]
+            undo = Undo()
+            try:
+                self._boot(cloud, sig, vnfs, self._prepare(cloud, sig, vnfs), addresses, record,
+                           undo, progress, step="restart stopped caches")
+            except Exception as exc:
+                undo.run()
+                raise VimError(f"{_words(exc)}; could not boot {', '.join(missing)} again") \
+                    from exc
+        restored = self._deployment(sig, record, addresses)
+        self._parallel(lambda region: self._restore_members(cloud, restored, region),
+                       sorted(record["regions"]), "restore load balancers", progress)
+        return restored
 
     def _restore_members(self, cloud, deployment, region):
         info = deployment.resources["regions"][region]
@@ -599,29 +738,35 @@ def _find_flavor(conn, vcpus, ram_mb):
     chosen = plan.pick_flavor(flavors, vcpus, ram_mb)
     if chosen is not None:
         return chosen[0]
-    if config.env("CDNAAS_OS_CREATE_FLAVORS") != "1":
+    if not config.setting("CDNAAS_OS_CREATE_FLAVORS"):
         raise VimError(f"no flavor with {vcpus} vCPUs and {ram_mb} MB of RAM; create one or "
                        "set CDNAAS_OS_CREATE_FLAVORS=1 (needs the admin role)")
     name = plan.flavor_name(vcpus, ram_mb)
     existing = conn.compute.find_flavor(name)
     if existing is not None:
         return existing.id
-    disk = int(config.env("CDNAAS_OS_FLAVOR_DISK_GB", "4"))
+    disk = config.setting("CDNAAS_OS_FLAVOR_DISK_GB")
     LOG.info("creating flavor %s (%d vCPUs, %d MB, %d GB)", name, vcpus, ram_mb, disk)
     return conn.compute.create_flavor(name=name, vcpus=vcpus, ram=ram_mb, disk=disk,
                                       is_public=True).id
 
 
-def _resolve(host):
-    """The IPv4 address caches connect to for the origin ``host`` (an address stays as is)."""
+def _resolve(origin):
+    """The IPv4 address caches connect to for ``origin`` (an address stays as is).
+
+    :raises VimError: the host does not resolve, or resolves to an address the
+        operator's origin policy refuses.
+    """
+    host = origin.host
     try:
-        return str(ipaddress.ip_address(host.strip("[]")))
+        address = str(ipaddress.ip_address(host.strip("[]")))
     except ValueError:
-        pass
-    try:
-        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
-    except socket.gaierror as exc:
-        raise VimError(f"origin host {host} does not resolve here: {exc}") from None
+        try:
+            address = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+        except socket.gaierror as exc:
+            raise VimError(f"origin host {host} does not resolve here: {exc}") from None
+    check_origin_policy(origin, [address])
+    return address
 
 
 def _settled(conn, lb_id):

@@ -23,7 +23,7 @@ _MAX_TAG = 60  # nova's limit (neutron: 255, octavia: 255)
 
 
 def pool():
-    return ipaddress.ip_network(config.env("CDNAAS_OS_POOL", "10.200.0.0/16"))
+    return ipaddress.ip_network(config.setting("CDNAAS_OS_POOL"))
 
 
 def owner():
@@ -31,7 +31,33 @@ def owner():
 
     Two ROs (or two test runs) sharing a project keep to their own resources.
     """
-    return config.env("CDNAAS_OS_OWNER", "cdnaas")
+    return config.setting("CDNAAS_OS_OWNER")
+
+
+def management_cidrs():
+    """Where the caches' management port (their nginx status page,
+    :data:`cdnaas.ro.vnfconfig.MANAGEMENT_PORT`) may be reached from:
+    ``CDNAAS_OS_MANAGEMENT_CIDR``, comma-separated prefixes of the operator's management
+    network, opened in the caches' security group and allowed by their nginx. Unset (the
+    default): nobody but the VNF itself, as RO reads its figures from Nova and Octavia.
+
+    :raises DeploymentFailed: a value is not an address prefix, has a zone, or is a /0
+        (the status page is never for everyone).
+    """
+    cidrs = []
+    for item in config.setting("CDNAAS_OS_MANAGEMENT_CIDR"):
+        if not item.strip():
+            continue
+        try:
+            prefix = ipaddress.ip_network(item.strip(), strict=False)
+        except ValueError:
+            prefix = None
+        if (prefix is None or prefix.prefixlen == 0
+                or getattr(prefix.network_address, "scope_id", None) is not None):
+            raise DeploymentFailed(f"CDNAAS_OS_MANAGEMENT_CIDR {item.strip()!r} is not the "
+                                   "prefix of a management network (like 10.0.0.0/24)")
+        cidrs.append(str(prefix))
+    return cidrs
 
 
 def _tag(prefix, value):

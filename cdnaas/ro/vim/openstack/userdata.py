@@ -5,7 +5,12 @@ their own services disabled; the user-data writes the VNF's configuration
 (:mod:`cdnaas.ro.vnfconfig`, every value validated) and a systemd unit per
 process, and starts them:
 
-- cache: ``/etc/cdnaas/nginx.conf`` (``cache_config``), unit ``cdnaas-cache``;
+- cache: ``/etc/cdnaas/nginx.conf`` (``cache_config``, sized for the connections the
+  plan sends it: ``planned_connections``), unit ``cdnaas-cache`` with the open-file
+  limit the config asks for (``LimitNOFILE``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
+  raising the listen queues to its backlog (as the local driver does in a VNF's
+  namespace); its status page answers on the management port only, to the management
+  prefixes (or to the VNF itself), never to viewers;
 - DNS: one ``dnsmasq-<region>.conf`` per region (``dns_config``, each answering
   with its region's balancer), on ports 5300+ of the VNF's address, and the
   nftables ruleset steering port 53 by client prefix (``steering_rules``);
@@ -20,17 +25,20 @@ PREFIX = "/var/lib/cdnaas/vnf"
 CONF_DIR = "/etc/cdnaas"
 NGINX_USER = "www-data"  # Debian's nginx user
 
-_CACHE_UNIT = f"""\
+_SYSCTL_FILE = "/etc/sysctl.d/60-cdnaas-vnf.conf"
+
+_CACHE_UNIT = """\
 [Unit]
 Description=CDNaaS cache VNF (nginx)
 After=network-online.target
 Wants=network-online.target
 
 [Service]
-ExecStartPre=/usr/bin/mkdir -p {PREFIX}/logs {PREFIX}/temp
-ExecStartPre=/usr/sbin/nginx -t -q -p {PREFIX}/ -c {CONF_DIR}/nginx.conf
-ExecStart=/usr/sbin/nginx -p {PREFIX}/ -c {CONF_DIR}/nginx.conf
-ExecReload=/usr/sbin/nginx -p {PREFIX}/ -c {CONF_DIR}/nginx.conf -s reload
+LimitNOFILE={nofile}
+ExecStartPre=/usr/bin/mkdir -p {prefix}/logs {prefix}/temp
+ExecStartPre=/usr/sbin/nginx -t -q -p {prefix}/ -c {conf_dir}/nginx.conf
+ExecStart=/usr/sbin/nginx -p {prefix}/ -c {conf_dir}/nginx.conf
+ExecReload=/usr/sbin/nginx -p {prefix}/ -c {conf_dir}/nginx.conf -s reload
 Restart=on-failure
 RestartSec=2
 
@@ -71,21 +79,30 @@ WantedBy=multi-user.target
 """
 
 
-def cache(sig, vnf, address, origin_address):
+def cache(sig, vnf, address, origin_address, management=()):
     """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``.
 
     :param origin_address: IP address the cache connects to (the driver resolved
         ``sig.origin.host``; the Host header and SNI name stay the origin's name).
+    :param management: prefixes allowed to read the status page on the management port
+        (:func:`.plan.management_cidrs`); none: only the VNF itself (its own address).
     :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
     """
     nginx = vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=plan.HTTP_PORT,
         origin=sig.origin, origin_address=origin_address, prefix_dir=PREFIX, daemon=False,
-        user=NGINX_USER)
+        planned_connections=vnfconfig.planned_connections(sig, vnf),
+        user=NGINX_USER, management_sources=list(management) or [address])
+    limits = vnfconfig.host_limits(nginx)
+    sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
+              f"net.core.somaxconn = {limits['somaxconn']}\n"
+              f"net.ipv4.tcp_max_syn_backlog = {limits['somaxconn']}\n")
     return _cloud_config(sig, vnf, [
         (f"{CONF_DIR}/nginx.conf", nginx),
-        ("/etc/systemd/system/cdnaas-cache.service", _CACHE_UNIT),
-    ], ["cdnaas-cache.service"])
+        (_SYSCTL_FILE, sysctl),
+        ("/etc/systemd/system/cdnaas-cache.service",
+         _CACHE_UNIT.format(nofile=limits["nofile"], prefix=PREFIX, conf_dir=CONF_DIR)),
+    ], ["cdnaas-cache.service"], sysctl=True)
 
 
 def dns(sig, vnf, address, balancers):
@@ -112,13 +129,14 @@ def dns(sig, vnf, address, balancers):
     return _cloud_config(sig, vnf, files, units, mkdirs)
 
 
-def _cloud_config(sig, vnf, files, units, mkdirs=()):
+def _cloud_config(sig, vnf, files, units, mkdirs=(), sysctl=False):
     document = {
         "hostname": vnf.name,
         "write_files": [{"path": path, "content": content, "owner": "root:root",
                          "permissions": "0644"} for path, content in files],
-        "runcmd": [["mkdir", "-p", *mkdirs, PREFIX], ["systemctl", "daemon-reload"],
-                   ["systemctl", "enable", "--now", *units]],
+        "runcmd": [["mkdir", "-p", *mkdirs, PREFIX],
+                   *([["sysctl", "-p", _SYSCTL_FILE]] if sysctl else []),
+                   ["systemctl", "daemon-reload"], ["systemctl", "enable", "--now", *units]],
     }
     header = (f"#cloud-config\n# CDNaaS {vnf.role} VNF {vnf.name} of vCDN {sig.vcdn_id} "
               f"(rendered by cdnaas.ro.vim.openstack.userdata)\n")

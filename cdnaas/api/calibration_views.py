@@ -1,0 +1,61 @@
+"""Operators calibrate a flavor's cache on a host of theirs: ``POST /api/v1/calibrations``.
+
+The API finds the flavor's latest template (SIDR) and the host's region (SO), and asks
+RO to run the campaign (:mod:`cdnaas.calibration.campaign`); the job and its model are
+read back with ``GET /api/v1/calibrations/{id}``.
+"""
+from flask import Blueprint, request
+
+from cdnaas.api.auth import require_operator
+from cdnaas.calibration.client import CalibrationClient
+from cdnaas.common import errors
+from cdnaas.common.clients import SidrClient, SoClient
+
+blueprint = Blueprint("api_calibration", __name__, url_prefix="/api/v1")
+
+#: vCPU counts measured by default: 1 and 2. More than the machine's cores would measure the
+#: machine, not the flavor (a quota of 4 vCPUs on 2 cores is 2 cores).
+DEFAULT_VCPUS = (1, 2)
+#: what an operator may tune, passed to RO as they are (bounds: api-spec/api.yaml)
+TUNABLE = ("connections", "throughput_seconds", "window_seconds", "windows", "viewers_start",
+           "viewers_factor", "max_viewers", "max_steps", "floor", "max_seconds")
+
+
+@blueprint.post("/calibrations")
+def start_calibration():
+    require_operator()
+    body = request.get_json()
+    template = SidrClient().get_template(body["flavor"])
+    document = template["document"]
+    region, host = _host(body["host"])
+    cache = document["vnfs"]["cache"]["vcpus"]
+    wanted = body.get("vcpus") or [v for v in DEFAULT_VCPUS
+                                   if cache["min"] <= v <= cache["max"] and v <= host["vcpus"]]
+    refused = [v for v in wanted if not cache["min"] <= v <= cache["max"] or v > host["vcpus"]]
+    if refused or not wanted:
+        raise errors.Unprocessable(
+            f"vcpus {refused or wanted}: a cache of flavor {body['flavor']} takes "
+            f"{cache['min']}-{cache['max']} vCPUs and host {host['name']} has {host['vcpus']}",
+            field="vcpus")
+    plan = {"flavor": template["flavor"], "template_version": template["version"],
+            "technology": document["technology"], "host": host["name"],
+            "region": {k: region.get(k) for k in ("name", "zone", "vim_region", "client_prefixes")},
+            "vnfs": document["vnfs"], "vcpus": sorted(set(wanted)),
+            **{k: body[k] for k in TUNABLE if k in body}}
+    return CalibrationClient().start(plan), 202
+
+
+@blueprint.get("/calibrations/<job_id>")
+def get_calibration(job_id):
+    require_operator()
+    return CalibrationClient().job(job_id)
+
+
+def _host(name):
+    """``(region, host)`` of the registered host ``name``. :raises NotFound: no such host."""
+    so = SoClient()
+    for region in so.regions():
+        for host in so.hosts(region["name"]):
+            if host["name"] == name:
+                return region, host
+    raise errors.NotFound(f"no registered host {name}; see cdnaas hosts list", field="host")

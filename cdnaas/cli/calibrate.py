@@ -1,0 +1,126 @@
+"""``cdnaas calibrate``: measure a flavor's cache on one of the operator's hosts and write its model.
+
+The campaign runs in RO (through ``POST /api/v1/calibrations``; see
+:mod:`cdnaas.calibration.campaign`); this command follows its steps with progress bars,
+writes the model file it returns, and shows the calibrated QoE curve beside the model
+the flavor's template names now (a sparkline here, an SVG file beside the model).
+"""
+from pathlib import Path
+
+import click
+
+from cdnaas.calibration import report
+from cdnaas.cli import output
+from cdnaas.cli.api_commands import api
+from cdnaas.common import config, plugins
+from cdnaas.planning import models
+
+#: the paper's models the qoe-video plugin ships, by technology (when a template names none)
+SHIPPED = {"vm": "models/vm.yaml", "container": "models/container.yaml"}
+
+
+def _ints(_ctx, _param, value):
+    if value is None:
+        return None
+    try:
+        return [int(item) for item in value.split(",") if item.strip()]
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of integers, like 1,2") from None
+
+
+@click.command()
+@click.option("--flavor", required=True, help="The flavor whose cache is measured (its latest template).")
+@click.option("--host", required=True, help="A registered host to measure on.")
+@click.option("--vcpus", callback=_ints, metavar="N,N", help="vCPU counts to measure "
+              "(default 1,2: on a 2-core machine more would measure the machine, not the cache).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Model file to write (default: <first CDNAAS_MODEL_DIRS folder, else the state "
+                   "dir's models/>/calibrated/<name>.yaml).")
+@click.option("--connections", callback=_ints, metavar="N,N",
+              help="wrk connection counts (default 100,1000).")
+@click.option("--floor", type=float, help="Stop adding viewers once the MOS is below this (default 3.0).")
+@click.option("--viewers-start", type=int, help="First load, viewers per vCPU (default 500).")
+@click.option("--max-viewers", type=int, help="Heaviest load, viewers per vCPU (default 40000).")
+@click.option("--windows", type=int, help="16 s windows measured per load (default 2).")
+@click.option("--window-seconds", type=float, help="QoE window (default 16, the paper's).")
+@click.option("--max-seconds", type=float, help="Time bound of the whole campaign (default 1800).")
+@click.option("--timeout", default=7200.0, show_default=True, help="Seconds to follow the job.")
+def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_viewers, windows,
+              window_seconds, max_seconds, timeout):
+    """Run the paper's measurement campaign on HOST and write FLAVOR's calibrated model."""
+    client = api()
+    body = {"flavor": flavor, "host": host}
+    for key, value in (("vcpus", vcpus), ("connections", connections), ("floor", floor),
+                       ("viewers_start", viewers_start), ("max_viewers", max_viewers),
+                       ("windows", windows), ("window_seconds", window_seconds),
+                       ("max_seconds", max_seconds)):
+        if value is not None:
+            body[key] = value
+    job = client.post("/api/v1/calibrations", json=body)
+    job = output.watch_operation(lambda job_id: client.get(f"/api/v1/calibrations/{job_id}"),
+                                 job["id"], interval=1.0, timeout=timeout,
+                                 quiet=output.wants_json())
+    if job["state"] != "COMPLETED":
+        output.show(job, lambda j: output.note(f"[red]calibration {j['id']} {j['state']}[/red]: "
+                                                f"{j.get('error')}"))
+        raise click.exceptions.Exit(1)
+    document = job["result"]["model"]
+    path = out or default_path(document["name"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(job["result"]["model_yaml"], encoding="utf-8")
+    models.load(path)  # what was written is a model the planner reads
+    pairs = report.curves(document, reference_model(client, flavor, document["technology"]))
+    chart = path.with_suffix(".svg")
+    chart.write_text(report.svg(pairs, f"{flavor} on {host}: MOS of HD viewers per vCPU"),
+                     encoding="utf-8")
+    summary = {"job": job["id"], "model_file": str(path), "svg": str(chart),
+               "seconds": job["result"]["seconds"], "model": document,
+               "runs": job["result"]["runs"]}
+    output.show(summary, lambda s: _render(s, pairs))
+
+
+def default_path(name):
+    """Where a calibrated model goes by default: ``calibrated/`` of the first folder of
+    ``CDNAAS_MODEL_DIRS``, else of the state dir's ``models/`` (to be added to it)."""
+    folders = config.model_dirs()
+    base = folders[0] if folders else config.state_dir() / "models"
+    return Path(base) / "calibrated" / f"{name}.yaml"
+
+
+def reference_model(client, flavor, technology):
+    """The model the flavor's latest template names now (else the paper's, shipped)."""
+    templates = client.templates(flavor)
+    latest = max(templates, key=lambda t: t["version"]) if templates else {}
+    document = latest.get("document") or {}
+    try:
+        plugin = plugins.load(plugins.FLAVORS, document.get("plugin", "qoe-video"))
+        return models.named(document.get("model") or SHIPPED[technology],
+                            models.plugin_folder(plugin))
+    except (models.ModelError, RuntimeError, KeyError):
+        qoe_video = plugins.load(plugins.FLAVORS, "qoe-video")
+        return models.named(SHIPPED[technology], models.plugin_folder(qoe_video))
+
+
+def _render(summary, pairs):
+    model = summary["model"]
+    rows, top = report.rows(pairs)
+    output.table(rows, [("Curve", "curve"), (f"MOS, 0-{top:,} viewers/vCPU", "chart"),
+                        ("Best MOS", "best_mos"), ("Viewers/vCPU at MOS 3.6", "viewers_at_mos_3.6"),
+                        ("Last point", "last_point")], title="QoE of HD viewers (MOS 1-5)")
+    output.table(model["throughput"]["points"],
+                 [("Object KB", "object_kb"), ("Connections", "connections"),
+                  ("Requests/s per vCPU", "requests_per_second")], title="Throughput")
+    for run in summary["runs"]:
+        output.table(run["viewers"], [
+            ("Viewers", "viewers"), ("MOS", "mos"), ("Stalls/min", "stalls_per_minute"),
+            ("Startup p90 s", "startup_p90_s"), ("Failed", "failed_viewers"),
+            ("Req/s", "requests_per_second"), ("Cache CPU", "cache_cpu"),
+            ("Generator CPU", "generator_cpu"), ("Isolated", "isolated")],
+            title=f"Viewers against a {run['vcpus']} vCPU cache")
+    output.note(f"wrote {summary['model_file']} and {summary['svg']} "
+                f"(calibration took {summary['seconds']:.0f} s)")
+    folder = Path(summary["model_file"]).parent.parent
+    if str(folder) not in [str(f) for f in config.model_dirs()]:
+        output.note(f"add {folder} to CDNAAS_MODEL_DIRS (SO and IM read models there)")
+    output.note("then register a template version naming it: `model: calibrated/"
+                f"{Path(summary['model_file']).name}` (cdnaas template register FILE)")

@@ -1,0 +1,229 @@
+"""Every setting of CDNaaS, declared once: name, kind, default and what it means.
+
+Settings are environment variables, read at call time (never frozen at import), so
+one set of variables describes a deployment for the CLI, ``docker-compose.yml`` and
+the tests alike. Code reads them through :func:`get` (or the helpers of
+:mod:`cdnaas.common.config`); the README's configuration table is generated from
+this declaration (``python -m cdnaas.common.settings``) and a test keeps the two equal.
+"""
+import dataclasses
+import os
+import sys
+
+from cdnaas.common import errors
+
+KINDS = ("text", "number", "integer", "list", "flag")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting.
+
+    :param kind: how the value is read: ``text``, ``number`` (float), ``integer``,
+        ``list`` (comma-separated, empty items dropped) or ``flag`` (``1``/``0``).
+    :param default: the value when the variable is unset or empty (None: no value);
+        ``default_text`` says it in words when it is computed elsewhere.
+    """
+
+    name: str
+    kind: str
+    default: object
+    help: str
+    group: str
+    default_text: str | None = None
+
+    def read(self):
+        """The value now (the default when unset or empty).
+
+        :raises cdnaas.common.errors.CdnaasError: (500) a value of the wrong kind,
+            naming the setting and what it takes.
+        """
+        raw = os.environ.get(self.name)
+        if raw is None or raw == "":
+            return self.default
+        try:
+            return _PARSE[self.kind](raw)
+        except ValueError:
+            raise errors.CdnaasError(f"setting {self.name}={raw!r} is not a valid "
+                                     f"{self.kind}: {self.help}") from None
+
+    @property
+    def shown_default(self):
+        if self.default_text is not None:
+            return self.default_text
+        if self.default in (None, "", []):
+            return "-"
+        if isinstance(self.default, list):
+            return f"`{','.join(self.default)}`"
+        if isinstance(self.default, float) and self.default.is_integer():
+            return f"`{int(self.default)}`"
+        return f"`{self.default}`"
+
+
+def _flag(raw):
+    if raw not in ("0", "1"):
+        raise ValueError(raw)
+    return raw == "1"
+
+
+_PARSE = {
+    "text": str,
+    "number": float,
+    "integer": int,
+    "list": lambda raw: [item.strip() for item in raw.split(",") if item.strip()],
+    "flag": _flag,
+}
+
+#: what ``CDNAAS_ORIGIN_DENY`` refuses when unset (keywords of cdnaas.common.origin_policy)
+ORIGIN_DENY_DEFAULT = ["loopback", "link-local", "metadata", "unspecified", "vnf-pool"]
+
+DECLARED = (
+    # -- deployment -------------------------------------------------------------------------
+    Setting("CDNAAS_<SVC>_URL", "text", None, "where each service is reached (SVC = API, SO, "
+            "SIDR, RO, IM)", "deployment", default_text="`http://127.0.0.1:870x`"),
+    Setting("CDNAAS_<SVC>_BIND", "text", None, "where a service listens (compose: "
+            "`0.0.0.0:870x`)", "deployment", default_text="host:port of its URL"),
+    Setting("CDNAAS_DATABASE_URL", "text", None, "shared SQLAlchemy URL, e.g. "
+            "`postgresql+psycopg://cdnaas@db/cdnaas`", "deployment",
+            default_text="one SQLite file per service in the state dir"),
+    Setting("CDNAAS_STATE_DIR", "text", None, "SQLite files, logs, pid file, service key",
+            "deployment", default_text="`~/.local/state/cdnaas`"),
+    Setting("CDNAAS_SERVICE_KEY_FILE", "text", None, "the installation's service key, which "
+            "SO, SIDR, RO and IM require of their callers (made by `cdnaas db upgrade`)",
+            "deployment", default_text="`<state dir>/service.key`"),
+    Setting("CDNAAS_LOG_LEVEL", "text", "INFO", "log level of the services", "deployment"),
+    Setting("CDNAAS_MAX_BODY_BYTES", "integer", 1048576, "largest request body a service "
+            "reads (413 beyond)", "deployment"),
+    Setting("CDNAAS_DNS_DOMAIN", "text", "cdn.example.net", "vCDN hostnames are "
+            "`<vcdn>.<tenant>.<domain>`", "deployment"),
+    Setting("CDNAAS_PRICE_TABLE", "text", None, "the operator's price table (YAML)",
+            "deployment", default_text="`cdnaas/so/prices.yaml`"),
+    Setting("CDNAAS_REPLICA_NAME", "text", None, "this replica's name in the claims it "
+            "takes (replicas of a service on one database need distinct names)", "deployment",
+            default_text="host name and port of the service"),
+    Setting("CDNAAS_LEASE_SECONDS", "number", 15.0, "how long a replica's claim on an "
+            "operation or deployment lasts unless renewed; a dead replica's work is taken "
+            "over after this", "deployment"),
+    Setting("CDNAAS_CLOCK_FILE", "text", None, "a file holding the time services take as now "
+            "(tests and demos of leases); empty file: the real clock", "deployment"),
+    # -- origins and models -----------------------------------------------------------------
+    Setting("CDNAAS_ORIGIN_DENY", "list", ORIGIN_DENY_DEFAULT, "origins refused: CIDRs, "
+            "addresses, host names and keywords (`default`, `private`, `unresolved`, "
+            "`none`; see the security model)", "origins"),
+    Setting("CDNAAS_ORIGIN_ALLOW", "list", [], "origins allowed before the deny list is "
+            "read: CIDRs, addresses or host names, each optionally with `:port`", "origins"),
+    Setting("CDNAAS_ORIGIN_RESOLVE_TIMEOUT", "number", 2.0, "seconds allowed to resolve an "
+            "origin's host name for the policy", "origins"),
+    Setting("CDNAAS_MODEL_DIRS", "list", [], "folders of the operator's own model files "
+            "(calibrations), searched after a plugin's folder", "origins"),
+    # -- Service Orchestrator ---------------------------------------------------------------
+    Setting("CDNAAS_DEPLOY_LEAD_SECONDS", "number", 60.0, "how early a future lease is "
+            "deployed", "so"),
+    Setting("CDNAAS_DEPLOY_TIMEOUT", "number", 600.0, "how long SO follows one RO action, "
+            "retrying while RO is unreachable", "so"),
+    Setting("CDNAAS_SO_SCHEDULER_INTERVAL", "number", 1.0, "seconds between SO's looks for "
+            "leases to start", "so"),
+    # -- Resource Orchestrator and drivers --------------------------------------------------
+    Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
+            "`local`, `openstack`, `noop`)", "ro"),
+    Setting("CDNAAS_RO_WORKERS", "integer", 8, "threads of RO that run deployments", "ro"),
+    Setting("CDNAAS_LOCAL_POOL", "text", "198.18.0.0/15", "where the local driver takes each "
+            "region's /24", "ro"),
+    Setting("CDNAAS_LOCAL_DRAIN_SECONDS", "number", 30.0, "how long the local driver lets a "
+            "removed cache's connections finish", "ro"),
+    Setting("CDNAAS_LOCAL_HOST_CPUS", "text", None, "hosts of the `local` driver as CPU sets "
+            "of this machine (`eu-1=0;eu-2=1-3,6`): each VNF's cgroup is pinned to its "
+            "planned host's set; a host not listed runs unpinned", "ro",
+            default_text="`CDNAAS_POWER_LOCAL_CPUS`'s hosts, else none (unpinned)"),
+    Setting("CDNAAS_LOCAL_FAIL_HOSTS", "list", [], "tests only: hosts on which the local "
+            "driver's VNFs fail to start", "ro"),
+    Setting("CDNAAS_LOCAL_STEP_DELAY", "number", 0.0, "tests only: seconds each local nginx "
+            "VNF waits once it answers, and a removal before it starts (crash tests)", "ro"),
+    Setting("CDNAAS_NOOP_LOAD_FILE", "text", None, "JSON of viewers per region the `noop` "
+            "driver turns into modelled metrics (tests, demos)", "ro"),
+    Setting("CDNAAS_NOOP_FAIL_HOSTS", "list", [], "tests only: hosts on which the noop "
+            "driver's VNFs fail", "ro"),
+    Setting("CDNAAS_NOOP_STEP_DELAY", "number", 0.0, "tests only: seconds the `noop` driver "
+            "takes to create or remove each VNF (replica tests)", "ro"),
+    Setting("CDNAAS_NOOP_UNHEALTHY_HOSTS", "list", [], "tests only: hosts whose noop VNFs "
+            "report unhealthy", "ro"),
+    Setting("CDNAAS_OS_CLOUD", "text", None, "the `clouds.yaml` entry of the `openstack` "
+            "driver (else `OS_CLOUD`)", "openstack"),
+    Setting("CDNAAS_OS_OWNER", "text", "cdnaas", "owner tag of everything this RO creates",
+            "openstack"),
+    Setting("CDNAAS_OS_POOL", "text", "10.200.0.0/16", "where each vCDN region's /24 comes "
+            "from", "openstack"),
+    Setting("CDNAAS_OS_NETWORK", "text", None, "an operator network used by every region "
+            "instead of one network per vCDN and region", "openstack"),
+    Setting("CDNAAS_OS_MANAGEMENT_CIDR", "list", [], "prefixes allowed to read the caches' "
+            "status page on port 8081 (a `/0` is refused)", "openstack"),
+    Setting("CDNAAS_OS_HOSTS", "list", [], "CDNaaS host = Nova compute host, where the "
+            "names differ (`north-1=compute-17,north-2=compute-18`); a host not listed is "
+            "the compute host of the same name", "openstack"),
+    Setting("CDNAAS_OS_CREATE_FLAVORS", "flag", False, "`1`: create a flavor when none fits "
+            "(admin role)", "openstack", default_text="`0`"),
+    Setting("CDNAAS_OS_FLAVOR_DISK_GB", "integer", 4, "disk of the flavors it creates",
+            "openstack"),
+    Setting("CDNAAS_OS_BOOT_TIMEOUT", "number", 600.0, "seconds to wait for servers",
+            "openstack"),
+    Setting("CDNAAS_OS_LB_TIMEOUT", "number", 600.0, "seconds to wait for balancers",
+            "openstack"),
+    Setting("CDNAAS_OS_DELETE_TIMEOUT", "number", 300.0, "seconds to wait for deletions",
+            "openstack"),
+    Setting("CDNAAS_OS_POLL_INTERVAL", "number", 1.0, "how often the waits look (s)",
+            "openstack"),
+    Setting("CDNAAS_POWER_DRIVER", "text", "log", "RO's host power driver (entry point name: "
+            "`log` records and logs, `noop`, `openstack`, `local`)", "ro"),
+    Setting("CDNAAS_POWER_OS_CLOUD", "text", None, "the `clouds.yaml` entry (admin) of the "
+            "`openstack` power driver", "ro", default_text="the VIM driver's cloud"),
+    Setting("CDNAAS_POWER_TIMEOUT", "number", 300.0, "seconds the `openstack` power driver "
+            "waits for a bare-metal node to power on", "ro"),
+    Setting("CDNAAS_POWER_LOCAL_CPUS", "list", [], "hosts of the `local` power driver as CPUs "
+            "of this machine (`eu-1=2-3,eu-2=4`); a host not listed is recorded only", "ro"),
+    # -- Instance Manager -------------------------------------------------------------------
+    Setting("CDNAAS_IM_INTERVAL", "number", 10.0, "seconds between IM reconcile passes (one "
+            "control period)", "im"),
+    Setting("CDNAAS_IM_RETENTION_HOURS", "number", 24.0, "how long IM keeps time-series "
+            "points of every pass", "im"),
+    Setting("CDNAAS_IM_HISTORY_DAYS", "number", 30.0, "how long IM keeps the history: a "
+            "point per series and 10 minutes (means of the passes)", "im"),
+    Setting("CDNAAS_IM_RETRY_SECONDS", "number", 60.0, "how long IM waits before asking SO "
+            "again for a change SO refused", "im"),
+    Setting("CDNAAS_IM_HEADROOM_VCPUS", "integer", 4, "spare vCPUs each region keeps awake "
+            "(at least its biggest cache)", "im"),
+    Setting("CDNAAS_IM_WAKE_LEAD_SECONDS", "number", 600.0, "how early a marked host is woken "
+            "for a lease that needs it", "im"),
+    Setting("CDNAAS_IM_HOST_IDLE_PASSES", "integer", 12, "passes a host carries nothing and "
+            "is not needed before the IM switches it off", "im"),
+    Setting("CDNAAS_IM_HOST_BOOT_SECONDS", "number", 120.0, "how long a host takes from power "
+            "on to taking VNFs: the IM wakes hosts this far ahead of a rising demand", "im"),
+    Setting("CDNAAS_IM_RAPL_DIR", "text", "/sys/class/powercap", "where RAPL counters are "
+            "read", "im"),
+    Setting("CDNAAS_IM_RAPL_HOST", "text", None, "which registered host the RAPL counters "
+            "measure", "im", default_text="this machine's hostname"),
+    # -- CLI --------------------------------------------------------------------------------
+    Setting("CDNAAS_TOKEN", "text", None, "the CLI's API token", "cli"),
+    Setting("CDNAAS_CONFIG", "text", None, "the CLI's settings file (token, API URL)", "cli",
+            default_text="`~/.config/cdnaas/config.yaml`"),
+)
+
+BY_NAME = {setting.name: setting for setting in DECLARED}
+
+
+def get(name):
+    """The value of the declared setting ``name`` now.
+
+    :raises KeyError: ``name`` is not declared (a programming error).
+    """
+    return BY_NAME[name].read()
+
+
+def markdown_table():
+    """The README's configuration table."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    lines += [f"| `{s.name}` | {s.shown_default} | {s.help} |" for s in DECLARED]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m cdnaas.common.settings > the README's table
+    sys.stdout.write(markdown_table())

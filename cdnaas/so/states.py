@@ -1,0 +1,60 @@
+"""Named states and steps of the Service Orchestrator (as Octavia's ``common/constants.py``).
+
+Operations move ``PENDING -> PROCESSING -> COMPLETED | FAILED | ROLLED_BACK``; each
+kind has its list of steps, named here so no code indexes them by position. A
+rollback adds :data:`ROLL_BACK` to the steps, so an SO restarted in the middle of
+one carries on undoing instead of starting the work again.
+"""
+
+# -- operations -----------------------------------------------------------------------------
+
+PENDING = "PENDING"
+PROCESSING = "PROCESSING"
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+ROLLED_BACK = "ROLLED_BACK"
+SKIPPED = "SKIPPED"  # a step that had nothing to do
+
+#: operation states in which a runner still has work to do
+OPEN = (PENDING, PROCESSING)
+#: operation states that never change again
+TERMINAL = (COMPLETED, FAILED, ROLLED_BACK)
+
+INSTANTIATE = "INSTANTIATE"
+UPDATE = "UPDATE"
+TERMINATE = "TERMINATE"
+
+# -- steps ----------------------------------------------------------------------------------
+
+PLAN = "plan and reserve"
+DEPLOY = "deploy"
+APPLY = "apply"
+SERVE = "serve"
+UNDEPLOY = "undeploy"
+RELEASE = "release"
+ROLL_BACK = "roll back"
+
+#: each operation kind's steps, in order
+STEPS = {
+    INSTANTIATE: (PLAN, DEPLOY, SERVE),
+    UPDATE: (PLAN, APPLY, SERVE),
+    TERMINATE: (UNDEPLOY, RELEASE),
+}
+
+# -- instances (vCDNs) ----------------------------------------------------------------------
+
+SCHEDULED = "SCHEDULED"
+DEPLOYING = "DEPLOYING"
+ACTIVE = "ACTIVE"
+UPDATING = "UPDATING"
+DELETING = "DELETING"
+DELETED = "DELETED"
+#: instance states while an operation works on the instance
+BUSY = (DEPLOYING, UPDATING, DELETING)
+
+# -- what the SO reads of the RO's deployments (api-spec/ro.yaml) ---------------------------
+
+RO_ACTIVE = "ACTIVE"
+RO_ERROR = "ERROR"
+RO_DELETED = "DELETED"
+RO_BUSY = ("DEPLOYING", "UPDATING", "DELETING")

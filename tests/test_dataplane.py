@@ -1,0 +1,142 @@
+"""The data plane at its planned load: caches and balancers sized from the plan hold it.
+
+Rendered configs carry limits sized from the VNF's vCPUs and the viewers its region
+plans (and nginx accepts them); on the local driver (root) a cache of one vCPU holds
+2,000 concurrent connections, straight and through its balancer, without a socket
+error, an answer other than 2xx, or nginx running out of connections. Request
+collapsing under the new configs: tests/test_local_driver.py.
+"""
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cdnaas.common import config
+from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.ro import vnfconfig
+from cdnaas.ro.vim.base import LoadTest
+from cdnaas.ro.vim.local import cgroups, network, processes
+from cdnaas.ro.vim.local.driver import LocalDriver
+from cdnaas.ro.vim.local.system import run
+from tests.support.sigs import sample_sig
+
+pytestmark = pytest.mark.system
+CONNECTIONS = 2000
+SECONDS = 3
+
+
+def one_cache_sig(origin_port, demand, vcdn_id=None):
+    document = sample_sig(vcdn_id or f"dp-{uuid.uuid4().hex[:8]}", {"north": 1})
+    document["origin"] = {"scheme": "http", "host": "127.0.0.1", "port": origin_port}
+    document["regions"][0]["demand"] = demand
+    for vnf in document["vnfs"]:
+        vnf["vcpus"] = 1
+    return ServiceInstanceGraph.from_dict(document)
+
+
+@pytest.mark.parametrize("demand", [2_000, 30_000])
+def test_rendered_configs_carry_the_planned_limits_and_pass_nginx(tmp_path, demand):
+    try:
+        vnfconfig.tool_path("nginx")
+    except vnfconfig.ConfigError as exc:
+        pytest.skip(str(exc))
+    sig = one_cache_sig(8080, demand)
+    for vnf in sig.vnfs_in(role="cache") + sig.vnfs_in(role="load_balancer"):
+        planned = vnfconfig.planned_connections(sig, vnf)
+        assert planned >= max(demand if vnf.role == "load_balancer" else 0,
+                              vnfconfig.CONNECTIONS_PER_VCPU * vnf.vcpus)
+        common = {"name": vnf.name, "workers": vnf.vcpus, "listen_address": "127.0.0.1",
+                  "listen_port": 8088, "prefix_dir": str(tmp_path / vnf.name),
+                  "management_sources": ["127.0.0.1"], "planned_connections": planned,
+                  "user": "root"}
+        if vnf.role == "cache":
+            text = vnfconfig.cache_config(origin=sig.origin, origin_address="127.0.0.1",
+                                          **common)
+        else:
+            text = vnfconfig.lb_config(members=[("north-cache-1", "127.0.0.1", 8089)], **common)
+        limits = vnfconfig.nginx_limits(planned, vnf.vcpus)
+        workers = int(_directive(text, "worker_processes"))
+        connections = int(_directive(text, "worker_connections"))
+        files = int(_directive(text, "worker_rlimit_nofile"))
+        assert workers == limits.workers == vnf.vcpus
+        # every planned connection and its second side, spread over the workers
+        assert connections >= 2 * planned / workers
+        assert files >= connections + planned / workers
+        assert f"backlog={min(65535, planned)} reuseport;" in text
+        vnfconfig.check_nginx(text, str(tmp_path / vnf.name))
+
+
+def _directive(text, name):
+    line = next(line for line in text.splitlines() if line.strip().startswith(name + " "))
+    return line.strip().split()[1].rstrip(";")
+
+
+@pytest.fixture(scope="module")
+def deployed(origin, tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the local driver needs root")
+    state = tmp_path_factory.mktemp("dataplane-state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CDNAAS_STATE_DIR", str(state))
+        driver = LocalDriver()
+        sig = one_cache_sig(origin.server_address[1], CONNECTIONS)
+        deployment = driver.deploy(sig)
+        try:
+            for vnf in ("north-cache-1", "north-lb"):  # warm: every measured answer a HIT
+                driver.load_test(deployment, vnf, LoadTest("http", "/objects/chunk-low", 1, 1))
+            yield driver, sig, deployment
+        finally:
+            driver.terminate(deployment)
+
+
+@pytest.mark.parametrize("target", ["north-cache-1", "north-lb"])
+def test_a_cache_holds_2000_connections_direct_and_through_its_balancer(deployed, target):
+    driver, sig, deployment = deployed
+    report = driver.load_test(deployment, target,
+                              LoadTest("http", "/objects/chunk-low", CONNECTIONS, SECONDS))
+    assert report.requests > CONNECTIONS
+    assert (report.errors, report.non_2xx) == (0, 0)
+    root = config.state_dir() / "local" / deployment.resources["owner"] / sig.vcdn_id
+    for vnf in ("north-cache-1", "north-lb"):
+        log = (root / vnf / "logs" / "error.log").read_text(errors="replace")
+        for trouble in ("worker_connections are not enough", "Too many open files",
+                        "upstream timed out", "setrlimit"):
+            assert trouble not in log, f"{vnf}: {trouble}"
+
+
+def test_the_cache_logs_misses_not_hits(deployed):
+    _driver, sig, deployment = deployed
+    owner = deployment.resources["owner"]
+    prefix = config.state_dir() / "local" / owner / sig.vcdn_id / "north-cache-1"
+    # reopen: nginx writes out its log buffer first
+    run(processes.nginx_command(prefix, str(prefix / "nginx.conf"), "-s", "reopen"),
+        namespace=network.namespace_name(owner, sig.vcdn_id, "north-cache-1"))
+    processes.wait_until(lambda: _flushed(prefix), "the cache's access log")
+    lines = (prefix / "logs" / "access.log").read_text().splitlines()
+    assert any("/objects/chunk-low" in line and "cache=MISS" in line for line in lines)
+    assert not any("cache=HIT" in line for line in lines)
+    assert not (prefix.parent / "north-lb" / "logs" / "access.log").exists()
+
+
+def _flushed(prefix):
+    path = prefix / "logs" / "access.log"
+    return path.exists() and "cache=MISS" in path.read_text()
+
+
+def test_nginx_runs_with_the_limits_its_config_asks(deployed):
+    _driver, sig, deployment = deployed
+    owner = deployment.resources["owner"]
+    root = config.state_dir() / "local" / owner / sig.vcdn_id
+    for vnf in ("north-cache-1", "north-lb"):
+        wanted = vnfconfig.host_limits((root / vnf / "nginx.conf").read_text())
+        group = f"{owner}_{sig.vcdn_id}_{vnf}"
+        pids = cgroups.pids(group)
+        assert pids
+        for pid in pids:  # master and workers
+            soft = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                        if line.startswith("Max open files")).split()[3]
+            assert int(soft) == min(wanted["nofile"], processes.open_file_limit())
+        namespace = network.namespace_name(owner, sig.vcdn_id, vnf)
+        somaxconn = run(["sysctl", "-n", "net.core.somaxconn"], namespace=namespace)
+        assert int(somaxconn) >= wanted["somaxconn"]
