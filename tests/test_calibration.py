@@ -188,8 +188,8 @@ def _cut_cache_quota(monkeypatch):
     1 vCPU cache may get only half a CPU)."""
     create = cgroups.create
 
-    def halved(name, vcpus):
-        create(name, vcpus)
+    def halved(name, vcpus, cpus=None):
+        create(name, vcpus, cpus)
         if name.endswith("_cache-0"):
             version, base = cgroups._hierarchy()  # pylint: disable=protected-access
             quota = vcpus * cgroups.PERIOD_US // 4
@@ -242,7 +242,9 @@ def test_a_vcdn_dimensioned_from_a_calibration_holds_its_target(local_origin):
 @needs_local
 def test_cli_calibrates_on_a_local_stack(tmp_path):
     model_dir = tmp_path / "models"
+    # the default origin policy (no allow list): RO's own sample origin is the operator's
     with running_stack(None, tmp_path, extra_env={"CDNAAS_VIM_DRIVER": "local",
+                                                  "CDNAAS_ORIGIN_ALLOW": None,
                                                   "CDNAAS_MODEL_DIRS": str(model_dir)}) as stack:
         populate(stack)
         operator = Api(stack.urls["api"], stack.operator_token)

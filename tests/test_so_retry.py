@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from cdnaas.common import errors
-from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.so import capacity, operations, states
@@ -51,6 +51,7 @@ class FakeRo:
         self.deployments[deployment_id] = {
             "id": deployment_id, "status": "ACTIVE", "steps": [], "error": None,
             "last_error": None, "vnfs": [{"name": v["name"]} for v in sig["vnfs"]],
+            "sig_digest": digest(sig),
             "entry_point": {"hostname": sig["hostname"], "dns_servers": ["198.18.0.53"]},
             "region_endpoints": {}}
         return self.deployments[deployment_id]
@@ -262,6 +263,23 @@ def test_a_resumed_update_that_ro_undid_keeps_the_previous_vcdn(database, ro, ru
     assert reserved(database, "v8") == per_host(previous)
     with database.sessions() as session:
         assert session.get(Instance, "v8").sig == previous
+
+
+def test_a_resumed_update_with_the_same_vnf_names_is_sent_again(database, ro, runner):
+    """SO killed after marking the step and before sending the SIG: RO still serves the
+    previous SIG under the same VNF names (a change of demand): the SIG is sent, not
+    taken as done."""
+    previous = sample_sig("v12")
+    changed = sample_sig("v12")
+    changed["regions"][0]["demand"] += 1000
+    ro.deploy("v12", previous)
+    operation_id = add_instance(database, states.UPDATE, changed, states.UPDATING, previous)
+    resumed(database, operation_id, states.APPLY)
+    ro.calls.clear()
+    runner.recover()
+    assert wait_ended(database, operation_id) == ("COMPLETED", None, "ACTIVE")
+    assert ro.calls.count("deploy") == 1
+    assert ro.deployments["v12"]["sig_digest"] == digest(changed)
 
 
 def test_an_update_reserves_both_sigs_until_it_ends(database, ro, runner):

@@ -227,6 +227,18 @@ def test_the_allow_list_wins_and_can_name_a_port(policy):
             validation.parse_origin(url)
 
 
+def test_an_operator_origin_is_allowed_only_while_it_serves(policy):
+    """RO's calibration origin on loopback: allowed inside the block, for its port only."""
+    with origin_policy.operator_origin("127.0.0.1", 40123):
+        assert validation.parse_origin("http://127.0.0.1:40123").port == 40123
+        origin_policy.check_resolved(validation.parse_origin("http://127.0.0.1:40123"),
+                                     ["127.0.0.1"])
+        with pytest.raises(errors.BadRequest, match="loopback"):
+            validation.parse_origin("http://127.0.0.1:40124")
+    with pytest.raises(errors.BadRequest, match="loopback"):
+        validation.parse_origin("http://127.0.0.1:40123")
+
+
 def test_the_deny_list_takes_names_networks_and_the_unresolved_keyword(policy):
     policy.setenv("CDNAAS_ORIGIN_DENY", "evil.example.com,203.0.113.0/24,unresolved")
     for url, words in (("http://evil.example.com", "deny list"), ("http://203.0.113.9", "203.0.113.0/24"),
@@ -484,3 +496,18 @@ def test_a_quote_never_echoes_a_model_files_content(stack):
 def test_origin_url_renders_ipv6_in_brackets():
     assert Origin("https", "2001:db8::7", 443).url == "https://[2001:db8::7]:443"
     assert Origin("http", "o.example.com", 80).url == "http://o.example.com:80"
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00",
+                                  "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
+                                  "1969-12-31T23:59:59Z"])
+def test_times_at_the_ends_of_the_calendar_are_refused_not_overflowed(text):
+    """A lease or a metrics window at year 1 or 9999 overflowed (500) once shifted or
+    converted; every time a request names is now within 1970-9000."""
+    from cdnaas.common import timeutil  # pylint: disable=import-outside-toplevel
+    from cdnaas.so.instances import _lease  # pylint: disable=import-outside-toplevel
+    with pytest.raises(ValueError, match="between 1970 and 9000"):
+        timeutil.parse(text)
+    with pytest.raises(errors.BadRequest) as caught:
+        _lease({"lease": {"end": text}}, timeutil.utcnow())
+    assert caught.value.field == "lease.end"

@@ -5,6 +5,7 @@ model it returns; a restarted RO has none, and its start-up cleanup removes what
 interrupted campaign had deployed, since no deployment record names it). Only one runs
 at a time: two campaigns on one VIM would measure each other.
 """
+import contextlib
 import datetime
 import logging
 import threading
@@ -12,7 +13,7 @@ import time
 import uuid
 
 from cdnaas.calibration import campaign, modelfile
-from cdnaas.common import errors
+from cdnaas.common import errors, origin_policy
 from cdnaas.origin.server import serve_in_thread
 
 LOG = logging.getLogger(__name__)
@@ -73,12 +74,15 @@ class Jobs:
         started = time.monotonic()
         origin = None
         try:
+            allowed = contextlib.nullcontext()
             if plan.origin is None:  # the sample origin, on this machine, for this campaign
                 origin, _thread = serve_in_thread("0.0.0.0", 0)
                 plan.origin = {"scheme": "http", "host": "127.0.0.1",
                                "port": origin.server_address[1]}
-            runs = campaign.run(self.driver, plan, job_id,
-                                lambda step, done, total: self._progress(job_id, step, done, total))
+                allowed = origin_policy.operator_origin("127.0.0.1", origin.server_address[1])
+            with allowed:
+                runs = campaign.run(self.driver, plan, job_id, lambda step, done, total:
+                                    self._progress(job_id, step, done, total))
             campaign.check_runs(runs)
             self._progress(job_id, "write model", 0, 1)
             document = modelfile.build(plan, runs, job_id)

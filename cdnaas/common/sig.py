@@ -6,6 +6,7 @@ against it whenever a SIG crosses a service boundary.
 import collections
 import dataclasses
 import functools
+import hashlib
 import json
 
 import jsonschema
@@ -80,6 +81,10 @@ class ServiceInstanceGraph:
     def to_dict(self):
         return dataclasses.asdict(self)
 
+    def digest(self):
+        """:func:`digest` of this SIG: what SO and RO compare to agree on what serves."""
+        return digest(self.to_dict())
+
     @classmethod
     def from_dict(cls, data, field_prefix=None):
         """Build a SIG from its JSON form.
@@ -105,6 +110,12 @@ class ServiceInstanceGraph:
             origin=Origin(**data["origin"]), default_region=data["default_region"],
             regions=[RegionPlan(**r) for r in data["regions"]],
             vnfs=[Vnf(**v) for v in data["vnfs"]])
+
+
+def digest(document):
+    """SHA-256 (hex) of a SIG's JSON form, keys sorted: equal for equal SIGs."""
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 @functools.cache

@@ -16,12 +16,26 @@ def isoformat(value):
     return value.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+#: the times a request may name: every window and lease computed from them stays a datetime
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def parse(text):
-    """Parse ISO 8601 text into aware UTC; text without an offset is taken as UTC."""
+    """Parse ISO 8601 text into aware UTC; text without an offset is taken as UTC.
+
+    :raises ValueError: not ISO 8601, or outside :data:`EARLIEST` .. :data:`LATEST`.
+    """
     value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc)
+    try:
+        value = value.astimezone(dt.timezone.utc)
+    except OverflowError:
+        value = None
+    if value is None or not EARLIEST <= value < LATEST:
+        raise ValueError(f"{text} is not between {EARLIEST.year} and {LATEST.year}")
+    return value
 
 
 def aware(value):

@@ -26,8 +26,8 @@ def _time(name, default):
     try:
         return parse(text)
     except ValueError:
-        raise errors.BadRequest(f"{name} is not an ISO 8601 time like 2026-12-01T10:00:00Z",
-                                field=name) from None
+        raise errors.BadRequest(f"{name} is not an ISO 8601 time between 1970 and 9000 "
+                                "like 2026-12-01T10:00:00Z", field=name) from None
 
 
 @blueprint.post("/reconcile")

@@ -27,7 +27,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from cdnaas.common import config, errors
-from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.common.timeutil import isoformat
 from cdnaas.db import leases
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
@@ -477,6 +477,7 @@ def represent(record):
         "steps": record.steps,
         "error": record.error if record.status == ERROR else None,
         "last_error": record.error,
+        "sig_digest": digest(record.sig) if record.sig else None,
         "entry_point": deployment.get("entry_point"),
         "region_endpoints": deployment.get("region_endpoints", {}),
         "vnfs": [{k: v[k] for k in VNF_FIELDS} for v in deployment.get("vnfs", [])],

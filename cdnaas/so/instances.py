@@ -86,12 +86,14 @@ def _lease(body, now):
     try:
         start = parse(lease["start"]) if lease.get("start") else now
     except ValueError:
-        raise errors.BadRequest("lease.start is not an ISO 8601 time like 2026-12-01T10:00:00Z",
+        raise errors.BadRequest("lease.start is not an ISO 8601 time between 1970 and 9000 "
+                                "like 2026-12-01T10:00:00Z",
                                 field="lease.start") from None
     try:
         end = parse(lease["end"])
     except ValueError:
-        raise errors.BadRequest("lease.end is not an ISO 8601 time like 2026-12-01T10:00:00Z",
+        raise errors.BadRequest("lease.end is not an ISO 8601 time between 1970 and 9000 "
+                                "like 2026-12-01T10:00:00Z",
                                 field="lease.end") from None
     start = max(start, now)
     if end <= start:

@@ -60,10 +60,11 @@ def retryable(exc):
     return isinstance(exc, errors.CdnaasError) and exc.status >= 500
 
 
-def vnf_names(document):
-    """Names of the VNFs of a SIG or of RO's deployment (a dict), or of a SIG object."""
-    vnfs = document.vnfs if hasattr(document, "vnfs") else document.get("vnfs") or []
-    return {v.name if hasattr(v, "name") else v["name"] for v in vnfs}
+def serves(deployment, sig):
+    """Whether RO's ``deployment`` (its representation, or None) is ACTIVE with ``sig`` (a
+    :class:`ServiceInstanceGraph`): the same SIG, not only the same VNF names."""
+    return bool(deployment) and deployment.get("status") == S.RO_ACTIVE \
+        and deployment.get("sig_digest") == sig.digest()
 
 
 class PatientRo:
@@ -261,8 +262,8 @@ class OperationRunner:
             sig = self._sig(instance_id)
             try:
                 deployment = self._apply(operation_id, instance_id, sig, S.DEPLOY)
-                if vnf_names(deployment) != vnf_names(sig):
-                    raise OperationFailed("RO serves other VNFs than the SIG's")
+                if not serves(deployment, sig):
+                    raise OperationFailed("RO serves another SIG than this vCDN's")
             except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
                 self._begin_rollback(operation_id, S.DEPLOY, f"deployment failed: {exc}")
             else:
@@ -287,7 +288,7 @@ class OperationRunner:
         if not self._rolling_back(operation_id):
             try:
                 deployment = self._apply(operation_id, instance_id, sig, S.APPLY)
-                if vnf_names(deployment) != vnf_names(sig):
+                if not serves(deployment, sig):
                     raise OperationFailed(deployment.get("last_error") or deployment.get("error")
                                           or "RO kept the previous VNFs")
             except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
@@ -303,14 +304,13 @@ class OperationRunner:
         except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
             deployment = {"status": f"unknown ({exc})"}
         with self.database.sessions() as session:
-            previous = session.get(Operation, operation_id).previous_sig
-        running = vnf_names(deployment) if deployment and deployment["status"] == S.RO_ACTIVE \
-            else None
-        if running == vnf_names(previous):
+            previous = ServiceInstanceGraph.from_record(
+                session.get(Operation, operation_id).previous_sig)
+        if serves(deployment, previous):
             self._restore_previous(operation_id, instance_id)
             self._set_step(operation_id, S.ROLL_BACK, S.COMPLETED)
             self._finish(operation_id, S.ROLLED_BACK, error, S.ACTIVE)
-        elif running == vnf_names(sig):
+        elif serves(deployment, sig):
             self._set_step(operation_id, S.ROLL_BACK, S.SKIPPED)
             self._complete_update(operation_id, instance_id, sig, deployment)
         else:  # reservations stay those of both SIGs: they cover whatever may run
@@ -353,9 +353,9 @@ class OperationRunner:
         if current is not None and current["status"] in (S.RO_ERROR, S.RO_DELETED):
             raise OperationFailed(current.get("error") or f"RO reports it {current['status']}")
         serving = current is not None and current["status"] == S.RO_ACTIVE
-        if serving and vnf_names(current) != vnf_names(sig) and current.get("last_error"):
-            raise OperationFailed(current["last_error"])
-        if current is None or (serving and vnf_names(current) != vnf_names(sig)):
+        if serving and not serves(current, sig) and current.get("last_error"):
+            raise OperationFailed(current["last_error"])  # RO tried this SIG and kept the last
+        if current is None or (serving and not serves(current, sig)):
             try:
                 ro.call("deploy", instance_id, sig.to_dict())
             except errors.Conflict:

@@ -94,8 +94,9 @@ def resources(conn):
                    check=True, capture_output=True)
     aggregates = {a.name: a for a in conn.compute.aggregates()}
     for host, zone in configs.COMPUTE_HOSTS:
-        aggregate = aggregates.get(zone) or conn.compute.create_aggregate(
-            name=zone, availability_zone=zone)
+        if zone not in aggregates:  # a zone's second host finds the aggregate made for its first
+            aggregates[zone] = conn.compute.create_aggregate(name=zone, availability_zone=zone)
+        aggregate = aggregates[zone]
         if host not in (aggregate.hosts or []):
             conn.compute.add_host_to_aggregate(aggregate, host)
     have = {f.name for f in conn.compute.flavors(is_public=None)}
