@@ -181,12 +181,14 @@ def test_a_killed_so_replica_has_its_operation_taken_over(stack):
     assert operation(stack, operation_id).claimed_by.startswith(f"{socket.gethostname()}:{port}#")
     first.kill("so")
     killed = time.monotonic()
-    ended = wait_operation(stack, operation_id)
+    try:
+        ended = wait_operation(stack, operation_id)
+    finally:
+        first.restart("so")
     assert ended.state == "COMPLETED", ended.error
     assert f"taking over operation {operation_id}" in second.log("so")
     assert time.monotonic() - killed >= LEASE * 0.5, "taken before the lease could expire"
     assert finished(stack, operation_id) == 1
-    first.restart("so")
     assert wait_operation(stack, stack.acme.ok(
         "DELETE", f"/vcdns/{vcdn_id}", 202)["operation"]["id"]).state == "COMPLETED"
 
@@ -203,9 +205,12 @@ def test_a_killed_ro_replica_has_its_work_finished_by_the_other(stack, kind):
     else:
         wait_in_step(stack, vcdn_id, "DEPLOYING", "boot caches")
     first.kill("ro")
-    ended = wait_operation(stack, operation_id)
-    assert f"deployment {vcdn_id}: taking over from" in second.log("ro")
-    deployment = stack.ro.get_deployment(vcdn_id)
+    try:
+        ended = wait_operation(stack, operation_id)
+        assert f"deployment {vcdn_id}: taking over from" in second.log("ro")
+        deployment = stack.ro.get_deployment(vcdn_id)
+    finally:
+        first.restart("ro")
     if kind == "terminate":  # B finished removing it
         assert ended.state == "COMPLETED", ended.error
         assert deployment["status"] == "DELETED"
@@ -213,7 +218,6 @@ def test_a_killed_ro_replica_has_its_work_finished_by_the_other(stack, kind):
         assert ended.state == "ROLLED_BACK" and "interrupted" in ended.error, ended.error
         assert deployment["vnfs"] == []
     assert reserved(stack, vcdn_id) == 0
-    first.restart("ro")
 
 
 def test_a_killed_im_leader_hands_the_passes_over(stack):
@@ -243,6 +247,36 @@ def test_a_killed_im_leader_hands_the_passes_over(stack):
                                                      Action.kind == "terminate")).all()
     assert len(ended) == 1, [(a.outcome, a.reason) for a in ended]
     first.restart("im")
+
+
+@pytest.mark.parametrize("service", ["api", "sidr"])
+def test_a_killed_front_replica_leaves_its_peer_serving_the_operation(stack, service):
+    """API and SIDR keep no work of their own: with replica A killed inside an operation,
+    the customer still follows it to its end, and a template is registered, through B."""
+    mode(stack, "failover")
+    first = stack.replicas[0]
+    vcdn_id, operation_id = create(stack, f"{service}-kill")
+    wait_in_step(stack, vcdn_id, "DEPLOYING", "boot caches")
+    first.kill(service)
+    for client in (stack.acme, stack.operator):  # connections kept open to A died with it
+        client.session.close()
+    try:
+        deadline = time.monotonic() + 60
+        while (state := stack.acme.ok("GET", f"/operations/{operation_id}")["state"]) \
+                not in states.TERMINAL:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert state == "COMPLETED"
+        assert stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["state"] == "ACTIVE"
+        templates = stack.operator.ok("GET", "/templates")["templates"]
+        latest = max((t for t in templates if t["flavor"] == "static"),
+                     key=lambda t: t["version"])
+        document = {**latest["document"], "version": latest["version"] + 1}
+        stack.operator.ok("POST", "/templates", 201, json=document)  # through B alone
+    finally:
+        first.restart(service)
+    assert wait_operation(stack, stack.acme.ok(
+        "DELETE", f"/vcdns/{vcdn_id}", 202)["operation"]["id"]).state == "COMPLETED"
 
 
 # -- two SO runners in one process, on PostgreSQL -----------------------------------------------
