@@ -18,6 +18,7 @@ from tests.support.stack import running_stack
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "plugins" / "static" / "template.yaml"
+QOE_TEMPLATE = REPO / "plugins" / "qoe_video" / "template.yaml"
 CREATE = ["vcdn", "create", "--name", "news", "--flavor", "static", "--origin", "http://o.example"]
 
 
@@ -244,6 +245,15 @@ def test_the_cli_drives_a_vcdn_through_its_life(stack_database, tmp_path):
         assert quoted["vcpus"] == 7 and quoted["price"]["amount"] > 0  # 2x(2 caches + LB) + DNS
         assert invoke(["vcdn", "quote", *CREATE[2:], "--region", "eu-west:1000"], env,
                       tenant_token).exit_code == 2  # no lease: a usage error
+        # the quote as a table, for every shipped flavor (qoe-video's figures are floats)
+        invoke_json(["template", "register", str(QOE_TEMPLATE)], env, operator)
+        for flavor, mos in (("static", "-"), ("qoe-video", "4.")):
+            shown = invoke(["vcdn", "quote", "--name", "news", "--flavor", flavor, "--origin",
+                            "http://o.example", "--region", "eu-west:1000:4.0",
+                            "--lease-hours", "24"], env, tenant_token)
+            assert shown.exit_code == 0, shown.stderr
+            row = next(line for line in shown.stdout.splitlines() if "eu-west" in line)
+            assert "1000" in row and mos in row, shown.stdout
         created = invoke_json([*CREATE, "--region", "eu-west:1000:4.0", "--region", "us-east:500",
                                "--min-mos", "3.8", "--lease-hours", "24", "--wait"],
                               env, tenant_token)

@@ -70,8 +70,11 @@ def styled(state):
 
 
 def _cell(value):
+    """What a table shows for ``value``: text, or a rich renderable as it is."""
     if value is None:
         return "-"
+    if hasattr(value, "__rich_console__") or hasattr(value, "__rich__"):
+        return value
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
@@ -87,7 +90,7 @@ def table(rows, columns, title=None):
     for heading, _ in columns:
         grid.add_column(heading, overflow="fold")
     for row in rows:
-        grid.add_row(*[getter(row) if callable(getter) else _cell(row.get(getter))
+        grid.add_row(*[_cell(getter(row) if callable(getter) else row.get(getter))
                        for _, getter in columns])
     out().print(grid)
 
@@ -98,7 +101,7 @@ def fields(record, keys, title=None):
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for label, getter in keys:
-        grid.add_row(label, getter(record) if callable(getter) else _cell(record.get(getter)))
+        grid.add_row(label, _cell(getter(record) if callable(getter) else record.get(getter)))
     out().print(grid)
 
 
