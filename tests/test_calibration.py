@@ -131,6 +131,37 @@ def test_report_compares_with_the_paper():
     assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "&lt;test&gt;" in svg
 
 
+class _Templates:
+    """The API client's one call ``cdnaas calibrate`` makes to find the model in use."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def templates(self, flavor):
+        document = yaml.safe_load(open(QOE_TEMPLATE, encoding="utf-8"))
+        return [{"version": 1, "document": {**document, "model": self.model}}]
+
+
+@pytest.mark.parametrize("named, kind", [(None, "paper"), ("models/vm.yaml", "paper"),
+                                         ("models/container.yaml", "paper")])
+def test_the_curve_is_compared_with_the_model_in_use(named, kind):
+    from cdnaas.cli.calibrate import reference_model  # pylint: disable=import-outside-toplevel
+    found_kind, model = reference_model(_Templates(named), "qoe-video", "vm")
+    assert found_kind == kind
+    assert model.name == ("tnsm2017-docker" if named == "models/container.yaml" else "tnsm2017-kvm")
+
+
+def test_an_earlier_calibration_is_labelled_in_use_not_paper(tmp_path, monkeypatch):
+    document = modelfile.build(_plan(), _runs(), "abc123")
+    (tmp_path / "calibrated").mkdir()
+    (tmp_path / "calibrated" / "earlier.yaml").write_text(modelfile.dump(document))
+    monkeypatch.setenv("CDNAAS_MODEL_DIRS", str(tmp_path))
+    from cdnaas.cli.calibrate import reference_model  # pylint: disable=import-outside-toplevel
+    kind, model = reference_model(_Templates("calibrated/earlier.yaml"), "qoe-video", "vm")
+    assert kind == "in use" and model.name == document["name"]
+    assert report.curves(document, model, kind)[1][0] == f"in use ({document['name']})"
+
+
 # -- the driver interface --------------------------------------------------------------
 
 def test_noop_models_load_tests():

@@ -8,10 +8,12 @@ WIDTH, HEIGHT, MARGIN = 640, 320, 48
 COLOURS = ("#d62728", "#1f77b4")
 
 
-def curves(calibrated, reference):
-    """``[(label, Model)]``: the calibrated model (a document) and the reference (a Model)."""
+def curves(calibrated, reference, reference_kind="paper"):
+    """``[(label, Model)]``: the calibrated model (a document) and the reference (a Model),
+    labelled ``reference_kind`` (``paper``: a shipped model; ``in use``: the one the
+    flavor's template names, an earlier calibration say)."""
     ours = models.parse(calibrated, origin="calibrated")
-    return [(f"calibrated ({ours.name})", ours), (f"paper ({reference.name})", reference)]
+    return [(f"calibrated ({ours.name})", ours), (f"{reference_kind} ({reference.name})", reference)]
 
 
 def span(pairs):

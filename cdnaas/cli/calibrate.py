@@ -69,7 +69,8 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(job["result"]["model_yaml"], encoding="utf-8")
     models.load(path)  # what was written is a model the planner reads
-    pairs = report.curves(document, reference_model(client, flavor, document["technology"]))
+    kind, reference = reference_model(client, flavor, document["technology"])
+    pairs = report.curves(document, reference, kind)
     chart = path.with_suffix(".svg")
     chart.write_text(report.svg(pairs, f"{flavor} on {host}: MOS of HD viewers per vCPU"),
                      encoding="utf-8")
@@ -88,17 +89,19 @@ def default_path(name):
 
 
 def reference_model(client, flavor, technology):
-    """The model the flavor's latest template names now (else the paper's, shipped)."""
+    """``(kind, Model)``: the model the flavor's latest template names now (``in use``),
+    else the paper's that the plugin ships (``paper``)."""
     templates = client.templates(flavor)
     latest = max(templates, key=lambda t: t["version"]) if templates else {}
     document = latest.get("document") or {}
+    named = document.get("model")
     try:
         plugin = plugins.load(plugins.FLAVORS, document.get("plugin", "qoe-video"))
-        return models.named(document.get("model") or SHIPPED[technology],
-                            models.plugin_folder(plugin))
+        model = models.named(named or SHIPPED[technology], models.plugin_folder(plugin))
+        return ("paper" if named in (None, *SHIPPED.values()) else "in use"), model
     except (models.ModelError, RuntimeError, KeyError):
         qoe_video = plugins.load(plugins.FLAVORS, "qoe-video")
-        return models.named(SHIPPED[technology], models.plugin_folder(qoe_video))
+        return "paper", models.named(SHIPPED[technology], models.plugin_folder(qoe_video))
 
 
 def _render(summary, pairs):
