@@ -6,6 +6,7 @@ simulator) for a few seconds each; they are bounded in count and time.
 """
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -13,11 +14,11 @@ import sys
 import pytest
 import yaml
 
-from cdnaas.calibration import campaign, modelfile, qoe, report
+from cdnaas.calibration import campaign, modelfile, qoe, report, viewers
 from cdnaas.common import plugins
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.planning import dimensioning, models
-from cdnaas.ro.vim.base import LoadTest, VimDriver, VimError
+from cdnaas.ro.vim.base import GeneratorLimit, LoadTest, VimDriver, VimError
 from cdnaas.ro.vim.local import cgroups
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support.api import Api, populate
@@ -183,6 +184,40 @@ def test_noop_models_load_tests():
             driver.load_test(deployment, "nope", LoadTest("http", "/", 1, 1))
     finally:
         driver.terminate(deployment)
+
+
+def test_a_ramp_the_generator_cannot_drive_ends_at_its_last_point():
+    """Past what its generator can open (files, ports) a ramp ends where it stands, and
+    the model says so; a generator that cannot drive even the first load fails."""
+    class Limited(NoopDriver):
+        most = 1500
+
+        def load_test(self, deployment, vnf_name, test):
+            if test.kind == "viewers" and test.connections > self.most:
+                raise GeneratorLimit(f"{test.connections} viewers need more open files")
+            return super().load_test(deployment, vnf_name, test)
+    plan = _plan(origin={"host": "origin.example.com", "port": 80}, vcpus=[1],
+                 connections=[10], throughput_seconds=1, window_seconds=4, windows=1,
+                 viewers_start=500, viewers_factor=2, max_steps=5, floor=1.0)
+    runs = campaign.run(Limited(), plan, "lim00001", lambda *a: None)
+    assert [p["viewers"] for p in runs[0]["viewers"]] == [500, 1000]
+    assert "could not drive 2000 viewers" in runs[0]["stopped"]
+    document = modelfile.build(plan, runs, "lim00001")
+    assert any("ramp ended at its last point" in line for line in document["assumptions"])
+    Limited.most = 100
+    with pytest.raises(GeneratorLimit):
+        campaign.run(Limited(), plan, "lim00002", lambda *a: None)
+
+
+def test_the_viewer_simulator_says_when_it_cannot_open_enough_files():
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    limited = subprocess.run(
+        [sys.executable, viewers.__file__, "--address", "127.0.0.1", "--viewers", "100",
+         "--seconds", "1"], preexec_fn=low_limit, capture_output=True, text=True, timeout=30,
+        check=False)
+    assert limited.returncode == viewers.LIMIT_STATUS, limited.stderr
+    assert "100 viewers need 164 open files; this generator may open 64" in limited.stderr
 
 
 def test_a_driver_without_a_load_generator_says_so():

@@ -25,7 +25,7 @@ import time
 
 from cdnaas.calibration import modelfile, qoe
 from cdnaas.common.sig import Origin, RegionPlan, ServiceInstanceGraph, Vnf
-from cdnaas.ro.vim.base import LoadTest, VimError
+from cdnaas.ro.vim.base import GeneratorLimit, LoadTest, VimError
 
 LOG = logging.getLogger(__name__)
 
@@ -90,9 +90,10 @@ def run(driver, plan, job_id, progress):
         try:
             progress(f"deploy {vcpus} vCPU", 1, 1)
             _warm(driver, deployment, plan)
-            runs.append({"vcpus": vcpus,
-                         "throughput": _throughput(driver, deployment, plan, vcpus, progress),
-                         "viewers": _viewers(driver, deployment, plan, vcpus, progress, deadline)})
+            throughput = _throughput(driver, deployment, plan, vcpus, progress)
+            points, stopped = _viewers(driver, deployment, plan, vcpus, progress, deadline)
+            runs.append({"vcpus": vcpus, "throughput": throughput, "viewers": points,
+                         "stopped": stopped})
         finally:
             progress(f"remove {vcpus} vCPU", 0, 1)
             driver.terminate(deployment)
@@ -152,17 +153,25 @@ def _throughput(driver, deployment, plan, vcpus, progress):
 
 
 def _viewers(driver, deployment, plan, vcpus, progress, deadline):
+    """The viewer ramp: ``(points, why it stopped early or None)``."""
     step = f"viewers {vcpus} vCPU"
     progress(step, 0, plan.max_steps)
-    points, viewers = [], plan.viewers_start * vcpus
+    points, viewers, stopped = [], plan.viewers_start * vcpus, None
     seconds = plan.windows * plan.window_seconds
     while len(points) < plan.max_steps and viewers <= plan.max_viewers * vcpus:
         if points and time.monotonic() + seconds > deadline:
             LOG.info("calibration stops its viewer ramp at %d viewers: time bound", viewers)
             break
-        report = driver.load_test(deployment, CACHE, LoadTest(
-            "viewers", VIDEO_PATH, viewers, seconds, segments=plan.segments,
-            window_seconds=plan.window_seconds))
+        try:
+            report = driver.load_test(deployment, CACHE, LoadTest(
+                "viewers", VIDEO_PATH, viewers, seconds, segments=plan.segments,
+                window_seconds=plan.window_seconds))
+        except GeneratorLimit as exc:
+            if not points:
+                raise
+            stopped = f"the load generator could not drive {viewers} viewers ({exc})"
+            LOG.info("calibration stops its viewer ramp: %s", stopped)
+            break
         figures = qoe.summary(report.windows or [], plan.window_seconds)
         points.append({"viewers": viewers, "per_vcpu": viewers / vcpus, **figures,
                        "requests_per_second": report.requests_per_second,
@@ -173,7 +182,7 @@ def _viewers(driver, deployment, plan, vcpus, progress, deadline):
             break
         viewers = _next_load(viewers, plan.viewers_factor)
     progress(step, plan.max_steps, plan.max_steps)
-    return points
+    return points, stopped
 
 
 def _next_load(viewers, factor):

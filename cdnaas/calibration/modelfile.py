@@ -132,6 +132,10 @@ def assumptions(plan, runs, base):
                          f"times the per-vCPU throughput of the {base['vcpus']} vCPU one"
                          + ("" if all(p["isolated"] for p in run["throughput"]) else
                             " (its load generator shared its CPUs: a lower bound)") + ".")
+    for run in runs:
+        if run.get("stopped"):
+            lines.append(f"The {run['vcpus']} vCPU ramp ended at its last point: "
+                         f"{run['stopped']}.")
     bound = [p for p in base["viewers"] if generator_bound(p)]
     if bound:
         lines.append(f"The load generator saturated its CPU at {bound[0]['viewers']} viewers; "

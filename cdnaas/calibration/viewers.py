@@ -40,6 +40,8 @@ import sys
 import time
 
 TOOL = "cdnaas-viewers 1"
+#: exit status when the load asked for is beyond what this generator can simulate
+LIMIT_STATUS = 3
 #: the most body bytes one recv discards
 DISCARD = 1 << 20
 _WAIT, _CONNECTING, _HEADERS, _BODY, _DONE = range(5)
@@ -93,7 +95,11 @@ class Simulation:
 
     def run(self):
         """Run the simulation; return its report (a JSON-ready dict)."""
-        _raise_file_limit(len(self.viewers) + 64)
+        wanted = len(self.viewers) + 64
+        allowed = _raise_file_limit(wanted)
+        if allowed < wanted:
+            raise LimitReached(f"{len(self.viewers)} viewers need {wanted} open files; this "
+                               f"generator may open {allowed}")
         cpu0 = _cpu_seconds()
         self.t0 = time.monotonic()
         end = self.t0 + self.seconds
@@ -300,14 +306,20 @@ def _cpu_seconds():
 
 
 def _raise_file_limit(wanted):
+    """Raise this process's open-file limit towards ``wanted``; return the soft limit now."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < wanted:
         target = wanted if hard == resource.RLIM_INFINITY else max(wanted, hard)
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, max(target, hard)
                                                         if hard != resource.RLIM_INFINITY else hard))
-        except (ValueError, OSError):
+        except (ValueError, OSError):  # not allowed above the hard limit here
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class LimitReached(Exception):
+    """This generator cannot simulate that many viewers (exit status :data:`LIMIT_STATUS`)."""
 
 
 def main(argv=None):
@@ -323,10 +335,14 @@ def main(argv=None):
     parser.add_argument("--buffer-chunks", type=int, default=2)
     parser.add_argument("--seed", type=int)
     args = parser.parse_args(argv)
-    report = Simulation(args.address, args.port, args.path, args.viewers, args.seconds,
-                        chunk_seconds=args.chunk_seconds, segments=args.segments,
-                        window_seconds=args.window_seconds, buffer_chunks=args.buffer_chunks,
-                        seed=args.seed).run()
+    try:
+        report = Simulation(args.address, args.port, args.path, args.viewers, args.seconds,
+                            chunk_seconds=args.chunk_seconds, segments=args.segments,
+                            window_seconds=args.window_seconds, buffer_chunks=args.buffer_chunks,
+                            seed=args.seed).run()
+    except LimitReached as exc:
+        sys.stderr.write(f"generator limit: {exc}\n")
+        sys.exit(LIMIT_STATUS)
     json.dump(report, sys.stdout, separators=(",", ":"))
     sys.stdout.write("\n")
 

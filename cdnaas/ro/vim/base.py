@@ -62,6 +62,11 @@ def check_origin_policy(origin, addresses):
         raise VimError(f"at deploy time, {exc.message}") from None
 
 
+class GeneratorLimit(VimError):
+    """A driver's load generator cannot drive that much load here (open files, ports):
+    the load is beyond what it can measure, not beyond what the VNF serves."""
+
+
 class RetryableVimError(VimError):
     """The VIM failed in a way that may pass (timeout, overload)."""
 

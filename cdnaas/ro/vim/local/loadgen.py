@@ -18,7 +18,7 @@ import sys
 import time
 
 from cdnaas.calibration import viewers, wrk
-from cdnaas.ro.vim.base import LoadReport, VimError
+from cdnaas.ro.vim.base import GeneratorLimit, LoadReport, VimError
 from cdnaas.ro.vim.local import cgroups, clients, network
 
 LOG = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ def run(deployment, vnf, group, test):
                                                   generator_cpus)
         elapsed = time.monotonic() - started
         after = cgroups.cpu_usage_seconds(group)
+    if test.kind == "viewers" and status == viewers.LIMIT_STATUS:
+        raise GeneratorLimit((err or out).strip()[-500:])
     if status != 0:
         raise VimError(f"{tool} failed (status {status}): {(err or out).strip()[-500:]}")
     try:
