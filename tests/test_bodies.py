@@ -9,12 +9,14 @@ import time
 import pytest
 
 from cdnaas.api import auth
-from cdnaas.common import bodies
+from cdnaas.common import bodies, settings
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support.api import TEMPLATE
 from tests.support.auth import signed
+
+MAX_BODY_BYTES = settings.BY_NAME["CDNAAS_MAX_BODY_BYTES"].default
 
 DEEP = 100_000
 #: (service, method, path of a JSON operation that stores what it is given, listing path)
@@ -55,7 +57,7 @@ WORST_JSON = {
     "two values": (b'{"name": "a"} {"name": "b"}', JSON, 400, "body"),
     "truncated": (b'{"name": ', JSON, 400, "body"),
     "nul bytes": (b"\x00" * 64, JSON, 400, "body"),
-    "oversized": (b'{"name": "' + b"a" * (bodies.MAX_BODY_BYTES + 1) + b'"}', JSON, 413, "body"),
+    "oversized": (b'{"name": "' + b"a" * (MAX_BODY_BYTES + 1) + b'"}', JSON, 413, "body"),
 }
 
 
@@ -122,7 +124,7 @@ def test_worst_json_bytes_are_refused_naming_the_field(clients, service, case):
 def test_chunked_oversized_body_is_refused(clients, service):
     """A body without Content-Length is cut at the limit, not read whole."""
     method, path, _listing = TARGETS[service]
-    body = io.BytesIO(b'{"name": "' + b"a" * (bodies.MAX_BODY_BYTES + 1) + b'"}')
+    body = io.BytesIO(b'{"name": "' + b"a" * (MAX_BODY_BYTES + 1) + b'"}')
     response = clients[service].open(path, method=method, input_stream=body,
                                      headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"},
                                      environ_overrides={"wsgi.input_terminated": True})
@@ -186,35 +188,35 @@ i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 """
 YAML = "application/yaml"
 WORST_YAML = {
-    "50k-deep block sequence": (b"- " * 50_000 + b"x", 400),
-    "50k-deep flow sequence": (b"[" * 50_000 + b"]" * 50_000, 400),
-    "50k-deep flow mappings": (b"{a: " * 50_000 + b"1" + b"}" * 50_000, 400),
-    "1,000-deep block mappings": (b"".join(b" " * i + b"a:\n" for i in range(1000)) + b" " * 1000 + b"b", 400),
-    "alias bomb": (ALIAS_BOMB, 400),
-    "python object tag": (b"!!python/object/apply:os.system ['true']\n", 400),
-    "python name tag": (b"flavor: !!python/name:os.system\n", 400),
-    "binary tag": (b"flavor: !!binary aGVsbG8=\n", 400),
-    "custom tag": (b"flavor: !evil x\n", 400),
-    "invalid utf-8": (b"flavor: \xff\xfe\n", 400),
-    "utf-16": ("flavor: static\n".encode("utf-16"), 400),
-    "bom": (b"\xef\xbb\xbfflavor: static\n", 400),
-    "2^63 version": (TEMPLATE.read_bytes().replace(b"version: 1", b"version: 9223372036854775808"), 400),
-    ".nan": (b"flavor: static\nversion: .nan\n", 400),
-    "two documents": (b"flavor: a\n---\nflavor: b\n", 400),
-    "oversized": (b"description: " + b"a" * (bodies.MAX_BODY_BYTES + 1) + b"\n", 413),
+    "50k-deep block sequence": (b"- " * 50_000 + b"x", 400, "body"),
+    "50k-deep flow sequence": (b"[" * 50_000 + b"]" * 50_000, 400, "body"),
+    "50k-deep flow mappings": (b"{a: " * 50_000 + b"1" + b"}" * 50_000, 400, "body"),
+    "1,000-deep block mappings": (b"".join(b" " * i + b"a:\n" for i in range(1000)) + b" " * 1000 + b"b", 400, "body"),
+    "alias bomb": (ALIAS_BOMB, 400, "body"),
+    "python object tag": (b"!!python/object/apply:os.system ['true']\n", 400, "body"),
+    "python name tag": (b"flavor: !!python/name:os.system\n", 400, "body"),
+    "binary tag": (b"flavor: !!binary aGVsbG8=\n", 400, "body"),
+    "custom tag": (b"flavor: !evil x\n", 400, "body"),
+    "invalid utf-8": (b"flavor: \xff\xfe\n", 400, "body"),
+    "utf-16": ("flavor: static\n".encode("utf-16"), 400, "body"),
+    "bom": (b"\xef\xbb\xbfflavor: static\n", 400, "body"),
+    "2^63 version": (TEMPLATE.read_bytes().replace(b"version: 1", b"version: 9223372036854775808"), 400, "version"),
+    ".nan": (b"flavor: static\nversion: .nan\n", 400, "version"),
+    "two documents": (b"flavor: a\n---\nflavor: b\n", 400, "body"),
+    "100,001 nodes": (b"[" + b"1," * 100_001 + b"1]", 400, "body"),
+    "oversized": (b"description: " + b"a" * (MAX_BODY_BYTES + 1) + b"\n", 413, "body"),
 }
 
 
 @pytest.mark.parametrize("service", ["sidr", "api"])
 @pytest.mark.parametrize("case", WORST_YAML)
 def test_worst_yaml_templates_are_refused(clients, service, case):
-    body, status = WORST_YAML[case]
+    body, status, field = WORST_YAML[case]
     path = {"sidr": "/sidr/v1/templates", "api": "/api/v1/templates"}[service]
     before = clients["sidr"].get("/sidr/v1/templates").json
     started = time.perf_counter()
     response = clients[service].post(path, data=body, headers={"Content-Type": YAML})
-    error = _assert_refused(response, status, response.json["error"].get("field"))
-    assert error["field"] in ("body", "version")
+    _assert_refused(response, status, field)
     assert time.perf_counter() - started < 2
     assert clients["sidr"].get("/sidr/v1/templates").json == before
 
@@ -248,7 +250,7 @@ def test_unauthenticated_bad_bodies_answer_401_first(clients):
         response = client.open(path, method=method, data=b"\xff" * 10,
                                headers={"Content-Type": JSON, "Authorization": ""})
         assert response.status_code == 401, (service, response.json)
-    oversized = b"a" * (bodies.MAX_BODY_BYTES + 1)
+    oversized = b"a" * (MAX_BODY_BYTES + 1)
     response = clients["api"].post("/api/v1/tenants", data=oversized,
                                    headers={"Content-Type": JSON, "Authorization": ""})
     assert response.status_code == 401

@@ -134,9 +134,11 @@ def test_nginx_runs_with_the_limits_its_config_asks(deployed):
         pids = cgroups.pids(group)
         assert pids
         for pid in pids:  # master and workers
-            soft = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines()
-                        if line.startswith("Max open files")).split()[3]
+            soft, hard = next(line for line in Path(f"/proc/{pid}/limits").read_text()
+                              .splitlines() if line.startswith("Max open files")).split()[3:5]
             assert int(soft) == min(wanted["nofile"], processes.open_file_limit())
+            # a reload planned for more connections may raise it up to this host's most
+            assert int(hard) == processes.open_file_limit()
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf)
         somaxconn = run(["sysctl", "-n", "net.core.somaxconn"], namespace=namespace)
         assert int(somaxconn) >= wanted["somaxconn"]

@@ -7,6 +7,7 @@ its inputs."""
 import dataclasses
 import datetime as dt
 import logging
+import time
 import types
 
 import pytest
@@ -17,9 +18,11 @@ from cdnaas.im.models import HostMark
 from cdnaas.ro.app import create_app
 from cdnaas.ro.power import load
 from cdnaas.ro.power.base import HostUnknown, PowerFailed
-from cdnaas.ro.power.local import LocalPowerDriver, parse_map
+from cdnaas.ro.power.local import LocalPowerDriver
 from cdnaas.ro.power.log import NoopPowerDriver
 from cdnaas.ro.power.openstack import OpenStackPowerDriver
+from cdnaas.ro.vim.base import VimError
+from cdnaas.ro.vim.local import cgroups
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support.auth import signed
 from tests.support.sigs import sample_sig
@@ -60,11 +63,8 @@ def fake_sysfs(root, cpus, offline=(), hotplug=True):
 def test_local_takes_free_cpus_offline_never_cpu0_nor_one_in_use_and_brings_them_back(
         tmp_path, monkeypatch):
     fake_sysfs(tmp_path / "cpu", 6)
-    group = tmp_path / "cg" / "cdnaas" / "vcdn-eu-cache-0"
-    group.mkdir(parents=True)
-    (group / "cpuset.cpus").write_text("3\n")
     monkeypatch.setenv("CDNAAS_POWER_LOCAL_CPUS", "eu-1=0-1,eu-2=2-3,eu-3=4")
-    driver = LocalPowerDriver(sysfs=tmp_path / "cpu", cgroups=tmp_path / "cg")
+    driver = LocalPowerDriver(sysfs=tmp_path / "cpu", in_use=lambda: {3})  # a VNF pinned to 3
     off = driver.power_off("eu-1", "empty")
     assert off.applied and "cpu0 stays online (the boot CPU)" in off.steps
     assert (tmp_path / "cpu/cpu1/online").read_text() == "0"
@@ -77,14 +77,29 @@ def test_local_takes_free_cpus_offline_never_cpu0_nor_one_in_use_and_brings_them
     assert on.applied and (tmp_path / "cpu/cpu1/online").read_text() == "1"
     unmapped = driver.power_off("us-1", "empty")
     assert not unmapped.applied and "maps to no CPU" in unmapped.steps[0]
-    with pytest.raises(ValueError):
-        parse_map(["eu-1:2"])
+    monkeypatch.setenv("CDNAAS_POWER_LOCAL_CPUS", "eu-1:2")
+    with pytest.raises(VimError, match="CDNAAS_POWER_LOCAL_CPUS item 'eu-1:2'"):
+        driver.power_off("eu-1")
+
+
+def test_pinning_and_power_read_one_host_map_of_cpu_lists(monkeypatch):
+    """Both settings take kernel CPU lists; the power driver follows the pinning's map."""
+    monkeypatch.setenv("CDNAAS_POWER_LOCAL_CPUS", "eu-1=0-1,4,eu-2=5")
+    assert cgroups.cpu_map() == {"eu-1": "0-1,4", "eu-2": "5"}
+    assert LocalPowerDriver._cpus("eu-1") == [0, 1, 4]
+    monkeypatch.setenv("CDNAAS_LOCAL_HOST_CPUS", "eu-1=2-3;eu-2=1,6")
+    assert cgroups.cpu_map() == {"eu-1": "2-3", "eu-2": "1,6"}
+    assert LocalPowerDriver._cpus("eu-2") == [1, 6]
+    for bad in ("eu-1=3-2", "=1", "eu-1=x"):
+        monkeypatch.setenv("CDNAAS_LOCAL_HOST_CPUS", bad)
+        with pytest.raises(VimError, match="CDNAAS_LOCAL_HOST_CPUS"):
+            cgroups.cpu_map()
 
 
 def test_local_records_where_the_kernel_has_no_hotplug(tmp_path, monkeypatch):
     fake_sysfs(tmp_path, 2, hotplug=False)
     monkeypatch.setenv("CDNAAS_POWER_LOCAL_CPUS", "eu-1=1")
-    found = LocalPowerDriver(sysfs=tmp_path, cgroups=tmp_path / "none").power_off("eu-1")
+    found = LocalPowerDriver(sysfs=tmp_path, in_use=set).power_off("eu-1")
     assert not found.applied and "no hotplug" in found.steps[0]
 
 
@@ -155,15 +170,26 @@ def ro(tmp_path, monkeypatch):
     app.extensions["ro"].database.dispose()
 
 
+def _wait_status(client, deployment_id, status, timeout=10):
+    deadline = time.monotonic() + timeout
+    while client.get(f"/ro/v1/deployments/{deployment_id}").get_json()["status"] != status:
+        assert time.monotonic() < deadline, f"{deployment_id} never {status}"
+        time.sleep(0.02)
+
+
 def test_ro_switches_a_free_host_and_refuses_one_carrying_vnfs(ro):
     client = signed(ro.test_client())
     sig = sample_sig("vcdn-1")
     busy = sig["vnfs"][0]["host"]
-    # RO's deployments as its DeploymentService lists them (one ACTIVE, one DELETED)
-    ro.extensions["ro"].list = lambda: [
-        {"id": "vcdn-1", "status": "ACTIVE", "vnfs": sig["vnfs"]},
-        {"id": "vcdn-0", "status": "DELETED",
-         "vnfs": [{**sig["vnfs"][0], "host": "spare-1"}]}]
+    # real deployments of the noop driver: vcdn-1 ACTIVE, vcdn-0 was on spare-1 and is DELETED
+    gone = sample_sig("vcdn-0")
+    gone["vnfs"] = [{**vnf, "host": "spare-1"} for vnf in gone["vnfs"]]
+    for deployment_id, document in (("vcdn-1", sig), ("vcdn-0", gone)):
+        assert client.put(f"/ro/v1/deployments/{deployment_id}",
+                          json={"sig": document}).status_code == 202
+        _wait_status(client, deployment_id, "ACTIVE")
+    assert client.delete("/ro/v1/deployments/vcdn-0").status_code == 202
+    _wait_status(client, "vcdn-0", "DELETED")
     refused = client.post(f"/ro/v1/hosts/{busy}/power", json={"action": "off"})
     assert refused.status_code == 409 and "vcdn-1" in refused.get_json()["error"]["message"]
     done = client.post("/ro/v1/hosts/spare-1/power", json={"action": "off", "reason": "empty"})

@@ -18,6 +18,7 @@ import requests
 from sqlalchemy import func, select
 
 from cdnaas.common.clients import RoClient
+from cdnaas.common.timeutil import aware
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.im.models import Action, Sample
@@ -180,14 +181,20 @@ def test_a_killed_so_replica_has_its_operation_taken_over(stack):
     port = first.env["CDNAAS_SO_BIND"].rsplit(":", 1)[1]
     assert operation(stack, operation_id).claimed_by.startswith(f"{socket.gethostname()}:{port}#")
     first.kill("so")
-    killed = time.monotonic()
     try:
+        expires = operation(stack, operation_id).claim_expires  # A can renew it no more
+        claimed_by = operation(stack, operation_id).claimed_by
+        while (now := operation(stack, operation_id)).claimed_by == claimed_by:
+            time.sleep(0.02)
+        taken = dt.datetime.now(dt.timezone.utc)
         ended = wait_operation(stack, operation_id)
     finally:
         first.restart("so")
     assert ended.state == "COMPLETED", ended.error
     assert f"taking over operation {operation_id}" in second.log("so")
-    assert time.monotonic() - killed >= LEASE * 0.5, "taken before the lease could expire"
+    assert now.claimed_by is None or not now.claimed_by.startswith(claimed_by.split("#")[0])
+    assert taken >= aware(expires) - dt.timedelta(seconds=0.1), \
+        "taken before A's lease expired"
     assert finished(stack, operation_id) == 1
     assert wait_operation(stack, stack.acme.ok(
         "DELETE", f"/vcdns/{vcdn_id}", 202)["operation"]["id"]).state == "COMPLETED"

@@ -5,6 +5,7 @@ next request as soon as the previous answer arrived (a closed loop, as the paper
 weighttp), and prints requests, socket errors, non-2xx/3xx answers and latency
 percentiles (``--latency``).
 """
+import functools
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ def command(url, connections, seconds, threads=1, timeout_seconds=10):
             f"--timeout={timeout_seconds}s", "--latency", url]
 
 
+@functools.cache
 def version():
     """``wrk <version>`` of the wrk on this machine, or ``wrk (missing)``."""
     if shutil.which("wrk") is None:

@@ -6,7 +6,7 @@ import click
 from rich.markup import escape
 
 from cdnaas.cli import charts, client, output
-from cdnaas.common import config, timeutil
+from cdnaas.common import timeutil
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")

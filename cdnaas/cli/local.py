@@ -25,11 +25,11 @@ def cleanup(everything):
     known = set()
     if not everything:
         try:
-            deployments = RoClient(timeout=5).get("/ro/v1/deployments")["deployments"]
+            deployments = RoClient(timeout=5).deployments(live=True)
         except errors.UpstreamError as exc:
             raise click.ClickException(f"the Resource Orchestrator does not answer ({exc}); "
                                        "start it, or use --all to remove every local VNF") from exc
-        known = {d["id"] for d in deployments if d["status"] != "DELETED"}
+        known = {d["id"] for d in deployments}
     removed = LocalDriver().cleanup(known)
     output.note(f"removed {len(removed)} stray deployment(s)"
                 + (f": {', '.join(removed)}" if removed else ""))

@@ -18,7 +18,6 @@ LATENCY = Histogram("cdnaas_http_request_seconds", "Time to answer an HTTP reque
 
 
 #: services reached only by other services and operator tools holding the service key
-INTERNAL_SERVICES = ("so", "sidr", "ro", "im")
 
 
 def make_app(service, blueprints):
@@ -33,7 +32,7 @@ def make_app(service, blueprints):
     validator = validator_for(config.api_spec_path(service))
     app.extensions["openapi"] = validator
     app.before_request(_start_timer)
-    if service in INTERNAL_SERVICES:
+    if service in config.INTERNAL_SERVICES:
         app.before_request(_authenticate_service)
     app.before_request(bodies.install(app))  # size, UTF-8, depth, numbers (cdnaas.common.bodies)
     app.before_request(validator.validate_current_request)

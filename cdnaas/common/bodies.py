@@ -22,14 +22,12 @@ import math
 import re
 
 import yaml
-from flask import request
+from flask import g, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from cdnaas.common import config, errors, settings
+from cdnaas.common import config, errors
 
-#: default of ``CDNAAS_MAX_BODY_BYTES`` (declared in cdnaas.common.settings)
-MAX_BODY_BYTES = settings.BY_NAME["CDNAAS_MAX_BODY_BYTES"].default
 #: deepest nesting of arrays and objects (JSON) or sequences and mappings (YAML)
 MAX_DEPTH = 32
 #: most nodes (scalars, sequences, mappings) a YAML body may hold
@@ -50,11 +48,6 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class PayloadTooLarge(errors.CdnaasError):
-    status = 413
-    title = "Payload too large"
-
-
 class _Unrepresentable:
     """A number the parser met that the database cannot hold (kept to name its field)."""
 
@@ -70,7 +63,6 @@ def max_body_bytes():
 def install(app):
     """Make ``app`` refuse oversized bodies and parse JSON strictly; return the hook to
     register as ``before_request`` (after authentication, before OpenAPI validation)."""
-    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes()
     provider = StrictJSONProvider(app)
     provider.sort_keys = app.json.sort_keys
     app.json = provider
@@ -87,7 +79,7 @@ class StrictJSONProvider(DefaultJSONProvider):
 def check_current_request():
     """``before_request`` hook: check the body of the current request, if it has one.
 
-    :raises PayloadTooLarge: the body is over ``CDNAAS_MAX_BODY_BYTES``.
+    :raises errors.PayloadTooLarge: the body is over ``CDNAAS_MAX_BODY_BYTES``.
     :raises cdnaas.common.errors.BadRequest: a JSON or YAML body breaks a rule above.
     """
     if request.url_rule is None or request.method not in BODY_METHODS:
@@ -96,15 +88,26 @@ def check_current_request():
     if not data:
         return
     if request.is_json:
-        request.get_json()  # parsed by load_json, cached for the view and the validator
+        g.body_document = request.get_json()  # load_json; cached for the validator too
     elif request.mimetype in YAML_TYPES:
-        load_yaml(data)
+        g.body_document = load_yaml(data)
+
+
+def current_document():
+    """The current request's body as :func:`check_current_request` parsed it (JSON or
+    YAML), so a view never parses it again; another type is read as JSON.
+
+    :raises cdnaas.common.errors.BadRequest: as :func:`load_json`.
+    """
+    if "body_document" not in g:
+        g.body_document = load_json(read_body())
+    return g.body_document
 
 
 def read_body():
     """The current request's body, at most ``CDNAAS_MAX_BODY_BYTES`` long.
 
-    :raises PayloadTooLarge: announced or actually longer (a chunked body has no length).
+    :raises errors.PayloadTooLarge: announced or actually longer (a chunked body has no length).
     """
     limit = max_body_bytes()
     if request.content_length is not None and request.content_length > limit:
@@ -270,7 +273,7 @@ def yaml_problem(exc):
 
 def _too_large(length, limit):
     size = f" ({length} bytes)" if length is not None else ""
-    return PayloadTooLarge(f"the body is too large{size}; send at most {limit} bytes",
+    return errors.PayloadTooLarge(f"the body is too large{size}; send at most {limit} bytes",
                            field="body", details=[{"field": "body",
                                                    "problem": f"more than {limit} bytes"}])
 

@@ -118,9 +118,11 @@ class RoClient(JsonClient):
     def health(self, deployment_id):
         return self.get(f"/ro/v1/deployments/{deployment_id}/health")
 
-    def deployments(self):
-        """Every deployment, oldest first (``GET /ro/v1/deployments``)."""
-        return self.get("/ro/v1/deployments")["deployments"]
+    def deployments(self, live=False):
+        """Every deployment (``live``: those not DELETED), oldest first
+        (``GET /ro/v1/deployments``)."""
+        params = {"live": "true"} if live else None
+        return self.get("/ro/v1/deployments", params=params)["deployments"]
 
     def power_host(self, host, action, reason=None):
         """Switch ``host`` ``"off"`` or ``"on"`` through RO's host power driver; returns

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 from cdnaas.common import settings
 
 SERVICES = ("api", "so", "sidr", "ro", "im")
+#: services reached only by peers, with a service token (:mod:`cdnaas.common.service_auth`)
+INTERNAL_SERVICES = ("so", "sidr", "ro", "im")
 
 DEFAULT_PORTS = {"api": 8700, "so": 8701, "sidr": 8702, "ro": 8703, "im": 8704}
 
@@ -31,9 +33,14 @@ def setting(name):
     return settings.get(name)
 
 
+def state_path() -> Path:
+    """Where the state dir is (:func:`state_dir`), without creating it."""
+    return Path(setting("CDNAAS_STATE_DIR") or Path.home() / ".local/state/cdnaas")
+
+
 def state_dir() -> Path:
-    """Directory for the embedded default's database files, pid files and logs."""
-    path = Path(setting("CDNAAS_STATE_DIR") or Path.home() / ".local/state/cdnaas")
+    """Directory for the embedded default's database files, pid files and logs (created)."""
+    path = state_path()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

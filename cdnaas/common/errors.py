@@ -57,6 +57,11 @@ class Unprocessable(CdnaasError):
     title = "Unprocessable request"
 
 
+class PayloadTooLarge(CdnaasError):
+    status = 413
+    title = "Payload too large"
+
+
 class UpstreamError(CdnaasError):
     """A peer service failed or could not be reached (retryable)."""
 
@@ -65,7 +70,8 @@ class UpstreamError(CdnaasError):
 
 
 _BY_STATUS = {cls.status: cls for cls in (BadRequest, Unauthorized, Forbidden, NotFound,
-                                           Conflict, Unprocessable, UpstreamError)}
+                                           Conflict, PayloadTooLarge, Unprocessable,
+                                           UpstreamError)}
 
 
 def from_response(status: int, body) -> CdnaasError:

@@ -29,7 +29,7 @@ class JsonClient:
         self.session = requests.Session()
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
-        self.signed = not token and self.service not in (None, "api")
+        self.signed = not token and self.service in config.INTERNAL_SERVICES
 
     def request(self, method, path, json=None, params=None, data=None, headers=None,
                 expect=(200, 201, 202, 204)):

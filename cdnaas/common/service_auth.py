@@ -17,12 +17,12 @@ Where the key lives: ``CDNAAS_SERVICE_KEY_FILE``, by default ``service.key`` in 
 dir. ``cdnaas db upgrade`` (and so ``cdnaas up``) creates it, readable by its owner only.
 """
 import contextlib
+import functools
 import hashlib
 import hmac
 import os
 import re
 import secrets
-import threading
 import time
 from pathlib import Path
 
@@ -43,7 +43,7 @@ _EXPIRES = re.compile(r"^[0-9]{1,12}$")
 def key_file() -> Path:
     """Path of the service key file (``CDNAAS_SERVICE_KEY_FILE`` or the state dir's)."""
     explicit = config.setting("CDNAAS_SERVICE_KEY_FILE")
-    return Path(explicit) if explicit else config.state_dir() / "service.key"
+    return Path(explicit) if explicit else config.state_path() / "service.key"
 
 
 def ensure_key(path=None) -> Path:
@@ -68,12 +68,12 @@ def rotate(path=None, finish=False) -> list[str]:
     keys = read_keys(path)
     keys = keys[:1] if finish else [secrets.token_hex(KEY_BYTES)] + keys[:1]
     _write_keys(path, keys, replace=True)
-    _CACHE.clear()
+    _keys_of.cache_clear()
     return [key[:8] for key in keys]
 
 
 def read_keys(path=None) -> list[str]:
-    """The keys of the key file, signing key first.
+    """The keys of the key file, signing key first (read again once the file changes).
 
     :raises cdnaas.common.errors.CdnaasError: (500) the file is missing or holds no key.
     """
@@ -83,15 +83,17 @@ def read_keys(path=None) -> list[str]:
     except FileNotFoundError as exc:
         raise errors.CdnaasError(f"no service key at {path}; run 'cdnaas db upgrade' "
                                  "(or set CDNAAS_SERVICE_KEY_FILE)") from exc
-    stamp = (str(path), stat.st_mtime_ns, stat.st_size)
-    with _CACHE.lock:
-        if _CACHE.stamp != stamp:
-            lines = [line.strip() for line in path.read_text(encoding="ascii").splitlines()]
-            keys = [line for line in lines if _KEY_LINE.match(line)]
-            if not keys:
-                raise errors.CdnaasError(f"the service key file {path} holds no key")
-            _CACHE.stamp, _CACHE.keys = stamp, keys
-        return list(_CACHE.keys)
+    return list(_keys_of(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _keys_of(path, _mtime_ns, _size):
+    """The keys of ``path`` as it was at that modification time and size."""
+    lines = [line.strip() for line in Path(path).read_text(encoding="ascii").splitlines()]
+    keys = tuple(line for line in lines if _KEY_LINE.match(line))
+    if not keys:
+        raise errors.CdnaasError(f"the service key file {path} holds no key")
+    return keys
 
 
 def token(caller, path=None, now=None, ttl=TOKEN_TTL_SECONDS) -> str:
@@ -171,19 +173,3 @@ def _write_keys(path, keys, replace):
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-
-
-class _KeyCache:
-    """The last keys read, with the file's identity when read (path, mtime, size)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.stamp = None
-        self.keys = []
-
-    def clear(self):
-        with self.lock:
-            self.stamp, self.keys = None, []
-
-
-_CACHE = _KeyCache()

@@ -178,8 +178,10 @@ DECLARED = (
             "`openstack` power driver", "ro", default_text="the VIM driver's cloud"),
     Setting("CDNAAS_POWER_TIMEOUT", "number", 300.0, "seconds the `openstack` power driver "
             "waits for a bare-metal node to power on", "ro"),
-    Setting("CDNAAS_POWER_LOCAL_CPUS", "list", [], "hosts of the `local` power driver as CPUs "
-            "of this machine (`eu-1=2-3,eu-2=4`); a host not listed is recorded only", "ro"),
+    Setting("CDNAAS_POWER_LOCAL_CPUS", "list", [], "hosts as CPUs of this machine "
+            "(`eu-1=2-3,6,eu-2=4`) for the `local` power driver, and for pinning unless "
+            "`CDNAAS_LOCAL_HOST_CPUS` is set (then both read that); a host not listed is "
+            "recorded only", "ro"),
     # -- Instance Manager -------------------------------------------------------------------
     Setting("CDNAAS_IM_INTERVAL", "number", 10.0, "seconds between IM reconcile passes (one "
             "control period)", "im"),

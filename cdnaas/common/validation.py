@@ -100,7 +100,7 @@ def _host_and_port(authority):
 def parse_port(text):
     """The port in ``text`` (ASCII digits, 1 to 65535); ValueError otherwise."""
     if not _PORT.fullmatch(text) or not 1 <= int(text) <= 65535:
-        raise ValueError(f"has port {_shown(text)}, not a number from 1 to 65535")
+        raise ValueError(f"has port {shown(text)}, not a number from 1 to 65535")
     return int(text)
 
 
@@ -110,7 +110,7 @@ def _ipv6(text):
     try:
         return str(ipaddress.IPv6Address(text))
     except ValueError:
-        raise ValueError(f"has {_shown(text)} in brackets, which is not an IPv6 address") from None
+        raise ValueError(f"has {shown(text)} in brackets, which is not an IPv6 address") from None
 
 
 def _ipv4_or_hostname(text):
@@ -122,7 +122,7 @@ def _ipv4_or_hostname(text):
         pass
     host = text.lower()
     if len(host) > MAX_HOSTNAME or not HOSTNAME.fullmatch(host):
-        raise ValueError(f"has host {_shown(text)}, which is neither a DNS name (labels of "
+        raise ValueError(f"has host {shown(text)}, which is neither a DNS name (labels of "
                          "a-z, 0-9 and -, the last starting with a letter) nor an IPv4 address")
     return host
 
@@ -150,14 +150,14 @@ def parse_prefix(prefix):
     :raises ValueError: saying what is wrong, and what to send.
     """
     if isinstance(prefix, str) and "%" in prefix:
-        raise ValueError(f"{_shown(prefix)} has an IPv6 zone (%...), which prefixes cannot have")
+        raise ValueError(f"{shown(prefix)} has an IPv6 zone (%...), which prefixes cannot have")
     if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-        raise ValueError(f"{_shown(prefix)} is not an address prefix like 10.1.0.0/16 or "
+        raise ValueError(f"{shown(prefix)} is not an address prefix like 10.1.0.0/16 or "
                          "2001:db8::/32")
     try:
         return ipaddress.ip_network(prefix, strict=False)
     except ValueError:
-        raise ValueError(f"{_shown(prefix)} is not an address prefix like 10.1.0.0/16 or "
+        raise ValueError(f"{shown(prefix)} is not an address prefix like 10.1.0.0/16 or "
                          "2001:db8::/32") from None
 
 
@@ -166,7 +166,7 @@ def is_printable_ascii(text):
     return text.isascii() and text.isprintable() and " " not in text
 
 
-def _shown(value, limit=60):
+def shown(value, limit=60):
     """``value`` as a message may quote it: its repr, cut at ``limit`` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "...'"

@@ -110,18 +110,19 @@ class Claims:
         expires = aware(record.claim_expires)
         return expires is None or expires < (now or utcnow())
 
-    def claimable(self, startup=False, now=None, idle_since=None):
+    def claimable(self, startup=False, now=None):
         """A SQL condition: the rows of others :meth:`free` would let this replica take
         (never its own: their work runs in this process).
 
-        :param idle_since: unclaimed rows count only if changed before this time (a peer
-            that just wrote one claims it in the same transaction; older unclaimed busy
-            rows were left by a process that died or predates claims).
+        Unclaimed rows count at start-up, and later only once unchanged for a lease (a
+        peer that just wrote one claims it in the same transaction; older unclaimed busy
+        rows were left by a process that died or predates claims).
         """
         now = now or utcnow()
         column = self.model.claimed_by
-        unclaimed = column.is_(None) if idle_since is None else \
-            and_(column.is_(None), self.model.updated_at < idle_since)
+        unclaimed = column.is_(None) if startup else and_(
+            column.is_(None),
+            self.model.updated_at < now - dt.timedelta(seconds=lease_seconds()))
         predecessor = (true() if self.sqlite else column.startswith(f"{self.name}#",
                                                                      autoescape=True)) \
             if startup else false()

@@ -222,11 +222,10 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, refused):
 def _carried(ro):
     """``{host: ["deployment/VNF", ...]}`` of every deployment RO has not deleted."""
     carried = {}
-    for deployment in ro.deployments():
-        if deployment["status"] != "DELETED":
-            for vnf in deployment["vnfs"]:
-                if vnf.get("host"):
-                    carried.setdefault(vnf["host"], []).append(f"{deployment['id']}/{vnf['name']}")
+    for deployment in ro.deployments(live=True):
+        for vnf in deployment["vnfs"]:
+            if vnf.get("host"):
+                carried.setdefault(vnf["host"], []).append(f"{deployment['id']}/{vnf['name']}")
     return carried
 
 

@@ -306,7 +306,7 @@ class _Ro:
         return {"vnfs": [{"name": v.name, "healthy": v.name not in self.plant.failing}
                          for v in self.plant.serving.vnfs]}
 
-    def deployments(self):
+    def deployments(self, live=False):  # the one vCDN, live whatever ``live`` says
         vnfs = {v.name: v for v in self.plant.serving.vnfs + self.plant.sig.vnfs}
         return [{"id": self.plant.sig.vcdn_id, "status": "ACTIVE",
                  "vnfs": [{"name": v.name, "host": v.host} for v in vnfs.values()]}]

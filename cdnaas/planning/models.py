@@ -34,7 +34,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from cdnaas.common import config
+from cdnaas.common import config, validation
 
 #: MOS of a load beyond the model's last point: the bottom of the 1-5 scale.
 MOS_FLOOR = 1.0
@@ -211,7 +211,7 @@ def resolve(name, folder) -> Path:
     """
     problem = name_problem(name)
     if problem:
-        raise ModelError(_shown_name(name), [("", problem)])
+        raise ModelError(validation.shown(name), [("", problem)])
     for base in [Path(folder), *config.model_dirs()]:
         base = base.resolve()
         candidate = (base / name).resolve()
@@ -241,11 +241,6 @@ def name_problem(name):
 def plugin_folder(plugin) -> Path:
     """The folder of the package that defines the flavor plugin object ``plugin``."""
     return Path(inspect.getfile(type(plugin))).resolve().parent
-
-
-def _shown_name(name):
-    text = repr(name)
-    return text if len(text) <= 60 else text[:60] + "...'"
 
 
 def parse(document, origin="<model>") -> Model:

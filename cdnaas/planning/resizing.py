@@ -33,11 +33,17 @@ def resize(sig, region, caches, bounds):
         new.append(dataclasses.replace(current[0], name=_next_name(sig, region), host=None))
         sig.vnfs.append(new[-1])
     if caches < len(current):
-        load = collections.Counter(v.host for v in sig.vnfs_in(region))
-        ranked = sorted(current, key=lambda v: (load[v.host], -_number(v.name)))
-        for vnf in ranked[:len(current) - caches]:
+        for vnf in removal_order(current, sig.vnfs_in(region))[:len(current) - caches]:
             sig.vnfs.remove(vnf)
     return new
+
+
+def removal_order(caches, region_vnfs):
+    """``caches`` in the order a scale in removes them: those on the host carrying the
+    fewest of the region's VNFs (``region_vnfs``) first, the newest first among equals.
+    The IM's policies predict which host a scale in empties by the same order."""
+    load = collections.Counter(v.host for v in region_vnfs)
+    return sorted(caches, key=lambda v: (load[v.host], -_number(v.name)))
 
 
 def replace(sig, vnf_name):

@@ -18,7 +18,6 @@ woken by this replica's own writes and reads the row again every
 """
 import concurrent.futures
 import dataclasses
-import datetime as dt
 import logging
 import threading
 import time
@@ -133,12 +132,14 @@ class DeploymentService:
             self._version += 1
             self._changed.notify_all()
 
-    def list(self):
-        """Representations of every deployment, oldest first."""
+    def list(self, live=False):
+        """Representations of every deployment (``live``: those not DELETED), oldest first."""
+        query = select(DeploymentRecord).order_by(DeploymentRecord.created_at,
+                                                  DeploymentRecord.id)
+        if live:
+            query = query.where(DeploymentRecord.status != DELETED)
         with self.database.transaction() as session:
-            records = session.scalars(select(DeploymentRecord)
-                                      .order_by(DeploymentRecord.created_at, DeploymentRecord.id))
-            return [represent(r) for r in records]
+            return [represent(r) for r in session.scalars(query)]
 
     def delete(self, deployment_id):
         """Remove ``deployment_id``'s resources.
@@ -220,12 +221,11 @@ class DeploymentService:
         :returns: the ids finished or undone.
         """
         now = leases.utcnow()
-        idle_since = None if startup else now - dt.timedelta(seconds=leases.lease_seconds())
         with self.database.transaction() as session:
             interrupted = session.scalars(select(DeploymentRecord).where(
                 DeploymentRecord.status.in_(BUSY),
                 DeploymentRecord.driver == self.driver.name,
-                self.claims.claimable(startup, now, idle_since))
+                self.claims.claimable(startup, now))
                 .with_for_update(skip_locked=True)).all()
             causes = {}
             for record in interrupted:

@@ -15,7 +15,7 @@ def put_deployment(deployment_id):
 
 @blueprint.get("/deployments")
 def list_deployments():
-    return {"deployments": _service().list()}
+    return {"deployments": _service().list(live=request.args.get("live") == "true")}
 
 
 @blueprint.get("/deployments/<deployment_id>")

@@ -1,6 +1,7 @@
-"""SIDR's logic: parse, validate and store service templates; find them again.
+"""SIDR's logic: validate and store service templates; find them again.
 
-A template is checked twice before it is stored: against
+A template (parsed once, by the body gate: :func:`cdnaas.common.bodies.current_document`)
+is checked twice before it is stored: against
 ``api-spec/service-template.schema.json`` (JSON Schema 2020-12), then for the
 rules that schema cannot express (see :func:`semantic_problems`). Every
 problem found is reported at once, so an operator fixes a template in one go.
@@ -12,33 +13,18 @@ import logging
 import jsonschema
 from sqlalchemy.exc import IntegrityError
 
-from cdnaas.common import bodies, config, errors, plugins
+from cdnaas.common import config, errors, plugins
 from cdnaas.planning import models
 from cdnaas.sidr import repository
 from cdnaas.sidr.models import Template
 
 LOG = logging.getLogger(__name__)
 
-YAML_TYPES = bodies.YAML_TYPES
 ROLES = ("cache", "load_balancer", "dns")
 BOUNDS = ("instances", "vcpus", "ram_mb")
 AT_LEAST_ONE = {"cache": "a vCDN needs at least one cache in every requested region",
                 "load_balancer": "every requested region needs its load balancer",
                 "dns": "a vCDN needs at least one DNS VNF to be reachable"}
-
-
-def parse_body(body: bytes, mimetype: str):
-    """Decode a request body sent as JSON or YAML (``application/yaml``, ``text/yaml``)
-    under the request-body rules of :mod:`cdnaas.common.bodies`: strict UTF-8, bounded
-    depth (and YAML nodes), no YAML anchors, aliases or object tags, integers within
-    64 bits.
-
-    :raises cdnaas.common.errors.BadRequest: the body does not parse or breaks a rule;
-        for YAML the message names the line and column, otherwise the field.
-    """
-    if mimetype in YAML_TYPES:
-        return bodies.load_yaml(body)
-    return bodies.load_json(body)
 
 
 def validate(document):

@@ -1,6 +1,7 @@
 """SIDR's HTTP routes (thin: decode the request, call :mod:`cdnaas.sidr.service`)."""
 from flask import Blueprint, current_app, request
 
+from cdnaas.common import bodies
 from cdnaas.sidr import service
 
 blueprint = Blueprint("sidr", __name__, url_prefix="/sidr/v1")
@@ -12,7 +13,7 @@ def _database():
 
 @blueprint.post("/templates")
 def register_template():
-    document = service.parse_body(request.get_data(), request.mimetype)
+    document = bodies.current_document()
     template = service.register(_database(), document)
     location = f"{blueprint.url_prefix}/templates/{template['flavor']}/{template['version']}"
     return template, 201, {"Location": location}

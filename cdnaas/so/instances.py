@@ -19,7 +19,6 @@ from cdnaas.so.models import Instance, Operation, Region
 
 LOG = logging.getLogger(__name__)
 
-BUSY_STATES = ("DEPLOYING", "UPDATING", "DELETING")
 LIVE_STATES = ("SCHEDULED", "DEPLOYING", "ACTIVE", "UPDATING", "DELETING", "FAILED")
 QUALITY_KINDS = ("min_mos", "response_time")
 
@@ -329,7 +328,7 @@ def terminate(database, instance_id, tenant=None, reason="customer"):
     """
     with database.transaction() as session:
         instance = _owned(session, instance_id, tenant)
-        if instance.state in BUSY_STATES:
+        if instance.state in states.BUSY:
             busy = session.scalar(select(Operation.id).where(
                 Operation.instance_id == instance.id,
                 Operation.state.in_(("PENDING", "PROCESSING"))))

@@ -155,22 +155,20 @@ class OperationRunner:
             unclaimed for a lease.
         """
         now = utcnow()
-        idle_since = None if startup else now - dt.timedelta(seconds=leases.lease_seconds())
         taken = []
         with self.database.transaction() as session:
             found = session.scalars(
                 select(Operation).join(Instance, Instance.id == Operation.instance_id)
                 .where(Operation.state.in_(S.OPEN), Instance.state != S.SCHEDULED,
-                       self.claims.claimable(startup, now, idle_since))
+                       self.claims.claimable(startup, now))
                 .order_by(Operation.created_at)
                 .with_for_update(skip_locked=True, of=Operation)).all()
-            for operation in found:
-                if self.claims.free(operation, startup, now):
-                    if operation.claimed_by not in (None, self.claims.owner):
-                        LOG.warning("taking over operation %s from %s", operation.id,
-                                    operation.claimed_by)
-                    self.claims.take(operation)
-                    taken.append(operation.id)
+            for operation in found:  # free to take: claimable() selected them
+                if operation.claimed_by is not None:
+                    LOG.warning("taking over operation %s from %s", operation.id,
+                                operation.claimed_by)
+                self.claims.take(operation)
+                taken.append(operation.id)
         for operation_id in taken:
             LOG.info("resuming operation %s", operation_id)
             self.submit(operation_id)

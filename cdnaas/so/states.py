@@ -5,6 +5,10 @@ kind has its list of steps, named here so no code indexes them by position. A
 rollback adds :data:`ROLL_BACK` to the steps, so an SO restarted in the middle of
 one carries on undoing instead of starting the work again.
 """
+from cdnaas.ro import models as _ro
+
+#: what the SO reads of the RO's deployments (api-spec/ro.yaml): RO's own names
+RO_ACTIVE, RO_ERROR, RO_DELETED, RO_BUSY = _ro.ACTIVE, _ro.ERROR, _ro.DELETED, _ro.BUSY
 
 # -- operations -----------------------------------------------------------------------------
 
@@ -51,10 +55,3 @@ DELETING = "DELETING"
 DELETED = "DELETED"
 #: instance states while an operation works on the instance
 BUSY = (DEPLOYING, UPDATING, DELETING)
-
-# -- what the SO reads of the RO's deployments (api-spec/ro.yaml) ---------------------------
-
-RO_ACTIVE = "ACTIVE"
-RO_ERROR = "ERROR"
-RO_DELETED = "DELETED"
-RO_BUSY = ("DEPLOYING", "UPDATING", "DELETING")

@@ -54,7 +54,7 @@ import math
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
 from cdnaas.im import qoe
 from cdnaas.im.observation import ScaleDecision
-from cdnaas.planning import placement
+from cdnaas.planning import placement, resizing
 
 #: a cache SO is asked to place; RAM is not part of an observation, so it asks for none
 _PROBE = "consolidation-probe"
@@ -174,21 +174,13 @@ def _lightest(region, hosts):
     """``(host, caches)``: the fewest caches SO's removal order takes (the hosts carrying
     the fewest of the region's VNFs first, the newest cache first among equals) to empty
     a host of the region's VNFs, and that host; ``(None, 0)`` when no host empties so."""
-    load = {}
-    for vnf in region.vnfs:
-        load[vnf.host] = load.get(vnf.host, 0) + 1
-    ranked = sorted(region.caches, key=lambda v: (load[v.host], -_number(v.name)))
+    ranked = resizing.removal_order(region.caches, region.vnfs)
     for count in range(1, len(ranked)):
         gone = {v.name for v in ranked[:count]}
         for host in sorted({v.host for v in ranked[:count]}):
             if host in hosts and all(v.name in gone for v in region.vnfs if v.host == host):
                 return host, count
     return None, 0
-
-
-def _number(name):
-    tail = name.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
 
 
 def _predicted(model, history, settings):
@@ -228,7 +220,7 @@ def _consolidation(observation, region, size, settings):
     SO places a new cache at the least energy cost and removes caches from the
     host carrying the fewest of the region's VNFs, the newest first.
     """
-    hosts = {h.name: h for h in observation.hosts.values() if h.region == region.name}
+    hosts = _region_hosts(observation, region)
     carried = {}
     for vnf in region.vnfs:
         carried[vnf.host] = carried.get(vnf.host, 0) + 1

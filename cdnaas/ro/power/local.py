@@ -1,13 +1,14 @@
 """``local``: a host is a set of this machine's CPUs, taken offline where the kernel allows.
 
-``CDNAAS_POWER_LOCAL_CPUS`` maps hosts to CPUs (``eu-1=2-3,eu-2=4``); a host not
-listed, or a CPU that cannot go offline, is *recorded* only (``applied`` false):
+Hosts map to CPUs as the local driver pins them (:func:`cdnaas.ro.vim.local.cgroups.cpu_map`:
+``CDNAAS_LOCAL_HOST_CPUS``, else ``CDNAAS_POWER_LOCAL_CPUS``, ``eu-1=2-3,6,eu-2=4``); a
+host not listed, or a CPU that cannot go offline, is *recorded* only (``applied`` false):
 
 - ``cpu0`` never goes offline (the boot CPU; many kernels refuse it anyway);
 - a CPU without ``/sys/devices/system/cpu/cpuN/online`` (no hotplug), or whose file
   the kernel refuses to write (a container's read-only sysfs), stays as it is;
-- a CPU in use stays online: one named in the ``cpuset.cpus`` of any group under
-  the local driver's ``cdnaas/`` cgroup, or the last CPU online.
+- a CPU in use stays online: one a VNF's CPU group is pinned to
+  (:func:`cdnaas.ro.vim.local.cgroups.pinned_cpus`, v2 or v1), or the last CPU online.
 
 RO calls it only for a host that carries no VNF of any deployment. Powering on
 writes ``1`` back to every CPU it took offline (and to every CPU of the host that
@@ -17,37 +18,11 @@ import logging
 import threading
 from pathlib import Path
 
-from cdnaas.common import config
 from cdnaas.ro.power.base import OFF, ON, UNKNOWN, HostPowerDriver, PowerResult
+from cdnaas.ro.vim.local import cgroups
 
 LOG = logging.getLogger(__name__)
 SYSFS = Path("/sys/devices/system/cpu")
-CGROUPS = Path("/sys/fs/cgroup")
-
-
-def parse_map(items):
-    """``{host: [cpu, ...]}`` of ``CDNAAS_POWER_LOCAL_CPUS`` items (``host=2-3`` or ``host=4``).
-
-    :raises ValueError: an item that is not ``host=N`` or ``host=N-M``.
-    """
-    found = {}
-    for item in items:
-        host, _, cpus = item.partition("=")
-        first, _, last = cpus.partition("-")
-        if not host or not first.isdigit() or (last and not last.isdigit()):
-            raise ValueError(f"CDNAAS_POWER_LOCAL_CPUS item {item!r} is not host=N or host=N-M")
-        found[host.strip()] = list(range(int(first), int(last or first) + 1))
-    return found
-
-
-def cpu_list(text):
-    """CPUs of a kernel CPU list (``0-3,6``)."""
-    found = set()
-    for part in text.strip().split(","):
-        if part:
-            first, _, last = part.partition("-")
-            found.update(range(int(first), int(last or first) + 1))
-    return found
 
 
 class LocalPowerDriver(HostPowerDriver):
@@ -55,13 +30,17 @@ class LocalPowerDriver(HostPowerDriver):
 
     name = "local"
 
-    def __init__(self, sysfs=SYSFS, cgroups=CGROUPS):
-        self.sysfs, self.cgroups = Path(sysfs), Path(cgroups)
+    def __init__(self, sysfs=SYSFS, in_use=None):
+        """:param in_use: CPUs VNFs are pinned to now (default: read from their CPU groups)."""
+        self.sysfs = Path(sysfs)
+        self._in_use = in_use or _pinned_by_vnfs
         self._states = {}
         self._lock = threading.Lock()
 
-    def _cpus(self, host):
-        return parse_map(config.setting("CDNAAS_POWER_LOCAL_CPUS")).get(host, [])
+    @staticmethod
+    def _cpus(host):
+        """CPUs of ``host`` (:func:`cdnaas.ro.vim.local.cgroups.host_cpus`), in order."""
+        return sorted(cgroups.parse_cpu_list(cgroups.host_cpus(host) or "") or ())
 
     def _online(self, cpu):
         path = self.sysfs / f"cpu{cpu}" / "online"
@@ -69,17 +48,6 @@ class LocalPowerDriver(HostPowerDriver):
 
     def _all_cpus(self):
         return sorted(int(p.name[3:]) for p in self.sysfs.glob("cpu[0-9]*") if p.name[3:].isdigit())
-
-    def _in_use(self):
-        used = set()
-        base = self.cgroups / "cdnaas"
-        if base.is_dir():
-            for path in base.rglob("cpuset.cpus"):
-                try:
-                    used |= cpu_list(path.read_text())
-                except (OSError, ValueError):
-                    continue
-        return used
 
     def _write(self, cpu, value):
         path = self.sysfs / f"cpu{cpu}" / "online"
@@ -94,7 +62,7 @@ class LocalPowerDriver(HostPowerDriver):
         cpus, steps, changed = self._cpus(host), [], 0
         if not cpus:
             steps.append(f"{host} maps to no CPU of this machine "
-                         "(CDNAAS_POWER_LOCAL_CPUS): recorded")
+                         "(CDNAAS_LOCAL_HOST_CPUS or CDNAAS_POWER_LOCAL_CPUS): recorded")
         used = self._in_use()
         online = [c for c in self._all_cpus() if self._online(c)]
         for cpu in cpus:
@@ -144,3 +112,8 @@ class LocalPowerDriver(HostPowerDriver):
             return ON if any(self._online(c) for c in cpus) else OFF
         with self._lock:
             return self._states.get(host, UNKNOWN)
+
+
+def _pinned_by_vnfs():
+    """CPUs some VNF's CPU group is pinned to (cgroup v2 or v1)."""
+    return set().union(*(cgroups.pinned_cpus(name) or set() for name in cgroups.names()))

@@ -8,8 +8,6 @@ from cdnaas.ro.vim.base import VimError
 
 LOG = logging.getLogger(__name__)
 ACTIONS = ("off", "on")
-#: deployment statuses with nothing running
-GONE = ("DELETED",)
 
 
 class HostPower:
@@ -23,8 +21,8 @@ class HostPower:
     def carried(self, host):
         """``[(deployment id, VNF name)]`` recorded on ``host`` by deployments not DELETED
         (a busy one counts: its VNFs may be booting there)."""
-        return [(d["id"], v["name"]) for d in self.deployments.list()
-                if d["status"] not in GONE for v in d["vnfs"] if v["host"] == host]
+        return [(d["id"], v["name"]) for d in self.deployments.list(live=True)
+                for v in d["vnfs"] if v["host"] == host]
 
     def act(self, host, action, reason=""):
         """Switch ``host`` ``on`` or ``off``; return the answer of ``POST .../power``.

@@ -91,8 +91,8 @@ def host_cpus(host):
     """The CPU list (kernel syntax) of this machine that ``host`` stands for, or None.
 
     ``CDNAAS_LOCAL_HOST_CPUS`` (``eu-1=0;eu-2=1-3,6``), else the hosts of the ``local``
-    power driver (``CDNAAS_POWER_LOCAL_CPUS``, ``eu-1=0,eu-2=1-3``), so that the CPUs a
-    power action takes offline are the ones the host's VNFs run on.
+    power driver (``CDNAAS_POWER_LOCAL_CPUS``, ``eu-1=0,eu-2=1-3,6``): with either set,
+    the CPUs a power action takes offline are the ones the host's VNFs run on.
 
     :raises VimError: the setting is not ``host=CPUs`` items.
     """
@@ -102,20 +102,33 @@ def host_cpus(host):
 
 
 def cpu_map():
-    """``{host: CPU list}`` of the operator's host to CPU set mapping (see :func:`host_cpus`)."""
+    """``{host: CPU list}`` of the operator's host to CPU set mapping (see :func:`host_cpus`),
+    the one map both the pinning and the ``local`` power driver read. Hosts are separated
+    by ``;`` or ``,``; a part without ``=`` adds to the host before it, so
+    ``eu-1=0-1,4,eu-2=5`` and ``eu-1=0-1,4;eu-2=5`` say the same.
+
+    :raises VimError: the setting is not ``host=CPUs`` items.
+    """
     from cdnaas.common import config
-    raw = config.setting("CDNAAS_LOCAL_HOST_CPUS")
-    name, items = "CDNAAS_LOCAL_HOST_CPUS", (raw or "").split(";")
+    name, raw = "CDNAAS_LOCAL_HOST_CPUS", config.setting("CDNAAS_LOCAL_HOST_CPUS")
     if not raw:
-        name, items = "CDNAAS_POWER_LOCAL_CPUS", config.setting("CDNAAS_POWER_LOCAL_CPUS")
+        name = "CDNAAS_POWER_LOCAL_CPUS"
+        raw = ",".join(config.setting("CDNAAS_POWER_LOCAL_CPUS"))
+    parts, host = {}, None
+    for token in filter(None, (t.strip() for t in raw.replace(";", ",").split(","))):
+        if "=" in token:
+            host, _, cpus = (part.strip() for part in token.partition("="))
+            parts[host] = [cpus]
+        elif host is None:
+            raise VimError(f"{name} item {token!r} is not host=CPUs (like eu-1=0-1,4)")
+        else:
+            parts[host].append(token)
     found = {}
-    for item in items:
-        if not item.strip():
-            continue
-        host, _, cpus = (part.strip() for part in item.partition("="))
-        if not host or parse_cpu_list(cpus) is None:
-            raise VimError(f"{name} item {item.strip()!r} is not host=CPUs (like eu-1=0-1,4)")
-        found[host] = cpus.replace(" ", "")
+    for host, cpus in parts.items():
+        text = ",".join(cpus).replace(" ", "")
+        if not host or parse_cpu_list(text) is None:
+            raise VimError(f"{name} item {host}={text!r} is not host=CPUs (like eu-1=0-1,4)")
+        found[host] = text
     return found
 
 

@@ -10,6 +10,7 @@ nginx starts with the limits its configuration is sized for (:func:`start_nginx`
 its namespace's listen queue (``net.core.somaxconn``) and its process's open-file
 limit (RLIMIT_NOFILE, which its workers raise further with ``worker_rlimit_nofile``).
 """
+import functools
 import http.client
 import logging
 import resource
@@ -44,19 +45,22 @@ def nginx_command(prefix, conf, *extra):
 def start_nginx(namespace, prefix, conf):
     """Start nginx on ``conf`` in ``namespace`` with the limits the config asks for
     (:func:`tune_for_nginx`), its process's open-file limit raised to match (``prlimit``;
-    at most :func:`open_file_limit`).
+    at most :func:`open_file_limit`, which stays its hard limit so that a reload planned
+    for more connections can raise it further).
 
     :raises VimError: as :func:`start_daemon`.
     """
     files = min(tune_for_nginx(namespace, conf), open_file_limit())
-    start_daemon(namespace, ["prlimit", f"--nofile={files}:{files}",
+    start_daemon(namespace, ["prlimit", f"--nofile={files}:{open_file_limit()}",
                              *nginx_command(prefix, conf)])
 
 
+@functools.cache
 def open_file_limit():
     """The most open files a VNF process started here may have: the kernel's ceiling
     (``fs.nr_open``) when this process may raise its hard limit (CAP_SYS_RESOURCE, as
-    root on a host), else its own hard limit (a container's root often may not)."""
+    root on a host), else its own hard limit (a container's root often may not). Read
+    once: neither changes while this process runs."""
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         with open("/proc/sys/fs/nr_open", encoding="ascii") as handle:

@@ -45,16 +45,14 @@ def management_cidrs():
         (the status page is never for everyone).
     """
     cidrs = []
-    for item in config.setting("CDNAAS_OS_MANAGEMENT_CIDR"):
-        if not item.strip():
-            continue
+    for item in config.setting("CDNAAS_OS_MANAGEMENT_CIDR"):  # items stripped, none empty
         try:
-            prefix = ipaddress.ip_network(item.strip(), strict=False)
+            prefix = ipaddress.ip_network(item, strict=False)
         except ValueError:
             prefix = None
         if (prefix is None or prefix.prefixlen == 0
                 or getattr(prefix.network_address, "scope_id", None) is not None):
-            raise DeploymentFailed(f"CDNAAS_OS_MANAGEMENT_CIDR {item.strip()!r} is not the "
+            raise DeploymentFailed(f"CDNAAS_OS_MANAGEMENT_CIDR {item!r} is not the "
                                    "prefix of a management network (like 10.0.0.0/24)")
         cidrs.append(str(prefix))
     return cidrs
