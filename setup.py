@@ -26,19 +26,22 @@ setup(
         "openapi-core>=0.19",
         "psycopg[binary]>=3.1",
         "requests>=2.31",
-        "stevedore>=5.0",
         "click>=8.1",
         "rich>=13.0",
         "prometheus-client>=0.20",
         "dnspython>=2.6",
         "scipy>=1.11",
         "openstacksdk>=4.0",
+        "cryptography>=42",
     ],
     extras_require={
         # pytest 9.2 keeps node ids where pytest-xdist 3.8 cannot suffix them, so
         # --dist loadgroup stops grouping (the mini cloud's tests would run at once
         # on two workers); tests/openstack/fixtures.py fails loudly if that recurs.
-        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5"],
+        # playwright drives Debian's chromium package (scripts/setup), never a browser of
+        # its own: 1.49+ speaks the CDP of Chromium 131 and later (tested with 156).
+        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5",
+                 "playwright>=1.49,<2"],
     },
     entry_points={
         "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]

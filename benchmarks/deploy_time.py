@@ -9,6 +9,7 @@ the ratio large/small (target < 1.5) and the small deployment's time (target < 2
     .venv/bin/python benchmarks/deploy_time.py [--runs 5]
 """
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -74,12 +75,11 @@ def deploy_once(session, api, caches, origin_url, run):
     return elapsed
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+@contextlib.contextmanager
+def local_stack():
+    """The five services on the local driver (throwaway state dir), the sample origin, and
+    :func:`setup`'s regions, hosts and flavors: yields ``(stack, session, api, origin URL)``."""
     origin, _thread = serve_in_thread("0.0.0.0", 0)
-    origin_url = f"http://127.0.0.1:{origin.server_address[1]}"
     with tempfile.TemporaryDirectory(prefix="cdnaas-bench-") as state:
         env = free_port_env(state)
         env.update({"CDNAAS_VIM_DRIVER": "local", "CDNAAS_IM_INTERVAL": "3600",
@@ -87,21 +87,29 @@ def main():
         stack = Stack(env=env, state_dir=state).start(timeout=60)
         try:
             token = bootstrap_token(Database(database_url_of(stack.env, "api")), "admin")
-            session, api = setup(stack.urls, token)
-            deploy_once(session, api, SIZES[0], origin_url, "warmup")
-            # Sizes take turns, so whatever drifts over a series (this machine's
-            # file system slows as freed inodes pile up) weighs on both alike.
-            times = {caches: [] for caches in SIZES}
-            for run in range(args.runs):
-                for caches in SIZES:
-                    times[caches].append(deploy_once(session, api, caches, origin_url, run))
-            medians = {caches: statistics.median(runs) for caches, runs in times.items()}
-            for caches, runs in times.items():
-                print(f"2 regions x {caches:2d} caches: median {medians[caches]:.3f} s "
-                      f"(runs: {', '.join(f'{t:.3f}' for t in runs)})")
+            yield (stack, *setup(stack.urls, token),
+                   f"http://127.0.0.1:{origin.server_address[1]}")
         finally:
             stack.stop()
             origin.shutdown()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with local_stack() as (_stack, session, api, origin_url):
+        deploy_once(session, api, SIZES[0], origin_url, "warmup")
+        # Sizes take turns, so whatever drifts over a series (this machine's
+        # file system slows as freed inodes pile up) weighs on both alike.
+        times = {caches: [] for caches in SIZES}
+        for run in range(args.runs):
+            for caches in SIZES:
+                times[caches].append(deploy_once(session, api, caches, origin_url, run))
+        medians = {caches: statistics.median(runs) for caches, runs in times.items()}
+        for caches, runs in times.items():
+            print(f"2 regions x {caches:2d} caches: median {medians[caches]:.3f} s "
+                  f"(runs: {', '.join(f'{t:.3f}' for t in runs)})")
     small, large = medians[SIZES[0]], medians[SIZES[1]]
     print(f"ratio large/small: {large / small:.2f} (target < 1.5); small under 2 s: "
           f"{'yes' if small < 2 else 'no'}")

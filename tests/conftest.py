@@ -17,11 +17,19 @@ UNIT_MODULES = {
     "test_compose", "test_dimensioning", "test_im_flavor", "test_im_policy", "test_im_power",
     "test_im_qoe", "test_models", "test_placement", "test_portal", "test_qoe_video_plugin",
     "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
+    "test_traffic_logs",
+    "test_certificates",
+    "test_comforts_unit",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
     "test_crash", "test_im_local", "test_local_driver", "test_local_netns", "test_local_stack",
     "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnfconfig",
+    "test_flavor_packages", "test_sidr_checks",
+    "test_usage",
+    "test_tls",
+    "test_local_update",
+    "test_cache_rules", "test_purge",
 }
 
 
@@ -41,8 +49,10 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session", autouse=True)
 def service_key(tmp_path_factory):
     """A service key for the apps and clients of this test process (stacks make their own)."""
-    path = service_auth.ensure_key(tmp_path_factory.mktemp("service-key") / "service.key")
+    folder = tmp_path_factory.mktemp("service-key")
+    path = service_auth.ensure_key(folder / "service.key")
     os.environ["CDNAAS_SERVICE_KEY_FILE"] = str(path)
+    os.environ["CDNAAS_SECRET_KEY_FILE"] = str(folder / "secrets.key")  # RO's, made by RO
     yield path
 
 

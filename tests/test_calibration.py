@@ -224,6 +224,7 @@ def test_a_driver_without_a_load_generator_says_so():
     class Bare(VimDriver):  # pylint: disable=abstract-method
         name = "bare"
         deploy = update = restore = terminate = health = cleanup = lambda *a, **k: None
+        invalidate = prefetch = lambda *a, **k: []
 
     with pytest.raises(VimError, match="bare VIM driver has no load generator"):
         Bare().load_test(None, "cache-0", LoadTest("http", "/", 1, 1))
@@ -249,39 +250,39 @@ def _short_plan(origin, **changes):
 
 
 def _cut_cache_quota(monkeypatch):
-    """Caches get a quarter of their vCPUs' quota (a 0.25 vCPU cache for 1 vCPU): a
-    quota that binds even while other work keeps this 2-core machine busy (then a
-    1 vCPU cache may get only half a CPU)."""
+    """Caches get a tenth of their vCPUs' quota (a 0.1 vCPU cache for 1 vCPU): a quota
+    that binds even while other work keeps this 2-core machine busy (in a full test run
+    a 1 vCPU cache measured as little as a quarter of a CPU)."""
     create = cgroups.create
 
-    def halved(name, vcpus, cpus=None):
+    def cut(name, vcpus, cpus=None):
         create(name, vcpus, cpus)
         if name.endswith("_cache-0"):
             version, base = cgroups._hierarchy()  # pylint: disable=protected-access
-            quota = vcpus * cgroups.PERIOD_US // 4
+            quota = vcpus * cgroups.PERIOD_US // 10
             if version == "v2":
                 (base / name / "cpu.max").write_text(f"{quota} {cgroups.PERIOD_US}")
             else:
                 (base / name / "cpu.cfs_quota_us").write_text(str(quota))
-    monkeypatch.setattr(cgroups, "create", halved)
+    monkeypatch.setattr(cgroups, "create", cut)
 
 
 @needs_local
 def test_points_follow_the_cache_cpu_quota(local_origin, monkeypatch):
-    """A calibration is real: a quarter of the CPU quota, lower throughput measured."""
+    """A calibration is real: a tenth of the CPU quota, lower throughput measured."""
     driver = plugins.load(plugins.VIM_DRIVERS, "local")
     plan = _short_plan(local_origin)
     full = campaign.run(driver, plan, "quota0001", lambda *a: None)[0]
     _cut_cache_quota(monkeypatch)
-    half = campaign.run(driver, plan, "quota0002", lambda *a: None)[0]
+    cut = campaign.run(driver, plan, "quota0002", lambda *a: None)[0]
 
     def rps(run, kb):
         return next(p["per_vcpu"] for p in run["throughput"] if p["object_kb"] == kb)
     # small objects cost the cache CPU per request: a cut quota, well under the throughput
-    assert rps(half, 0.042) < 0.8 * rps(full, 0.042), (full["throughput"], half["throughput"])
+    assert rps(cut, 0.042) < 0.8 * rps(full, 0.042), (full["throughput"], cut["throughput"])
     # the measured cache never used more than its quota, at full quota it used more
-    assert all(p["cache_cpu"] <= 0.3 for p in half["throughput"] + half["viewers"]), half
-    assert max(p["cache_cpu"] for p in full["throughput"]) > 0.35, full
+    assert all(p["cache_cpu"] <= 0.13 for p in cut["throughput"] + cut["viewers"]), cut
+    assert max(p["cache_cpu"] for p in full["throughput"]) > 0.2, full
 
 
 @needs_local

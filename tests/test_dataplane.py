@@ -14,7 +14,7 @@ import pytest
 
 from cdnaas.common import config
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro import vnfconfig
+from cdnaas.ro import traffic, vnfconfig
 from cdnaas.ro.vim.base import LoadTest
 from cdnaas.ro.vim.local import cgroups, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
@@ -105,18 +105,27 @@ def test_a_cache_holds_2000_connections_direct_and_through_its_balancer(deployed
             assert trouble not in log, f"{vnf}: {trouble}"
 
 
-def test_the_cache_logs_misses_not_hits(deployed):
+def test_the_cache_logs_misses_not_hits_and_the_balancer_every_request(deployed):
     _driver, sig, deployment = deployed
     owner = deployment.resources["owner"]
     prefix = config.state_dir() / "local" / owner / sig.vcdn_id / "north-cache-1"
+    balancer = prefix.parent / "north-lb"
     # reopen: nginx writes out its log buffer first
-    run(processes.nginx_command(prefix, str(prefix / "nginx.conf"), "-s", "reopen"),
-        namespace=network.namespace_name(owner, sig.vcdn_id, "north-cache-1"))
+    for vnf, folder in (("north-cache-1", prefix), ("north-lb", balancer)):
+        run(processes.nginx_command(folder, str(folder / "nginx.conf"), "-s", "reopen"),
+            namespace=network.namespace_name(owner, sig.vcdn_id, vnf))
     processes.wait_until(lambda: _flushed(prefix), "the cache's access log")
     lines = (prefix / "logs" / "access.log").read_text().splitlines()
     assert any("/objects/chunk-low" in line and "cache=MISS" in line for line in lines)
     assert not any("cache=HIT" in line for line in lines)
-    assert not (prefix.parent / "north-lb" / "logs" / "access.log").exists()
+    # the balancer's log is the usage log: every request, HITs too (cdnaas.ro.traffic)
+    processes.wait_until(lambda: _records(balancer), "the balancer's access log")
+    assert "HIT" in {r.cache_status for r in _records(balancer) if r.uri == "/objects/chunk-low"}
+
+
+def _records(folder):
+    path = folder / "logs" / "access.log"
+    return traffic.parse(path.read_bytes())[0] if path.exists() else []
 
 
 def _flushed(prefix):

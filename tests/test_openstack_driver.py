@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing
+from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, VimError
 from cdnaas.ro.vim.openstack import cloud, placement, plan, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack import configs
@@ -321,6 +321,37 @@ def test_placement_decisions_without_a_cloud(monkeypatch):
         refusals.settle("cloud-a")
         with refusals.asking("cloud-a"):  # settled: no wait beside the first
             assert refusals.get("cloud-a") == {placement.HOST: "403"}
+
+
+def test_a_poll_the_cloud_failed_to_answer_is_polled_again(monkeypatch):
+    """A booting server is not given up (and its deployment undone) because one poll met
+    a 503 or a closed connection; a real error of the poll, and the deadline, still end it."""
+    import requests
+    from keystoneauth1 import exceptions as ks_exceptions
+    from openstack import exceptions
+    monkeypatch.setenv("CDNAAS_OS_POLL_INTERVAL", "0")
+    response = requests.Response()
+    response.status_code = 503
+    answers = iter([exceptions.HttpException(message="busy", response=response),
+                    ks_exceptions.ConnectFailure("reset"), False, True])
+
+    def check():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    cloud.wait_until(check, "servers ACTIVE", 5)
+    assert next(answers, "all used") == "all used"
+
+    def refused():
+        raise exceptions.ForbiddenException(message="Policy doesn't allow x")
+    with pytest.raises(exceptions.ForbiddenException):
+        cloud.wait_until(refused, "servers ACTIVE", 5)
+
+    def down():
+        raise ks_exceptions.ConnectFailure("refused")
+    with pytest.raises(VimError, match="within 0 s .*does not answer"):
+        cloud.wait_until(down, "servers ACTIVE", 0)
 
 
 @pytest.fixture

@@ -64,7 +64,8 @@ def test_migration_creates_the_table_on_each_backend(database_url):
         inspector = sqlalchemy.inspect(engine)
         assert {"sidr_templates", "alembic_version_sidr"} <= set(inspector.get_table_names())
         columns = {c["name"] for c in inspector.get_columns("sidr_templates")}
-        assert columns == {"id", "flavor", "version", "description", "plugin", "document", "created_at"}
+        assert columns == {"id", "flavor", "version", "description", "plugin", "document", "created_at",
+                           "deprecated_at"}
         unique = inspector.get_unique_constraints("sidr_templates")
         assert [sorted(u["column_names"]) for u in unique] == [["flavor", "version"]]
     finally:

@@ -7,6 +7,7 @@ is it skipped. Failure injection is per driver: a fixture named
 ``host`` fails; a driver without one skips the failure test.
 """
 import json
+import time
 import uuid
 
 import pytest
@@ -14,8 +15,9 @@ import pytest
 from cdnaas.common import plugins
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, LoadTest, PrerequisitesMissing,
-                                VimError)
+from cdnaas.ro import traffic
+from cdnaas.ro.vim.base import (CACHES_STEP, Deployment, DeploymentFailed, LoadTest,
+                                PrerequisitesMissing, VimError)
 from tests.support.sigs import sample_sig
 
 
@@ -65,6 +67,46 @@ def origin_local(monkeypatch, tmp_path):
     yield {"scheme": "http", "host": "127.0.0.1", "port": server.server_address[1]}
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def make_traffic(request, driver_name):
+    """``make(deployment)``: a few viewer requests through each region's balancer, then
+    none (fixture ``traffic_<driver>``); a driver without one skips the log test."""
+    try:
+        return request.getfixturevalue(f"traffic_{driver_name}")
+    except pytest.FixtureLookupError:
+        pytest.skip(f"no traffic generator (fixture traffic_{driver_name}) for {driver_name}")
+
+
+@pytest.fixture
+def traffic_noop(monkeypatch, tmp_path, driver):
+    """Viewers in the load file for a moment (the counters advance as they are read)."""
+    load = tmp_path / "load.json"
+    monkeypatch.setenv("CDNAAS_NOOP_LOAD_FILE", str(load))
+
+    def make(deployment):
+        regions = {v.region: 1000 for v in deployment.vnfs}
+        load.write_text(json.dumps({deployment.deployment_id: regions}))
+        driver.metrics(deployment)
+        time.sleep(0.2)
+        driver.metrics(deployment)
+        load.write_text("{}")
+    return make
+
+
+@pytest.fixture
+def traffic_local():
+    """Three fetches from a client of each region through its balancer (curl)."""
+    from cdnaas.ro.vim.local import clients  # pylint: disable=import-outside-toplevel
+
+    def make(deployment):
+        for index, (region, balancer) in enumerate(sorted(deployment.region_endpoints.items())):
+            with clients.client(deployment.deployment_id, region,
+                                f"10.{index + 1}.0.77") as viewer:
+                for _ in range(3):
+                    assert viewer.fetch(f"http://{balancer}/objects/small")[0] == 200
+    return make
 
 
 @pytest.fixture
@@ -206,6 +248,39 @@ def test_an_interrupted_update_is_undone_by_restore(driver, built, new_sig):
     assert sig.vcdn_id not in driver.cleanup(set())
 
 
+def test_usage_logs_are_read_from_a_position_and_reread_from_an_old_one(
+        make_traffic, driver, built, new_sig):
+    """Each balancer's log: every record once from the positions a read returned, the same
+    records again from the same positions (an answer the reader lost), everything kept
+    from no position."""
+    sig = new_sig({"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    built.append(deployment)
+    start = driver.read_logs(deployment, {})
+    balancers = [(v.name, v.region) for v in deployment.vnfs if v.role == "load_balancer"]
+    assert [(c.name, c.region) for c in start] == balancers
+    positions = {c.name: c.position for c in start}
+    make_traffic(deployment)
+    deadline = time.monotonic() + 10  # nginx writes its log every 2 s
+    while True:
+        new = driver.read_logs(deployment, positions, release=True)
+        if all(c.data for c in new) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for chunk in new:
+        records, skipped = traffic.parse(chunk.data)
+        assert records and skipped == 0 and not chunk.lost and not chunk.more, chunk
+        assert all(r.bytes_sent > r.body_bytes_sent for r in records)  # headers too
+        assert any(r.status == 200 for r in records)  # (a deploy's check may come first)
+    again = driver.read_logs(deployment, positions)
+    assert [c.data for c in again] == [c.data for c in new]
+    after = driver.read_logs(deployment, {c.name: c.position for c in new})
+    assert [c.data for c in after] == [b""] * len(balancers)
+    everything = driver.read_logs(deployment, {})
+    assert all(whole.data.endswith(chunk.data) for whole, chunk in zip(everything, new))
+    driver.terminate(deployment)
+
+
 def test_a_load_test_reports_what_it_measured_or_says_what_is_missing(driver, built, new_sig):
     """A calibration's measurement: a driver with a load generator drives a cache and
     reports what came back; one without says so with a VimError, never a half answer."""
@@ -225,3 +300,23 @@ def test_a_load_test_reports_what_it_measured_or_says_what_is_missing(driver, bu
     assert report.tool and report.generator_cpu_seconds >= 0
     with pytest.raises(VimError):
         driver.load_test(deployment, "no-such-vnf", test)
+
+
+def test_invalidate_and_prefetch_answer_for_every_cache(driver, built, new_sig):
+    """Purges and prefetches reach every cache at once, each answering for itself, in the
+    deployment's order, with progress on the caches step. A cache that cannot be reached
+    is a result that is not ok, saying why (the mini cloud's servers run no VNF)."""
+    sig = new_sig({"north": 2, "south": 1})
+    deployment = driver.deploy(sig)
+    built.append(deployment)
+    caches = [v.name for v in deployment.vnfs if v.role == "cache"]
+    reports = []
+    fetched = driver.prefetch(deployment, ["/objects/small"], lambda *r: reports.append(r))
+    purged = driver.invalidate(deployment, ["/objects/small", "/objects/none"], ["/video/"])
+    assert [r.name for r in fetched] == [r.name for r in purged] == caches
+    assert reports[-1] == (CACHES_STEP, len(caches), len(caches))
+    if driver.name in ("noop", "local"):  # their caches answer
+        assert all(r.ok and (r.requests, r.done) == (1, 1) for r in fetched), fetched
+        assert all(r.ok and r.requests >= 2 and r.seconds >= 0 for r in purged), purged
+    assert all(r.ok or r.detail for r in fetched + purged)
+    driver.terminate(deployment)

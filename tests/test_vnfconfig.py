@@ -9,6 +9,7 @@ skipped, saying which is missing.
 import concurrent.futures
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -165,7 +166,7 @@ def test_cache_config_says_what_the_design_asks(tmp_path):
                   "max_size=1024m inactive=60m use_temp_path=off;"),
                  "server 192.0.2.10:8080;", "keepalive 32;", "listen 127.0.0.1:8088 backlog=30000 reuseport;",
                  "proxy_pass http://origin;", "proxy_set_header Host origin.example.com:8080;",
-                 "proxy_cache_key $request_uri;", "proxy_cache_lock on;",
+                 "proxy_cache_key $uri$is_args$args;", "proxy_cache_lock on;",
                  "proxy_cache_valid 200 206 301 302 10m;",
                  "add_header X-Cache-Status $upstream_cache_status always;",
                  "add_header X-Served-By north-cache-1 always;", "stub_status;",
@@ -246,7 +247,7 @@ def test_host_limits_read_back_from_the_rendered_config(tmp_path):
 def test_lb_config_hashes_uris_over_members(tmp_path):
     text = vnfconfig.lb_config(**lb_values(tmp_path, members=[("c-1", "127.0.0.1", 8081),
                                                               ("c-2", "fd00::2", 80)]))
-    assert "hash $request_uri consistent;" in text
+    assert "hash $uri$is_args$args consistent;" in text
     assert "server 127.0.0.1:8081 max_fails=1 fail_timeout=5s;  # c-1" in text
     assert "server [fd00::2]:80 max_fails=1 fail_timeout=5s;  # c-2" in text
     assert "proxy_next_upstream error timeout http_502 http_503 http_504;" in text
@@ -285,7 +286,8 @@ def test_status_page_is_on_the_management_listener_only(tmp_path, function, valu
     assert ("allow 198.18.4.1;\nallow 10.9.0.0/16;\nallow fd00:9::/64;\nallow 2001:db8::1;\n"
             "deny all;") in management
     assert "location = /nginx_status {\nstub_status;\n}" in management
-    assert "proxy_pass" not in management
+    # a cache's management listener proxies only to its own public listener (prefetches)
+    assert set(re.findall(r"proxy_pass (\S+);", management)) <= {f"http://127.0.0.1:{public_port}"}
     other = function(**values(tmp_path, management_port=9100))
     assert set(servers(other)) == {f"127.0.0.1:{public_port}", "127.0.0.1:9100"}
 

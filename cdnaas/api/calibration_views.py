@@ -38,7 +38,8 @@ def start_calibration():
             f"{cache['min']}-{cache['max']} vCPUs and host {host['name']} has {host['vcpus']}",
             field="vcpus")
     plan = {"flavor": template["flavor"], "template_version": template["version"],
-            "technology": document["technology"], "host": host["name"],
+            "technology": document["technology"], "plugin": document["plugin"],
+            "host": host["name"],
             "region": {k: region.get(k) for k in ("name", "zone", "vim_region", "client_prefixes")},
             "vnfs": document["vnfs"], "vcpus": sorted(set(wanted)),
             **{k: body[k] for k in TUNABLE if k in body}}

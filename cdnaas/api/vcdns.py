@@ -3,12 +3,14 @@
 The SO owns instances and operations; this module only forwards requests for
 the caller's tenant and hides every other tenant's records behind a 404.
 """
-from cdnaas.common import errors
+from cdnaas.common import errors, etags
 from cdnaas.common.clients import ImClient, SoClient
 
 #: query parameters forwarded to the Instance Manager, per view
 METRICS_ARGS = ("since", "until", "scope", "step")
 DECISIONS_ARGS = ("since", "kind", "region")
+LIST_ARGS = ("state", "name", "limit", "marker")
+OPERATIONS_ARGS = ("limit", "marker")
 
 
 def _so():
@@ -16,7 +18,13 @@ def _so():
 
 
 def _accepted(answer):
-    return answer, 202, {"Location": f"/api/v1/operations/{answer['operation']['id']}"}
+    return answer, 202, {"Location": f"/api/v1/operations/{answer['operation']['id']}",
+                         "ETag": etags.etag(answer["vcdn"]["revision"])}
+
+
+def shown(vcdn):
+    """A vCDN's answer: its representation with its ``ETag`` (its revision)."""
+    return vcdn, 200, {"ETag": etags.etag(vcdn["revision"])}
 
 
 def owned(caller, vcdn_id):
@@ -39,23 +47,40 @@ def quote(caller, body):
     return _so().quote(caller.tenant, body)
 
 
-def list_(caller):
-    return {"vcdns": _so().instances(tenant=None if caller.is_operator else caller.tenant)}
+def list_(caller, args):
+    """A page of the caller's vCDNs (an operator's: every tenant's), filtered by ``args``
+    (``state``, ``name``, ``limit``, ``marker``, ``include_deleted``; checked by the
+    OpenAPI document): ``{"vcdns": [...], "next": marker or None}``."""
+    return _so().instances_page(tenant=None if caller.is_operator else caller.tenant,
+                                include_deleted=args.get("include_deleted") == "true",
+                                **_only(args, LIST_ARGS))
 
 
-def change(caller, vcdn_id, body):
+def change(caller, vcdn_id, body, if_match=None):
     owned(caller, vcdn_id)
-    return _accepted(_so().update_instance(vcdn_id, body))
+    return _accepted(_so().update_instance(vcdn_id, body, if_match=if_match))
 
 
-def delete(caller, vcdn_id):
+def delete(caller, vcdn_id, if_match=None):
     owned(caller, vcdn_id)
-    return _accepted(_so().delete_instance(vcdn_id, reason="customer"))
+    return _accepted(_so().delete_instance(vcdn_id, reason="customer", if_match=if_match))
 
 
-def operations(caller, vcdn_id):
+def invalidate(caller, vcdn_id, body):
+    """Purge paths and prefixes from every cache of the caller's vCDN (202, an operation)."""
     owned(caller, vcdn_id)
-    return _so().operations(vcdn_id)
+    return _accepted(_so().invalidate(vcdn_id, body))
+
+
+def prefetch(caller, vcdn_id, body):
+    """Have every cache of the caller's vCDN fetch paths (202, an operation)."""
+    owned(caller, vcdn_id)
+    return _accepted(_so().prefetch(vcdn_id, body))
+
+
+def operations(caller, vcdn_id, args):
+    owned(caller, vcdn_id)
+    return _so().operations(vcdn_id, **_only(args, OPERATIONS_ARGS))
 
 
 def operation(caller, operation_id):

@@ -1,7 +1,7 @@
 """HTTP views of the customer API (thin: see tenancy.py, vcdns.py, auth.py)."""
 from flask import Blueprint, current_app, g, request
 
-from cdnaas.api import quality, tenancy, vcdns
+from cdnaas.api import quality, tenancy, usage, vcdns
 from cdnaas.api.auth import require_operator
 from cdnaas.common.clients import ImClient, SidrClient, SoClient
 
@@ -88,6 +88,22 @@ def register_template():
     return SidrClient().register_raw(request.get_data(), request.content_type), 201
 
 
+@blueprint.patch("/templates/<flavor>/<version>")
+def update_template(flavor, version):
+    """Deprecate a template version (or offer it again)."""
+    require_operator()
+    # the OpenAPI document has already checked that version is an integer
+    return SidrClient().set_deprecated(flavor, int(version), request.get_json()["deprecated"])
+
+
+@blueprint.delete("/templates/<flavor>/<version>")
+def delete_template(flavor, version):
+    """Delete a template version no vCDN uses (SIDR asks SO)."""
+    require_operator()
+    SidrClient().delete_template(flavor, int(version))
+    return "", 204
+
+
 @blueprint.get("/tenants")
 def list_tenants():
     require_operator()
@@ -124,7 +140,7 @@ def revoke_token(tenant, token_id):
 
 @blueprint.get("/vcdns")
 def list_vcdns():
-    return vcdns.list_(g.caller)
+    return vcdns.list_(g.caller, request.args)
 
 
 @blueprint.post("/vcdns")
@@ -139,22 +155,33 @@ def create_quote():
 
 @blueprint.get("/vcdns/<vcdn_id>")
 def get_vcdn(vcdn_id):
-    return vcdns.owned(g.caller, vcdn_id)
+    return vcdns.shown(vcdns.owned(g.caller, vcdn_id))
 
 
 @blueprint.patch("/vcdns/<vcdn_id>")
 def update_vcdn(vcdn_id):
-    return vcdns.change(g.caller, vcdn_id, request.get_json())
+    return vcdns.change(g.caller, vcdn_id, request.get_json(),
+                        if_match=request.headers.get("If-Match"))
 
 
 @blueprint.delete("/vcdns/<vcdn_id>")
 def delete_vcdn(vcdn_id):
-    return vcdns.delete(g.caller, vcdn_id)
+    return vcdns.delete(g.caller, vcdn_id, if_match=request.headers.get("If-Match"))
+
+
+@blueprint.post("/vcdns/<vcdn_id>/invalidations")
+def invalidate_vcdn(vcdn_id):
+    return vcdns.invalidate(g.caller, vcdn_id, request.get_json())
+
+
+@blueprint.post("/vcdns/<vcdn_id>/prefetches")
+def prefetch_vcdn(vcdn_id):
+    return vcdns.prefetch(g.caller, vcdn_id, request.get_json())
 
 
 @blueprint.get("/vcdns/<vcdn_id>/operations")
 def list_operations(vcdn_id):
-    return vcdns.operations(g.caller, vcdn_id)
+    return vcdns.operations(g.caller, vcdn_id, request.args)
 
 
 @blueprint.get("/vcdns/<vcdn_id>/metrics")
@@ -165,6 +192,21 @@ def vcdn_metrics(vcdn_id):
 @blueprint.get("/vcdns/<vcdn_id>/decisions")
 def vcdn_decisions(vcdn_id):
     return vcdns.decisions(g.caller, vcdn_id, request.args)
+
+
+@blueprint.get("/vcdns/<vcdn_id>/usage")
+def vcdn_usage(vcdn_id):
+    return usage.usage(g.caller, vcdn_id, request.args)
+
+
+@blueprint.get("/vcdns/<vcdn_id>/traffic")
+def vcdn_traffic(vcdn_id):
+    return usage.traffic(g.caller, vcdn_id, request.args)
+
+
+@blueprint.get("/vcdns/<vcdn_id>/access-log")
+def vcdn_access_log(vcdn_id):
+    return usage.access_log(g.caller, vcdn_id, request.args)
 
 
 @blueprint.get("/operations/<operation_id>")

@@ -47,6 +47,7 @@ class Plan:
     vnfs: dict                # the template's ``vnfs`` (image, ram_mb of each role)
     vcpus: list
     origin: dict | None = None  # {scheme, host, port}; None: the caller's sample origin
+    plugin: str | None = None   # the flavor's plugin: its templates/ hold the flavor's configs
     connections: list = dataclasses.field(default_factory=lambda: [100, 1000])
     throughput_seconds: float = 5.0
     window_seconds: float = 16.0
@@ -122,7 +123,8 @@ def measurement_sig(plan, job_id, vcpus):
                             vim_region=plan.region.get("vim_region"),
                             client_prefixes=list(plan.region.get("client_prefixes") or []),
                             demand=plan.viewers_start * vcpus, quality={"min_mos": plan.floor})],
-        vnfs=[vnf(CACHE, "cache", vcpus), vnf("lb", "load_balancer", 1), vnf("dns", "dns", 1)])
+        vnfs=[vnf(CACHE, "cache", vcpus), vnf("lb", "load_balancer", 1), vnf("dns", "dns", 1)],
+        plugin=plan.plugin)
 
 
 def _warm(driver, deployment, plan):

@@ -14,30 +14,36 @@ VNF configuration, load generator). Two readings keep the planner's rules:
 import datetime
 import hashlib
 import re
+from pathlib import Path
 
 import yaml
 
 from cdnaas.calibration import qoe
-from cdnaas.common import config
+from cdnaas.common import config, plugins
 
 #: the sample origin's chunk sizes in KB (cdnaas/origin/server.py)
 CHUNK_KB = {"hd": 435, "low": 73}
 CHUNK_SECONDS = 2
 
 
-def config_sha256(vnfs):
+def config_sha256(vnfs, folders=()):
     """SHA-256 of the cache's configuration: its templates' text (with the templates they
-    include) and its image name, as the flavor's template names them."""
+    include) and its image name, as the flavor's template names them.
+
+    :param folders: where the flavor's own templates are (its plugin's ``templates/``),
+        searched before the project's, as RO renders them.
+    """
     cache = (vnfs or {}).get("cache") or {}
     digest = hashlib.sha256(f"image={cache.get('image')}\n".encode())
-    folder = config.REPO_ROOT / "templates"
+    search = [*folders, config.REPO_ROOT / "templates"]
     seen, pending = set(), list(cache.get("config_templates") or [])
     while pending:
         name = pending.pop(0)
-        if name in seen or not (folder / name).is_file():
+        path = next((Path(f) / name for f in search if (Path(f) / name).is_file()), None)
+        if name in seen or path is None:
             continue
         seen.add(name)
-        text = (folder / name).read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
         digest.update(f"--- {name}\n".encode() + text.encode())
         pending += re.findall(r'{%\s*include\s+"([^"]+)"', text)
     return digest.hexdigest()
@@ -53,7 +59,9 @@ def build(plan, runs, job_id, when=None):
     when = when or datetime.datetime.now(datetime.timezone.utc)
     base = min(runs, key=lambda r: r["vcpus"])
     stamp = when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    sha = config_sha256(plan.vnfs)
+    folders = ((plugins.load(plugins.FLAVORS, plan.plugin).templates_folder(),)
+               if plan.plugin else ())
+    sha = config_sha256(plan.vnfs, folders)
 
     def provenance(tool, what):
         return {"source": "measured",

@@ -1,8 +1,11 @@
 """Commands that mirror the customer API (``api-spec/api.yaml``) and SIDR's templates."""
 import datetime as dt
 import re
+import sys
+from pathlib import Path
 
 import click
+import yaml
 from rich.markup import escape
 
 from cdnaas.cli import charts, client, output
@@ -12,6 +15,8 @@ NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")
 AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 AGO_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+#: the vCDN states of api-spec/common.yaml (``vcdn list --state``)
+VCDN_STATES = ("SCHEDULED", "DEPLOYING", "ACTIVE", "UPDATING", "DELETING", "DELETED", "FAILED")
 #: the Kind enum of api-spec/im.yaml (the API filters on it without checking it)
 DECISION_KINDS = ("terminate", "health", "reconcile", "heal", "scale_out", "scale_in",
                   "consolidate", "power_down", "power_up")
@@ -393,6 +398,28 @@ def template_list(flavor):
     output.show(api().templates(flavor), output.render_templates)
 
 
+@template.command("deprecate")
+@click.argument("flavor")
+@click.argument("version", type=click.IntRange(1, 2147483647))
+@click.option("--undo", is_flag=True, help="Offer the version again.")
+def template_deprecate(flavor, version, undo):
+    """Stop offering FLAVOR's VERSION to new vCDNs (the vCDNs made of it keep running)."""
+    stored = api().deprecate_template(flavor, version, deprecated=not undo)
+    output.show(stored, lambda t: output.out().print(
+        f"flavor [bold]{t.get('flavor')}[/bold] version {t.get('version')} "
+        f"{'deprecated' if t.get('deprecated') else 'offered'}"))
+
+
+@template.command("delete")
+@click.argument("flavor")
+@click.argument("version", type=click.IntRange(1, 2147483647))
+def template_delete(flavor, version):
+    """Delete FLAVOR's VERSION (refused while a vCDN not DELETED uses it)."""
+    api().delete_template(flavor, version)
+    output.show({"deleted": {"flavor": flavor, "version": version}}, lambda _: output.out().print(
+        f"deleted flavor [bold]{flavor}[/bold] version {version}"))
+
+
 # -- vCDNs and operations ---------------------------------------------------------------------
 
 def _wait_options(command):
@@ -480,12 +507,69 @@ def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease
             "lease": lease}
 
 
+def _tls_options(command):
+    """--hostname, --certificate and --private-key (create and update)."""
+    pem = click.Path(exists=True, dir_okay=False, readable=True)
+    command = click.option("--private-key", type=pem, metavar="FILE",
+                           help="PEM file of the certificate's unencrypted key.")(command)
+    command = click.option("--certificate", type=pem, metavar="FILE",
+                           help="PEM file: the server certificate, then each issuer in order. "
+                                "HTTPS (HTTP/2) on the balancers for every name.")(command)
+    return click.option("--hostname", "hostnames", multiple=True, metavar="NAME",
+                        help="Your own name for the vCDN (a CNAME of its hostname); "
+                             "repeatable.")(command)
+
+
+def _tls_body(hostnames, certificate, private_key):
+    """The ``hostnames`` and ``certificate`` of a body, from the TLS options given.
+
+    :raises click.UsageError: only one of --certificate and --private-key.
+    """
+    if (certificate is None) != (private_key is None):
+        raise click.UsageError("give --certificate and --private-key together")
+    body = {"hostnames": list(hostnames)} if hostnames else {}
+    if certificate:
+        body["certificate"] = {"certificate": Path(certificate).read_text(encoding="ascii",
+                                                                          errors="replace"),
+                               "private_key": Path(private_key).read_text(encoding="ascii",
+                                                                          errors="replace")}
+    return body
+
+
+def _cache_rules_option(command):
+    return click.option(
+        "--cache-rules", type=click.Path(exists=True, dir_okay=False, readable=True),
+        metavar="FILE", help="YAML (or JSON) file of cache rules: ttl (a list of match: "
+        "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
+        "list of argument names), origin_cache_control (honour or ignore). An update "
+        "replaces the rules whole; an empty file restores the defaults.")(command)
+
+
+def _cache_rules_body(path):
+    """``{"cache_rules": ...}`` read from the file of --cache-rules (nothing without one).
+
+    :raises click.BadParameter: the file is not YAML (or JSON).
+    """
+    if path is None:
+        return {}
+    try:
+        rules = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
+                                 param_hint="--cache-rules") from None
+    return {"cache_rules": {} if rules is None else rules}
+
+
 @vcdn.command("create")
 @_request_options
+@_tls_options
+@_cache_rules_option
 @_wait_options
-def vcdn_create(wait, timeout, **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
-    _follow(api().create_vcdn(_request_body(**request)), wait, timeout)
+    body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
+            **_cache_rules_body(cache_rules)}
+    _follow(api().create_vcdn(body), wait, timeout)
 
 
 @vcdn.command("quote")
@@ -496,9 +580,14 @@ def vcdn_quote(**request):
 
 
 @vcdn.command("list")
-def vcdn_list():
-    """Your vCDNs (operators see every tenant's)."""
-    output.show(api().vcdns(), output.render_vcdns)
+@click.option("--state", type=click.Choice(VCDN_STATES, case_sensitive=False),
+              help="Only vCDNs in this state.")
+@click.option("--name", help="Only vCDNs of this name.")
+@click.option("--all", "everything", is_flag=True, help="Also DELETED vCDNs (hidden otherwise).")
+def vcdn_list(state, name, everything):
+    """Your vCDNs, oldest first (operators see every tenant's)."""
+    output.show(api().vcdns(state=state.upper() if state else None, name=name,
+                            include_deleted=everything), output.render_vcdns)
 
 
 @vcdn.command("show")
@@ -510,20 +599,101 @@ def vcdn_show(vcdn_id):
 
 @vcdn.command("update")
 @click.argument("vcdn_id", metavar="ID")
-@click.option("--region", "region_list", type=RegionSpec(update=True), multiple=True, required=True,
+@click.option("--region", "region_list", type=RegionSpec(update=True), multiple=True,
               help="Region to change: NAME:DEMAND, NAME::QUALITY or NAME:DEMAND:QUALITY. Repeatable.")
+@click.option("--add-region", "added", type=RegionSpec(), multiple=True,
+              help="Region to add: NAME:DEMAND[:QUALITY] (quality as --region; default "
+                   "MOS 3.6). Repeatable.")
+@click.option("--remove-region", "removed", multiple=True, metavar="NAME",
+              callback=lambda _c, _p, v: [name_argument(n, "region") for n in v],
+              help="Region to remove (never all of them). Repeatable.")
+@click.option("--origin", metavar="URL", help="New origin server: http(s)://host[:port].")
+@click.option("--lease-end", type=IsoTime(), help="New lease end (later or earlier, not past).")
+@click.option("--if-match", metavar="ETAG",
+              help='Change it only if its ETag is still this one (e.g. "3"; see show --json).')
+@_tls_options
+@click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
+@click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
+@_cache_rules_option
 @_wait_options
-def vcdn_update(vcdn_id, region_list, wait, timeout):
-    """Change demand and/or quality of regions of an active vCDN."""
-    _follow(api().update_vcdn(vcdn_id, {"regions": list(region_list)}), wait, timeout)
+def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
+                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules):
+    """Change a vCDN: demand and quality of regions, regions added or removed, the
+    origin, the lease end, its hostnames and certificate (a new one is a rotation that
+    drops no request), in any combination (one operation)."""
+    body = _drop_none({
+        "regions": [*region_list, *({"quality": {"min_mos": 3.6}, **r} for r in added)] or None,
+        "remove_regions": list(removed) or None, "origin": origin,
+        "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
+    body.update(_tls_body(hostnames, certificate, private_key))
+    body.update(_cache_rules_body(cache_rules))
+    if (no_hostnames and hostnames) or (no_tls and certificate):
+        raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
+                               "contradict each other: give one")
+    if no_hostnames:
+        body["hostnames"] = []
+    if no_tls:
+        body["certificate"] = None
+    if not body:
+        raise click.UsageError("nothing to change: give --region, --add-region, "
+                               "--remove-region, --origin, --lease-end, --hostname, "
+                               "--certificate, --no-tls and/or --cache-rules")
+    _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
+
+
+@vcdn.command("purge")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--path", "paths", multiple=True, metavar="PATH",
+              help="A path to purge, as viewers request it (/img/a.png?v=2). Repeatable.")
+@click.option("--prefix", "prefixes", multiple=True, metavar="PREFIX",
+              help="Purge every object whose path starts with PREFIX (/video/). Repeatable.")
+@_wait_options
+def vcdn_purge(vcdn_id, paths, prefixes, wait, timeout):
+    """Purge paths and prefixes from every cache; --wait shows each cache's result."""
+    if not paths and not prefixes:
+        raise click.UsageError("give at least one --path or --prefix")
+    _follow_caches(api().invalidate(vcdn_id, list(paths), list(prefixes)), wait, timeout)
+
+
+@vcdn.command("prefetch")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--path", "paths", multiple=True, required=True, metavar="PATH",
+              help="A path every cache fetches from the origin now. Repeatable.")
+@_wait_options
+def vcdn_prefetch(vcdn_id, paths, wait, timeout):
+    """Have every cache fetch paths now, so viewers' first requests are HITs."""
+    _follow_caches(api().prefetch(vcdn_id, list(paths)), wait, timeout)
+
+
+def _follow_caches(accepted, wait, timeout):
+    """Show an accepted purge or prefetch; with ``wait``, its outcome cache by cache."""
+    if not wait:
+        output.show(accepted, output.render_accepted)
+        return
+    operation = output.watch_operation(api().operation, accepted["operation"]["id"],
+                                       timeout=timeout)
+    output.show(operation, _render_caches)
+    if operation.get("state") != "COMPLETED":
+        raise click.exceptions.Exit(1)
+
+
+def _render_caches(operation):
+    output.render_operation(operation)
+    for step in operation.get("steps") or []:
+        output.table(step.get("detail") or [], [
+            ("Cache", "name"), ("Region", "region"),
+            ("State", lambda c: output.styled(c.get("state"))),
+            ("Done", lambda c: f"{c.get('done', 0)}/{c.get('total', 0)}"),
+            ("Seconds", "seconds"), ("Detail", lambda c: escape(c.get("detail") or ""))])
 
 
 @vcdn.command("delete")
 @click.argument("vcdn_id", metavar="ID")
+@click.option("--if-match", metavar="ETAG", help="End it only if its ETag is still this one.")
 @_wait_options
-def vcdn_delete(vcdn_id, wait, timeout):
+def vcdn_delete(vcdn_id, if_match, wait, timeout):
     """End a vCDN and release everything it holds."""
-    _follow(api().delete_vcdn(vcdn_id), wait, timeout)
+    _follow(api().delete_vcdn(vcdn_id, if_match=if_match), wait, timeout)
 
 
 @vcdn.command("operations")
@@ -583,6 +753,85 @@ def vcdn_decisions(vcdn_id, since, kind, region):
         ("Time (UTC)", lambda d: _short_time(d.get("created_at"))), ("Kind", "kind"),
         ("Region", lambda d: d.get("region") or d.get("host") or "-"),
         ("Outcome", _styled_outcome), ("Reason", lambda d: escape(d.get("reason") or "-"))]))
+
+
+@vcdn.command("usage")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--from", "since", type=TimeOrAgo(), help="Start: an ISO time or how long ago "
+              "(15m, 2h, 1d); default when the vCDN was created.")
+@click.option("--to", "until", type=TimeOrAgo(), help="End (default now).")
+def vcdn_usage(vcdn_id, since, until):
+    """What a vCDN used per region and in total (requests, GB, hit ratio, status classes,
+    viewer-, vCPU-hours, kWh) and its price; a DELETED vCDN's too.
+
+    With --json, the API's answer with each price's breakdown.
+    """
+    params = _drop_none({"from": timeutil.isoformat(since), "to": timeutil.isoformat(until)})
+    found = api().get(f"/api/v1/vcdns/{vcdn_id}/usage", params=params)
+    output.show(found, _render_usage)
+
+
+def _render_usage(found):
+    total = dict(found["total"], name="[bold]Total[/bold]")
+    window = f"{_short_time(found.get('from'))} -> {_short_time(found.get('to'))} UTC"
+    output.table(found["regions"] + [total], [
+        ("Region", "name"), ("Requests", lambda r: f"{r['requests']:,}"),
+        ("GB", lambda r: f"{r['gb']:,.3f}"),
+        ("Hit ratio", lambda r: "-" if r["hit_ratio"] is None else f"{r['hit_ratio']:.1%}"),
+        ("2xx/3xx/4xx/5xx", lambda r: "/".join(f"{r['status'][k]:,}" for k in
+                                               ("2xx", "3xx", "4xx", "5xx"))),
+        ("Viewer-h", lambda r: f"{r['viewer_hours']:,.2f}"),
+        ("vCPU-h", lambda r: f"{r['vcpu_hours']:,.2f}"), ("kWh", lambda r: f"{r['kwh']:,.3f}"),
+        ("Price", lambda r: f"{r['price']['amount']:,.2f} {r['price']['currency']}")],
+        title=f"vCDN {found.get('vcdn_id')} ({found.get('state')}), {window}")
+    parts = found["total"]["price"]["breakdown"]
+    output.out().print(f"Price {found['total']['price']['amount']:,.2f} "
+                       f"{found['total']['price']['currency']}: compute {parts['compute']:,.2f}, "
+                       f"energy {parts['energy']:,.2f}, traffic {parts['traffic']:,.2f}, "
+                       f"viewers {parts['viewers']:,.2f}")
+
+
+@vcdn.command("traffic")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--since", type=TimeOrAgo(), help="Start of the window: an ISO time or how long "
+              "ago (15m, 2h, 1d); default an hour before --until.")
+@click.option("--until", type=TimeOrAgo(), help="End of the window (default now).")
+@click.option("--step", type=click.IntRange(min=60), help="Seconds per point, a multiple of 60.")
+@click.option("--width", type=click.IntRange(min=1), default=60, show_default=True,
+              help="Most bars per sparkline; longer series are averaged down to it.")
+def vcdn_traffic(vcdn_id, since, until, step, width):
+    """Requests/s, bytes/s and hit ratio of each region over time, as sparklines.
+
+    With --json, the API's series as they are.
+    """
+    params = _drop_none({"since": timeutil.isoformat(since), "until": timeutil.isoformat(until),
+                         "step": step})
+    found = api().get(f"/api/v1/vcdns/{vcdn_id}/traffic", params=params)
+    output.show(found, lambda t: output.table(
+        charts.traffic_rows(t, width),
+        [("Region", "region"), ("Series", "figure"), ("Over time", "chart"),
+         ("Latest", "latest"), ("Min", "min"), ("Max", "max")],
+        title=f"vCDN {t.get('vcdn_id')}, {_short_time(t.get('since'))} -> "
+              f"{_short_time(t.get('until'))} UTC, {t.get('step')} s per point"))
+
+
+@vcdn.command("logs")
+@click.argument("vcdn_id", metavar="ID")
+@click.option("--from", "since", type=TimeOrAgo(), help="Start: an ISO time or how long ago "
+              "(15m, 2h, 1d); default an hour before --to.")
+@click.option("--to", "until", type=TimeOrAgo(), help="End (default now).")
+@click.option("--limit", type=click.IntRange(1, 1_000_000), help="Most records (API default "
+              "100,000).")
+def vcdn_logs(vcdn_id, since, until, limit):
+    """The vCDN's requests as NDJSON on stdout, streamed (`> file.ndjson`); while ACTIVE."""
+    params = _drop_none({"from": timeutil.isoformat(since), "to": timeutil.isoformat(until),
+                         "limit": limit})
+    written, stdout = 0, sys.stdout.buffer
+    for chunk in api().stream(f"/api/v1/vcdns/{vcdn_id}/access-log", params=params or None):
+        stdout.write(chunk)
+        written += chunk.count(b"\n")
+    stdout.flush()
+    output.err().print(f"{written:,} records")
 
 
 def _styled_outcome(decision):

@@ -82,6 +82,23 @@ def figure_row(points, figure, label, number_format, width):
             "latest": text(values[-1] if values else None), "min": text(low), "max": text(high)}
 
 
+#: the figures ``cdnaas vcdn traffic`` draws per region: (point field, label, format)
+TRAFFIC_FIGURES = (("requests_per_second", "requests/s", "{:,.1f}"),
+                   ("bytes_per_second", "bytes/s", "{:,.0f}"),
+                   ("hit_ratio", "hit ratio", "{:.1%}"))
+
+
+def traffic_rows(traffic, width):
+    """The rows of ``cdnaas vcdn traffic``: per region, one per figure of TRAFFIC_FIGURES.
+
+    :param traffic: the API's ``Traffic`` answer (``api-spec/im.yaml``).
+    """
+    return [{"region": series.get("region"),
+             **figure_row(series.get("points") or [], figure, label, number_format, width)}
+            for series in traffic.get("regions") or []
+            for figure, label, number_format in TRAFFIC_FIGURES]
+
+
 def region_rows(metrics, width):
     """The rows of ``cdnaas vcdn metrics``: per region series, one per figure of REGION_FIGURES.
 

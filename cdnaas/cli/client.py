@@ -129,8 +129,12 @@ class ApiClient(JsonClient):
         return self.delete(f"/api/v1/tenants/{tenant}/tokens/{token_id}")
 
     # vCDNs and operations
-    def vcdns(self):
-        return self.get("/api/v1/vcdns")["vcdns"]
+    def vcdns(self, state=None, name=None, include_deleted=False):
+        """Every vCDN the filters keep (all pages), oldest first."""
+        params = {k: v for k, v in (("state", state), ("name", name)) if v}
+        if include_deleted:
+            params["include_deleted"] = "true"
+        return self.every_page("/api/v1/vcdns", "vcdns", params)
 
     def vcdn(self, vcdn_id):
         return self.get(f"/api/v1/vcdns/{vcdn_id}")
@@ -141,11 +145,14 @@ class ApiClient(JsonClient):
     def create_vcdn(self, body):
         return self.post("/api/v1/vcdns", json=body)
 
-    def update_vcdn(self, vcdn_id, body):
-        return self.patch(f"/api/v1/vcdns/{vcdn_id}", json=body)
+    def update_vcdn(self, vcdn_id, body, if_match=None):
+        """Change a vCDN; ``if_match``: only if its ETag is still this one (else 412)."""
+        return self.patch(f"/api/v1/vcdns/{vcdn_id}", json=body,
+                          headers={"If-Match": if_match} if if_match else None)
 
-    def delete_vcdn(self, vcdn_id):
-        return self.delete(f"/api/v1/vcdns/{vcdn_id}")
+    def delete_vcdn(self, vcdn_id, if_match=None):
+        return self.delete(f"/api/v1/vcdns/{vcdn_id}",
+                           headers={"If-Match": if_match} if if_match else None)
 
     # service templates (operator; the API hands them to SIDR)
     def templates(self, flavor=None):
@@ -159,8 +166,25 @@ class ApiClient(JsonClient):
                          headers={"Content-Type": "application/json" if is_json
                                   else "application/yaml"})
 
+    def deprecate_template(self, flavor, version, deprecated=True):
+        """Deprecate one template version (or offer it again); return the template."""
+        return self.patch(f"/api/v1/templates/{flavor}/{version}", json={"deprecated": deprecated})
+
+    def delete_template(self, flavor, version):
+        """Delete one template version (409 while a vCDN uses it)."""
+        return self.delete(f"/api/v1/templates/{flavor}/{version}")
+
     def vcdn_operations(self, vcdn_id):
-        return self.get(f"/api/v1/vcdns/{vcdn_id}/operations")["operations"]
+        return self.every_page(f"/api/v1/vcdns/{vcdn_id}/operations", "operations")
+
+    def invalidate(self, vcdn_id, paths, prefixes):
+        """Purge ``paths`` and ``prefixes`` from every cache; ``{vcdn, operation}`` (202)."""
+        return self.post(f"/api/v1/vcdns/{vcdn_id}/invalidations",
+                         json={"paths": paths, "prefixes": prefixes})
+
+    def prefetch(self, vcdn_id, paths):
+        """Have every cache fetch ``paths``; ``{vcdn, operation}`` (202)."""
+        return self.post(f"/api/v1/vcdns/{vcdn_id}/prefetches", json={"paths": paths})
 
     def operation(self, operation_id):
         return self.get(f"/api/v1/operations/{operation_id}")

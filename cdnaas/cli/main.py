@@ -189,6 +189,7 @@ def db_upgrade():
     from sqlalchemy.exc import SQLAlchemyError
 
     from cdnaas.db import migrate
+    from cdnaas.ro import secrets
 
     try:
         migrate.upgrade_all()
@@ -197,6 +198,7 @@ def db_upgrade():
     migrated = [svc for svc in config.SERVICES if (migrate.PACKAGE_ROOT / svc / "migrations").is_dir()]
     output.note(f"migrated {', '.join(migrated)}")
     output.note(f"service key: {service_auth.ensure_key()}")
+    output.note(f"secret key (RO, tenants' TLS keys): {secrets.ensure_key()}")
 
 
 @cli.group()

@@ -10,6 +10,7 @@ import time
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -160,7 +161,9 @@ def render_new_token(token):
 
 def render_templates(templates):
     table(templates, [("Flavor", "flavor"), ("Version", "version"), ("Plugin", "plugin"),
-                      ("Technology", "technology"), ("Description", "description")])
+                      ("Technology", "technology"),
+                      ("Offered", lambda t: "deprecated" if t.get("deprecated") else "yes"),
+                      ("Description", "description")])
 
 
 def render_vcdns(vcdns):
@@ -181,9 +184,22 @@ def render_vcdn(vcdn):
                   ("Reason", "state_reason"),
                   ("Lease", lambda v: f"{lease.get('start') or 'now'} -> {lease.get('end')}"),
                   ("Hostname", lambda v: entry.get("hostname") or "-"),
-                  ("DNS servers", lambda v: _cell(entry.get("dns_servers")))],
+                  ("DNS servers", lambda v: _cell(entry.get("dns_servers"))),
+                  ("Hostnames", lambda v: _cell(v.get("hostnames"))),
+                  *_tls_fields(vcdn.get("tls")),
+                  ("ETag", lambda v: f'"{v["revision"]}"' if "revision" in v else None)],
            title=f"vCDN {vcdn.get('name')}")
     render_region_summaries(vcdn.get("regions") or [])
+
+
+def _tls_fields(tls):
+    """Rows of a vCDN's certificate (tenant-made text: shown, never read as markup)."""
+    if not tls:
+        return [("HTTPS", lambda v: "no (HTTP only)")]
+    return [("HTTPS", lambda v: escape(f"{tls.get('subject')} ({_cell(tls.get('names'))})")),
+            ("Issuer", lambda v: escape(str(tls.get("issuer")))),
+            ("Valid until", lambda v: tls.get("not_after")),
+            ("SHA-256", lambda v: tls.get("fingerprint_sha256"))]
 
 
 def render_quote(quote):

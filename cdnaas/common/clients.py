@@ -1,5 +1,10 @@
 """Clients of the internal services, one class per service."""
 from cdnaas.common.http import JsonClient
+from cdnaas.common.timeutil import isoformat
+
+
+def _if_match(value):
+    return {"If-Match": value} if value is not None else None
 
 
 class SidrClient(JsonClient):
@@ -21,6 +26,14 @@ class SidrClient(JsonClient):
         """Register a template sent as it was written (YAML or JSON bytes)."""
         return self.post("/sidr/v1/templates", data=body, headers={"Content-Type": content_type})
 
+    def set_deprecated(self, flavor, version, deprecated=True):
+        """Deprecate (or offer again) one version; returns the template."""
+        return self.patch(f"/sidr/v1/templates/{flavor}/{version}", json={"deprecated": deprecated})
+
+    def delete_template(self, flavor, version):
+        """Delete one version (409 while a vCDN not DELETED uses it)."""
+        return self.delete(f"/sidr/v1/templates/{flavor}/{version}")
+
 
 class SoClient(JsonClient):
     """Service Orchestrator: regions, hosts, vCDN instances and operations
@@ -31,6 +44,10 @@ class SoClient(JsonClient):
     # catalogue, regions and hosts
     def flavors(self):
         return self.get("/so/v1/flavors")
+
+    def template_users(self, flavor, version):
+        """vCDNs not DELETED made of ``flavor``'s template ``version``: ``[{id, tenant, state}]``."""
+        return self.get(f"/so/v1/flavors/{flavor}/versions/{version}/vcdns")["vcdns"]
 
     def regions(self):
         return self.get("/so/v1/regions")["regions"]
@@ -54,10 +71,22 @@ class SoClient(JsonClient):
         return self.patch(f"/so/v1/regions/{region}/hosts/{host}", json=body)
 
     # vCDN instances
-    def instances(self, state=None, tenant=None):
-        """vCDNs, only those in ``state`` and/or of ``tenant`` when given."""
-        params = {k: v for k, v in (("state", state), ("tenant", tenant)) if v}
-        return self.get("/so/v1/instances", params=params or None)["vcdns"]
+    def instances(self, state=None, tenant=None, include_deleted=False):
+        """Every vCDN (DELETED ones only with ``include_deleted`` or that ``state``), only
+        those in ``state`` and/or of ``tenant`` when given, oldest first: all pages."""
+        params = {"state": state, "tenant": tenant,
+                  "include_deleted": "true" if include_deleted else None}
+        return self.every_page("/so/v1/instances", "vcdns",
+                               {k: v for k, v in params.items() if v is not None})
+
+    def instances_page(self, tenant=None, state=None, name=None, limit=None, marker=None,
+                       include_deleted=False):
+        """One page of vCDNs: ``{"vcdns": [...], "next": marker or None}``
+        (``GET /so/v1/instances``; None filters are left out)."""
+        params = {"tenant": tenant, "state": state, "name": name, "limit": limit,
+                  "marker": marker, "include_deleted": "true" if include_deleted else None}
+        return self.get("/so/v1/instances",
+                        params={k: v for k, v in params.items() if v is not None} or None)
 
     def instance(self, instance_id):
         return self.get(f"/so/v1/instances/{instance_id}")
@@ -72,11 +101,21 @@ class SoClient(JsonClient):
     def quote(self, tenant, request):
         return self.post("/so/v1/quotes", json={"tenant": tenant, "request": request})
 
-    def update_instance(self, instance_id, body):
-        return self.patch(f"/so/v1/instances/{instance_id}", json=body)
+    def price(self, flavor, vcpu_hours, kwh, gb, viewer_hours):
+        """The price of usage figures of a vCDN of ``flavor`` (the operator's price table):
+        ``{"amount", "currency", "breakdown"}``."""
+        return self.post("/so/v1/prices", json={"flavor": flavor, "vcpu_hours": vcpu_hours,
+                                                "kwh": kwh, "gb": gb,
+                                                "viewer_hours": viewer_hours})
 
-    def delete_instance(self, instance_id, reason):
-        return self.delete(f"/so/v1/instances/{instance_id}", params={"reason": reason})
+    def update_instance(self, instance_id, body, if_match=None):
+        """Change a vCDN (``VcdnChange``); ``if_match``: an If-Match header to honour."""
+        return self.patch(f"/so/v1/instances/{instance_id}", json=body,
+                          headers=_if_match(if_match))
+
+    def delete_instance(self, instance_id, reason, if_match=None):
+        return self.delete(f"/so/v1/instances/{instance_id}", params={"reason": reason},
+                           headers=_if_match(if_match))
 
     def scale(self, instance_id, region, caches, reason=None):
         """Set ``region``'s number of caches (an UPDATE operation)."""
@@ -92,8 +131,20 @@ class SoClient(JsonClient):
             body["reason"] = reason
         return self.post(f"/so/v1/instances/{instance_id}/heal", json=body)
 
-    def operations(self, instance_id):
-        return self.get(f"/so/v1/instances/{instance_id}/operations")
+    def invalidate(self, instance_id, body):
+        """Purge ``body``'s ``paths`` and ``prefixes`` from every cache of the vCDN; returns
+        ``{vcdn, operation}`` (202, an INVALIDATE operation)."""
+        return self.post(f"/so/v1/instances/{instance_id}/invalidations", json=body)
+
+    def prefetch(self, instance_id, body):
+        """Have every cache of the vCDN fetch ``body``'s ``paths``; returns ``{vcdn,
+        operation}`` (202, a PREFETCH operation)."""
+        return self.post(f"/so/v1/instances/{instance_id}/prefetches", json=body)
+
+    def operations(self, instance_id, limit=None, marker=None):
+        """One page of the vCDN's operations: ``{"operations": [...], "next": marker or None}``."""
+        params = {k: v for k, v in (("limit", limit), ("marker", marker)) if v is not None}
+        return self.get(f"/so/v1/instances/{instance_id}/operations", params=params or None)
 
     def operation(self, operation_id):
         return self.get(f"/so/v1/operations/{operation_id}")
@@ -118,11 +169,47 @@ class RoClient(JsonClient):
     def health(self, deployment_id):
         return self.get(f"/ro/v1/deployments/{deployment_id}/health")
 
+    def invalidate(self, deployment_id, paths, prefixes):
+        """Purge ``paths`` and ``prefixes`` from every cache of the deployment; answers once
+        each cache confirmed or failed: ``{"id", "caches": [result per cache]}``."""
+        return self.post(f"/ro/v1/deployments/{deployment_id}/invalidations",
+                         json={"paths": paths, "prefixes": prefixes})
+
+    def prefetch(self, deployment_id, paths):
+        """Have every cache of the deployment fetch ``paths``; answers as :meth:`invalidate`."""
+        return self.post(f"/ro/v1/deployments/{deployment_id}/prefetches", json={"paths": paths})
+
+    def traffic(self, deployment_id, cursor=None):
+        """The requests the deployment's balancers logged since ``cursor`` (None: all they
+        keep), per region and minute, and the cursor to send next."""
+        params = {"cursor": cursor} if cursor else None
+        return self.get(f"/ro/v1/deployments/{deployment_id}/traffic", params=params)
+
+    def access_log(self, deployment_id, **params):
+        """The deployment's logged requests as NDJSON, streamed: an iterator of byte chunks
+        (``since``, ``until``, ``limit``: see ``api-spec/ro.yaml``)."""
+        return self.stream(f"/ro/v1/deployments/{deployment_id}/access-log",
+                           params={k: v for k, v in params.items() if v is not None} or None)
+
     def deployments(self, live=False):
         """Every deployment (``live``: those not DELETED), oldest first
         (``GET /ro/v1/deployments``)."""
         params = {"live": "true"} if live else None
         return self.get("/ro/v1/deployments", params=params)["deployments"]
+
+    def store_secret(self, owner, certificate, private_key):
+        """Have RO keep vCDN ``owner``'s certificate chain and key; returns ``{ref, owner,
+        backend, fingerprint_sha256, created_at}`` (never the key)."""
+        return self.post("/ro/v1/secrets", json={"owner": owner, "certificate": certificate,
+                                                 "private_key": private_key})
+
+    def secrets(self, owner=None):
+        """References RO keeps (of vCDN ``owner``), without their material."""
+        return self.get("/ro/v1/secrets", params={"owner": owner} if owner else None)["secrets"]
+
+    def delete_secret(self, ref):
+        """Delete a reference and its material (409 while a running deployment uses it)."""
+        return self.delete(f"/ro/v1/secrets/{ref}")
 
     def power_host(self, host, action, reason=None):
         """Switch ``host`` ``"off"`` or ``"on"`` through RO's host power driver; returns
@@ -151,6 +238,17 @@ class ImClient(JsonClient):
 
     def vcdns(self):
         return self.get("/im/v1/vcdns")["vcdns"]
+
+    def usage(self, vcdn_id, since, until):
+        """The vCDN's usage per region and in total within ``[since, until)`` (times)."""
+        return self.get(f"/im/v1/vcdns/{vcdn_id}/usage",
+                        params={"from": isoformat(since), "to": isoformat(until)})
+
+    def traffic(self, vcdn_id, since, until, step=None):
+        """The vCDN's traffic per region, a point per ``step`` seconds."""
+        params = {"since": isoformat(since), "until": isoformat(until), "step": step}
+        return self.get(f"/im/v1/vcdns/{vcdn_id}/traffic",
+                        params={k: v for k, v in params.items() if v is not None})
 
     def hosts(self):
         return self.get("/im/v1/hosts")

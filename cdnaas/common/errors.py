@@ -57,6 +57,13 @@ class Unprocessable(CdnaasError):
     title = "Unprocessable request"
 
 
+class PreconditionFailed(CdnaasError):
+    """An ``If-Match`` precondition does not hold: the record changed since it was read."""
+
+    status = 412
+    title = "Precondition failed"
+
+
 class PayloadTooLarge(CdnaasError):
     status = 413
     title = "Payload too large"
@@ -70,8 +77,8 @@ class UpstreamError(CdnaasError):
 
 
 _BY_STATUS = {cls.status: cls for cls in (BadRequest, Unauthorized, Forbidden, NotFound,
-                                           Conflict, PayloadTooLarge, Unprocessable,
-                                           UpstreamError)}
+                                           Conflict, PreconditionFailed, PayloadTooLarge,
+                                           Unprocessable, UpstreamError)}
 
 
 def from_response(status: int, body) -> CdnaasError:

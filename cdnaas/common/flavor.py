@@ -1,10 +1,13 @@
 """The flavor plugin interface: one plugin per vCDN flavor, hooks for SO, RO and IM.
 
-Plugins are declared as entry points in the ``cdnaas.flavors`` group; the
-flavor's service template (in SIDR) names its plugin.
+Plugins are declared as entry points in the ``cdnaas.flavors`` group, usually by a
+package of their own (``docs/flavor-plugins.md``); the flavor's service template
+(in SIDR) names its plugin and the config templates of each VNF role.
 """
 import abc
 import dataclasses
+import inspect
+import pathlib
 
 from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph
 
@@ -45,6 +48,9 @@ class PlanRequest:
     regions: list[RegionRequest]
     default_region: str
     template: dict
+    #: the customer's service options, copied into the SIG as they are (see
+    #: :attr:`cdnaas.common.sig.ServiceInstanceGraph.service`)
+    service: dict = dataclasses.field(default_factory=dict)
 
     def graph(self, vnfs) -> ServiceInstanceGraph:
         """The SIG of this request made of the placed ``vnfs``."""
@@ -55,7 +61,7 @@ class PlanRequest:
             regions=[RegionPlan(name=r.name, zone=r.zone, vim_region=r.vim_region,
                                 client_prefixes=list(r.client_prefixes), demand=r.demand,
                                 quality=dict(r.quality)) for r in self.regions],
-            vnfs=list(vnfs))
+            vnfs=list(vnfs), service=dict(self.service), plugin=self.template.get("plugin"))
 
 
 class InsufficientCapacity(Exception):
@@ -114,8 +120,23 @@ class FlavorPlugin(abc.ABC):
                 "regions": regions}
 
     def boot_config(self, vnf, sig: ServiceInstanceGraph) -> dict:
-        """RO hook: extra variables for ``vnf``'s config templates (none by default)."""
+        """RO hook: extra variables for ``vnf``'s config templates (none by default).
+
+        Called by RO for every VNF it configures (and by SIDR on a sample VNF when the
+        template is registered). The variables join the ones every template gets
+        (:func:`cdnaas.ro.vnfconfig.cache_config` and its siblings) and may not replace
+        them; each name is ``[a-z][a-z0-9_]*`` and each value a bool, an int, a string
+        of ``A-Z a-z 0-9 _ . : / + , = -`` (nothing that could end an nginx or dnsmasq
+        directive) or a list of those. Anything else refuses the VNF's configuration.
+        """
         return {}
+
+    def templates_folder(self) -> pathlib.Path:
+        """Where this flavor's own config templates are: ``templates/`` beside the module
+        that defines the plugin class. A template name is looked up there first, then in
+        the project's ``templates/``, so a flavor template can ``{% include %}`` the
+        project's shared pieces (``nginx-management.conf.j2``...)."""
+        return pathlib.Path(inspect.getfile(type(self))).resolve().parent / "templates"
 
     def policy(self, observation) -> list:
         """IM hook: actions to take for a running vCDN (none by default: unelastic)."""

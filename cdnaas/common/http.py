@@ -9,6 +9,10 @@ from cdnaas.common import config, errors, service_auth
 LOG = logging.getLogger(__name__)
 
 
+#: the most items one page of a list holds (its ``limit``)
+PAGE_MAX = 1000
+
+
 class JsonClient:
     """Calls one service's JSON API and turns error answers into exceptions.
 
@@ -51,6 +55,34 @@ class JsonClient:
             raise errors.from_response(response.status_code, body)
         return body
 
+    def stream(self, path, params=None, chunk_bytes=65536):
+        """GET ``path`` and return an iterator of its body's byte chunks as they arrive
+        (an export: never held whole). The connection closes when the iterator ends
+        or is dropped.
+
+        :raises cdnaas.common.errors.CdnaasError: as :meth:`request`, before the first chunk.
+        """
+        url = f"{self.base_url}{path}"
+        headers = service_auth.headers(_caller(), self.key_file) if self.signed else None
+        try:
+            response = self.session.get(url, params=params, headers=headers,
+                                        timeout=self.timeout, stream=True)
+        except requests.RequestException as exc:
+            raise errors.UpstreamError(f"{self.service or url} is unreachable: {exc}") from exc
+        if response.status_code != 200:
+            body = _decode(response)
+            response.close()
+            raise errors.from_response(response.status_code, body)
+
+        def chunks():
+            try:
+                yield from response.iter_content(chunk_bytes)
+            except requests.RequestException as exc:
+                LOG.warning("the stream from %s broke: %s", url, exc)
+            finally:
+                response.close()
+        return chunks()
+
     def get(self, path, **kwargs):
         return self.request("GET", path, **kwargs)
 
@@ -65,6 +97,18 @@ class JsonClient:
 
     def delete(self, path, **kwargs):
         return self.request("DELETE", path, **kwargs)
+
+    def every_page(self, path, key, params=None, limit=PAGE_MAX):
+        """The ``key`` items of every page of the list at ``path`` (a list answering
+        ``{key: [...], "next": marker or None}``), following ``next`` to the last."""
+        found, marker = [], None
+        while True:
+            page = self.get(path, params={**(params or {}), "limit": limit,
+                                          **({"marker": marker} if marker else {})})
+            found += page[key]
+            marker = page.get("next")
+            if not marker:
+                return found
 
 
 def _caller():

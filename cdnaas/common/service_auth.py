@@ -55,7 +55,7 @@ def ensure_key(path=None) -> Path:
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_keys(path, [secrets.token_hex(KEY_BYTES)], replace=False)
+    write_private_lines(path, [secrets.token_hex(KEY_BYTES)], replace=False)
     return path
 
 
@@ -67,7 +67,7 @@ def rotate(path=None, finish=False) -> list[str]:
     path = ensure_key(path)
     keys = read_keys(path)
     keys = keys[:1] if finish else [secrets.token_hex(KEY_BYTES)] + keys[:1]
-    _write_keys(path, keys, replace=True)
+    write_private_lines(path, keys, replace=True)
     _keys_of.cache_clear()
     return [key[:8] for key in keys]
 
@@ -158,8 +158,10 @@ def _sign(key, payload):
     return hmac.new(bytes.fromhex(key), payload.encode("ascii"), hashlib.sha256).hexdigest()
 
 
-def _write_keys(path, keys, replace):
-    """Write ``keys`` to a private temporary file, then move (``replace``) or link it in place."""
+def write_private_lines(path, keys, replace):
+    """Write ``keys`` (lines) to a private (0600) temporary file, then move (``replace``) or
+    link it in place (not ``replace``: a file another process made first is kept). Shared
+    with RO's secret key (:func:`cdnaas.ro.secrets.ensure_key`)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

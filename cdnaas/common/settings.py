@@ -91,6 +91,9 @@ DECLARED = (
     Setting("CDNAAS_SERVICE_KEY_FILE", "text", None, "the installation's service key, which "
             "SO, SIDR, RO and IM require of their callers (made by `cdnaas db upgrade`)",
             "deployment", default_text="`<state dir>/service.key`"),
+    Setting("CDNAAS_SECRET_KEY_FILE", "text", None, "RO's key (Fernet) encrypting tenants' "
+            "certificates and keys at rest (made by `cdnaas db upgrade` and RO); RO replicas "
+            "share it", "deployment", default_text="`<state dir>/secrets.key`"),
     Setting("CDNAAS_LOG_LEVEL", "text", "INFO", "log level of the services", "deployment"),
     Setting("CDNAAS_MAX_BODY_BYTES", "integer", 1048576, "largest request body a service "
             "reads (413 beyond)", "deployment"),
@@ -135,6 +138,9 @@ DECLARED = (
             "of this machine (`eu-1=0;eu-2=1-3,6`): each VNF's cgroup is pinned to its "
             "planned host's set; a host not listed runs unpinned", "ro",
             default_text="`CDNAAS_POWER_LOCAL_CPUS`'s hosts, else none (unpinned)"),
+    Setting("CDNAAS_LOCAL_LOG_ROTATE_MB", "number", 64.0, "size past which the local driver "
+            "rotates a balancer's usage log once RO's reader has read it (it keeps one "
+            "previous generation)", "ro"),
     Setting("CDNAAS_LOCAL_FAIL_HOSTS", "list", [], "tests only: hosts on which the local "
             "driver's VNFs fail to start", "ro"),
     Setting("CDNAAS_LOCAL_STEP_DELAY", "number", 0.0, "tests only: seconds each local nginx "
@@ -199,6 +205,8 @@ DECLARED = (
             "is not needed before the IM switches it off", "im"),
     Setting("CDNAAS_IM_HOST_BOOT_SECONDS", "number", 120.0, "how long a host takes from power "
             "on to taking VNFs: the IM wakes hosts this far ahead of a rising demand", "im"),
+    Setting("CDNAAS_IM_USAGE_DAYS", "number", 400.0, "how long IM keeps each vCDN's usage "
+            "per region and minute (traffic, viewer-, vCPU-hours, energy: the bills)", "im"),
     Setting("CDNAAS_IM_RAPL_DIR", "text", "/sys/class/powercap", "where RAPL counters are "
             "read", "im"),
     Setting("CDNAAS_IM_RAPL_HOST", "text", None, "which registered host the RAPL counters "

@@ -69,6 +69,13 @@ class ServiceInstanceGraph:
     default_region: str
     regions: list[RegionPlan]
     vnfs: list[Vnf]
+    #: what the vCDN serves beyond its VNFs (``cache_rules``, ``hostnames``, ``tls``), as
+    #: the SIG schema's ``service``; empty: the flavor's defaults, HTTP on ``hostname``
+    service: dict = dataclasses.field(default_factory=dict)
+    #: entry-point name of the flavor's plugin, whose ``templates/`` folder and
+    #: ``boot_config`` RO uses to render the VNFs' ``config_templates``; None (SIGs
+    #: planned before plugins chose configs): the project's templates only
+    plugin: str | None = None
 
     def vnfs_in(self, region=None, role=None):
         """VNFs of ``region`` and/or ``role``, in SIG order."""
@@ -79,7 +86,14 @@ class ServiceInstanceGraph:
         return next(r for r in self.regions if r.name == name)
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        """The JSON form; ``service`` and ``plugin`` only when set, so a SIG without them
+        keeps the form (and :meth:`digest`) it had before they existed."""
+        data = dataclasses.asdict(self)
+        if not data["service"]:
+            del data["service"]
+        if data["plugin"] is None:
+            del data["plugin"]
+        return data
 
     def digest(self):
         """:func:`digest` of this SIG: what SO and RO compare to agree on what serves."""
@@ -109,7 +123,8 @@ class ServiceInstanceGraph:
             template_version=data["template_version"], hostname=data["hostname"],
             origin=Origin(**data["origin"]), default_region=data["default_region"],
             regions=[RegionPlan(**r) for r in data["regions"]],
-            vnfs=[Vnf(**v) for v in data["vnfs"]])
+            vnfs=[Vnf(**v) for v in data["vnfs"]], service=dict(data.get("service") or {}),
+            plugin=data.get("plugin"))
 
 
 def digest(document):

@@ -1,7 +1,8 @@
 """Tables of the Instance Manager: what each reconcile pass saw, decided and marked."""
 import datetime as dt
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from cdnaas.common.timeutil import utcnow
@@ -103,3 +104,45 @@ class HostMark(Base):
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text)
     changed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Usage(Base):
+    """What one vCDN used in one region during one minute (the bills' rows).
+
+    Traffic figures add up the requests its balancer logged that ended in the minute
+    (read through RO, :mod:`cdnaas.im.usage`); ``bytes_out`` counts what viewers
+    received, headers included. ``viewer_seconds``, ``vcpu_seconds`` and ``energy_wh``
+    integrate, over the minute's share of the time between two passes, the region's
+    viewers (its balancer's open connections), its VNFs' vCPUs and their watts.
+    """
+
+    __tablename__ = "im_usage"
+    __table_args__ = (UniqueConstraint("vcdn_id", "region", "minute",
+                                       name="uq_im_usage_minute"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    vcdn_id: Mapped[str] = mapped_column(String(36))
+    region: Mapped[str] = mapped_column(String(63))
+    minute: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), index=True)
+    requests: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)
+    hits: Mapped[int] = mapped_column(BigInteger, default=0)
+    misses: Mapped[int] = mapped_column(BigInteger, default=0)
+    status_2xx: Mapped[int] = mapped_column(BigInteger, default=0)
+    status_3xx: Mapped[int] = mapped_column(BigInteger, default=0)
+    status_4xx: Mapped[int] = mapped_column(BigInteger, default=0)
+    status_5xx: Mapped[int] = mapped_column(BigInteger, default=0)
+    viewer_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    vcpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    energy_wh: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class UsageCursor(Base):
+    """Where the Instance Manager stands in a vCDN's balancer logs (RO's opaque cursor),
+    written in the transaction that stores the figures read up to it."""
+
+    __tablename__ = "im_usage_cursors"
+
+    vcdn_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    cursor: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))

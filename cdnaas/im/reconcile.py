@@ -14,7 +14,9 @@ Orchestrator (the only component that reaches VNFs):
    urgent decision through SO;
 5. switches off hosts that carry nothing and are not needed, and wakes hosts before
    they are (:mod:`cdnaas.im.hosts`: decided here, carried out by RO's power driver);
-6. publishes the Prometheus gauges and drops points past their retention.
+6. publishes the Prometheus gauges and drops points past their retention;
+7. records each vCDN's usage per region and minute: the traffic its balancers logged
+   since its cursor (RO), its viewer-, vCPU-seconds and energy (:mod:`cdnaas.im.usage`).
 
 Every change is an SO operation, recorded as a decision with the figures
 that caused it. Running it twice in a row changes nothing the second time
@@ -35,7 +37,7 @@ from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
 from cdnaas.im import (decisions, figures, flavors, gauges, healing, hosts, inventory, monitoring,
-                       policy_hook, power, qoe, series)
+                       policy_hook, power, qoe, series, usage)
 from cdnaas.im.models import Action
 from cdnaas.im.rapl import RaplMeter
 
@@ -85,6 +87,9 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
     with database.transaction() as session:
         series.write(session, now, [p for s in seen for p in s.points] + host_points)
         series.purge(session, now)
+        usage.purge(session, now)
+    for observed in seen:
+        usage.record(database, ro, observed, now)
     for observed in seen:
         recorded += _act(database, so, now, observed, hosts_now, host_power)
     refused = {d["region"]: d["details"].get("error", "") for d in recorded

@@ -306,6 +306,9 @@ class _Ro:
         return {"vnfs": [{"name": v.name, "healthy": v.name not in self.plant.failing}
                          for v in self.plant.serving.vnfs]}
 
+    def traffic(self, _deployment_id, cursor=None):  # requests are not simulated one by one
+        return {"cursor": cursor or "", "more": False, "regions": []}
+
     def deployments(self, live=False):  # the one vCDN, live whatever ``live`` says
         vnfs = {v.name: v for v in self.plant.serving.vnfs + self.plant.sig.vnfs}
         return [{"id": self.plant.sig.vcdn_id, "status": "ACTIVE",

@@ -4,10 +4,10 @@ import datetime as dt
 from flask import Blueprint, current_app, request
 from sqlalchemy import select
 
-from cdnaas.common import clock, errors
+from cdnaas.common import clock, errors, windows
 from cdnaas.common.clients import SoClient
 from cdnaas.common.timeutil import aware, isoformat, parse
-from cdnaas.im import decisions, hosts, inventory, series
+from cdnaas.im import decisions, hosts, inventory, series, usage
 from cdnaas.im.models import Action
 
 blueprint = Blueprint("im", __name__, url_prefix="/im/v1")
@@ -61,6 +61,30 @@ def vcdn_metrics(vcdn_id):
         found = series.window(session, vcdn_id, since, until, request.args.get("scope"), step)
     return {"vcdn_id": vcdn_id, "since": isoformat(since), "until": isoformat(until),
             "step": step, "series": found}
+
+
+@blueprint.get("/vcdns/<vcdn_id>/usage")
+def vcdn_usage(vcdn_id):
+    """The vCDN's usage per region and in total within ``[from, to)`` (minute rows)."""
+    since, until = windows.window(request.args, "from", "to", clock.now(),
+                                  lambda end: end - usage.kept(), usage.kept())
+    with _db().sessions() as session:
+        found = usage.report(session, vcdn_id, since, until)
+        read_at = usage.read_at(session, vcdn_id)
+    return {"vcdn_id": vcdn_id, "from": isoformat(since), "to": isoformat(until),
+            "traffic_read_at": read_at, **found}
+
+
+@blueprint.get("/vcdns/<vcdn_id>/traffic")
+def vcdn_traffic(vcdn_id):
+    """The vCDN's traffic per region as a series of ``step`` seconds."""
+    since, until = windows.window(request.args, "since", "until", clock.now(),
+                                  lambda end: end - DEFAULT_WINDOW, usage.kept())
+    step = usage.series_step(request.args.get("step", type=int), since, until)
+    with _db().sessions() as session:
+        found = usage.series(session, vcdn_id, since, until, step)
+    return {"vcdn_id": vcdn_id, "since": isoformat(since), "until": isoformat(until),
+            "step": step, "regions": found}
 
 
 @blueprint.get("/vcdns")

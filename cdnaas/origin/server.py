@@ -7,6 +7,7 @@ Paths served (``GET`` and ``HEAD``):
   per quality, ``/video/hd/seg-<n>.m4s`` (435 KB) and ``/video/low/seg-<n>.m4s``
   (73 KB), ``n`` from 1;
 - ``/nocache/<anything>``: 43 B sent with ``Cache-Control: no-store``.
+- ``/plain/<anything>``: 43 B sent without ``Cache-Control`` (the cache's rules decide).
 
 Everything else answers 404. Objects carry ``Cache-Control: public, max-age=3600``
 unless said otherwise; their bytes are a pattern derived from the path, so the
@@ -78,7 +79,8 @@ def manifest() -> bytes:
 
 
 def lookup(path: str):
-    """``(body, content type, Cache-Control)`` of ``path``, or None if there is no such object."""
+    """``(body, content type, Cache-Control or None)`` of ``path``, or None if there is no
+    such object."""
     if path in OBJECTS:
         return object_bytes(path, OBJECTS[path]), "application/octet-stream", CACHEABLE
     if path == "/video/manifest.mpd":
@@ -88,6 +90,8 @@ def lookup(path: str):
         return object_bytes(path, QUALITIES[segment["quality"]]), "video/iso.segment", CACHEABLE
     if path.startswith("/nocache/") and len(path) > len("/nocache/"):
         return object_bytes(path, OBJECTS["/objects/small"]), "application/octet-stream", NO_STORE
+    if path.startswith("/plain/") and len(path) > len("/plain/"):
+        return object_bytes(path, OBJECTS["/objects/small"]), "application/octet-stream", None
     return None
 
 
@@ -152,7 +156,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", cache_control)
+        if cache_control is not None:
+            self.send_header("Cache-Control", cache_control)
         self.end_headers()
         if send_body:
             self.wfile.write(body)

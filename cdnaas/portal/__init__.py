@@ -1,8 +1,12 @@
 """The web portal: a single page served by the customer API, talking to ``/api/v1``.
 
 Content providers paste their API token, browse flavors and regions, quote a
-vCDN, lease it, follow its operation and end it. The page holds no state of
-its own: everything it shows comes from the API with the caller's token.
+vCDN, lease it and follow its operation; change its demand, regions, origin and
+lease end; give it custom names and a certificate; set its cache rules, purge and
+prefetch; watch its load, QoE, power and traffic; read its usage and bill, export
+its access log; and end it after confirming. Every change sends the ETag the page
+read (``If-Match``). The page holds no state of its own: everything it shows comes
+from the API with the caller's token.
 """
 from pathlib import Path
 

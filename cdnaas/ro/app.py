@@ -5,6 +5,7 @@ from cdnaas.common import config, plugins
 from cdnaas.common.app import make_app
 from cdnaas.db import engine
 from cdnaas.ro.calibration_views import blueprint as calibration_blueprint
+from cdnaas.ro import secrets
 from cdnaas.ro.power_views import blueprint as power_blueprint
 from cdnaas.ro.service import DeploymentService
 from cdnaas.ro.views import blueprint
@@ -21,9 +22,15 @@ def create_app(database=None, driver=None):
     """
     database = database or engine.for_service("ro")
     driver = driver or plugins.load(plugins.VIM_DRIVERS, config.vim_driver_name())
+    backend = driver.secret_backend()
+    if backend is None:
+        secrets.ensure_key()
+        backend = secrets.FernetBackend()
+    driver.secrets = secrets.SecretStore(database, backend)
     service = DeploymentService(database, driver)
     service.recover()
     app = make_app("ro", [blueprint, calibration_blueprint, power_blueprint])
     app.extensions["ro"] = service
+    app.extensions["secrets"] = driver.secrets
     LOG.info("resource orchestrator ready with VIM driver %s", driver.name)
     return app

@@ -58,3 +58,23 @@ class DeploymentRecord(Base):
         for name, value in changes.items():
             setattr(self, name, value)
         self.updated_at = utcnow()
+
+
+class SecretRecord(Base):
+    """A tenant's certificate and key, kept for the vCDN ``owner`` (:mod:`cdnaas.ro.secrets`).
+
+    ``id`` is the reference SO keeps (in its instance and the SIG). ``backend`` says
+    where the material is: ``fernet``: ``ciphertext`` here, encrypted with RO's secret
+    key file; ``barbican``: ``external_ref``, Barbican's certificate container (what an
+    Octavia listener takes). ``fingerprint_sha256`` is the server certificate's, public.
+    """
+
+    __tablename__ = "ro_secrets"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64), index=True)
+    backend: Mapped[str] = mapped_column(String(32))
+    fingerprint_sha256: Mapped[str] = mapped_column(String(64))
+    ciphertext: Mapped[str | None] = mapped_column(Text, nullable=True)
+    external_ref: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -18,6 +18,7 @@ woken by this replica's own writes and reads the row again every
 """
 import concurrent.futures
 import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -25,10 +26,11 @@ import time
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from cdnaas.common import config, errors
+from cdnaas.common import caching, config, errors
 from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.common.timeutil import isoformat
 from cdnaas.db import leases
+from cdnaas.ro import traffic
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
 from cdnaas.ro.vim.base import Deployment, EntryPoint, VimError
@@ -189,6 +191,65 @@ class DeploymentService:
             raise errors.UpstreamError(f"the VIM could not read {deployment_id}: {exc}") from exc
         return {"id": deployment_id, "vnfs": [dataclasses.asdict(f) for f in figures]}
 
+    def traffic(self, deployment_id, cursor=None):
+        """New traffic of an ACTIVE deployment's balancers since ``cursor``, per region and
+        minute, with the cursor to send next (:func:`cdnaas.ro.traffic.read`).
+
+        :raises NotFound: unknown id. :raises Conflict: the deployment is not ACTIVE.
+        :raises BadRequest: a cursor this service did not make.
+        :raises UpstreamError: the driver could not read the logs.
+        """
+        deployment = self._active(deployment_id, "traffic is read")
+        try:
+            return {"id": deployment_id, **traffic.read(self.driver, deployment, cursor)}
+        except VimError as exc:
+            raise errors.UpstreamError(f"the VIM could not read the logs of {deployment_id}: "
+                                       f"{exc}") from exc
+
+    def access_log(self, deployment_id, since, until, limit):
+        """NDJSON lines of an ACTIVE deployment's requests within ``[since, until)``
+        (epoch seconds), at most ``limit`` (:func:`cdnaas.ro.traffic.export`).
+
+        :raises NotFound, Conflict: as :meth:`traffic`; both before the first line.
+        """
+        deployment = self._active(deployment_id, "its access log is read")
+        lines = traffic.export(self.driver, deployment, since, until, limit)
+        try:
+            first = next(lines, b"")
+        except VimError as exc:
+            raise errors.UpstreamError(f"the VIM could not read the logs of {deployment_id}: "
+                                       f"{exc}") from exc
+        return itertools.chain([first], lines)
+
+    def invalidate(self, deployment_id, body):
+        """Purge ``body``'s paths and prefixes from every cache of an ACTIVE deployment
+        (:meth:`VimDriver.invalidate`); answers once every cache confirmed or failed.
+
+        :returns: ``{"id", "caches": [CacheResult as a dict, ...]}``.
+        :raises BadRequest: a path or prefix is refused (:func:`caching.invalidation`).
+        :raises NotFound, Conflict, UpstreamError: as :meth:`health`.
+        """
+        request = caching.invalidation(body)
+        return self._on_caches(deployment_id, "caches are purged", lambda deployment:
+                               self.driver.invalidate(deployment, request["paths"],
+                                                      request["prefixes"]))
+
+    def prefetch(self, deployment_id, body):
+        """Have every cache of an ACTIVE deployment fetch ``body``'s paths
+        (:meth:`VimDriver.prefetch`); answers as :meth:`invalidate`."""
+        request = caching.prefetch(body)
+        return self._on_caches(deployment_id, "caches prefetch", lambda deployment:
+                               self.driver.prefetch(deployment, request["paths"]))
+
+    def _on_caches(self, deployment_id, what, action):
+        deployment = self._active(deployment_id, what)
+        try:
+            results = action(deployment)
+        except VimError as exc:
+            raise errors.UpstreamError(f"the VIM could not reach the caches of "
+                                       f"{deployment_id}: {exc}") from exc
+        return {"id": deployment_id, "caches": [dataclasses.asdict(r) for r in results]}
+
     def _active(self, deployment_id, what):
         """The driver's record of an ACTIVE deployment of this driver."""
         with self.database.transaction() as session:
@@ -313,9 +374,11 @@ class DeploymentService:
         self._save(deployment_id, ACTIVE, deployment=deployment.to_dict())
 
     def _update(self, deployment_id, sig):
-        old = Deployment.from_dict(self._load(deployment_id).deployment)
+        record = self._load(deployment_id)
+        old = Deployment.from_dict(record.deployment)
         try:
-            new = self.driver.update(old, sig, self._progress(deployment_id))
+            new = self.driver.update(old, sig, self._progress(deployment_id),
+                                     previous=ServiceInstanceGraph.from_record(record.sig))
         except VimError as exc:
             self._save(deployment_id, ACTIVE,
                        error=f"update failed; the previous deployment still serves: {exc}")

@@ -36,18 +36,34 @@ from pathlib import Path
 
 import jinja2
 
-from cdnaas.common import config
+from cdnaas.common import caching, config, errors, plugins
 from cdnaas.common.sig import Origin
 
 CACHE_TEMPLATE = "nginx-cache.conf.j2"
 LB_TEMPLATE = "nginx-lb.conf.j2"
 DNS_TEMPLATE = "dnsmasq-geo.conf.j2"
 STEERING_TEMPLATE = "nft-geo-steering.nft.j2"
+#: The project's templates: the stock ones above and the pieces flavor templates include.
+TEMPLATES_DIR = config.REPO_ROOT / "templates"
 
 #: Port of the nginx VNFs' management listener (status page), never open to viewers.
 MANAGEMENT_PORT = 8081
 #: Where that listener serves nginx's ``stub_status`` (RO's health, metrics and drain).
 STATUS_PATH = "/nginx_status"
+#: Where a balancer's management listener serves its usage log (``+ ".1"``: the previous one).
+USAGE_LOG_PATH = "/cdnaas/access.log"
+#: Where a cache's management listener purges the object a request path names
+#: (``PURGE_PATH + path``: the cache key that path has on the public listener); a cache's
+#: template declares ``{% set purge_module = true %}`` once it loads the purge module.
+PURGE_PATH = "/cdnaas/purge"
+#: The purge module (Debian ``libnginx-mod-http-cache-purge``) the stock cache template loads.
+PURGE_MODULE = "/usr/lib/nginx/modules/ngx_http_cache_purge_module.so"
+#: Where a cache's management listener fetches a request path through its own public
+#: listener (``PREFETCH_PATH + path``), so that the cache holds the object.
+PREFETCH_PATH = "/cdnaas/prefetch"
+#: Where a cache's management listener serves its keys log: one JSON line per object
+#: fetched from the origin, ``{"u": decoded path, "a": raw query string}`` (cdnaas.ro.purge).
+KEYS_LOG_PATH = "/cdnaas/keys.log"
 
 # Whole-string patterns (used with fullmatch: ``$`` would let a trailing newline through).
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -56,6 +72,9 @@ _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 _PATH = re.compile(r"/[A-Za-z0-9_./-]*")
 _NGINX_TIME = re.compile(r"[1-9][0-9]{0,5}(?:s|m|h|d)")
+_TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,123}\.j2")
+_VARIABLE = re.compile(r"[a-z][a-z0-9_]{0,62}")
+_WORD = re.compile(r"[A-Za-z0-9_.:/+,=-]{1,256}")
 _TOOL_TIMEOUT = 30
 
 #: Concurrent connections one vCPU of an nginx VNF is planned for at least: the paper's
@@ -185,12 +204,91 @@ class ConfigError(Exception):
     """
 
 
+@dataclasses.dataclass(frozen=True)
+class FlavorConfig:
+    """What a vCDN's flavor chooses of a VNF's main configuration (:func:`flavor_config`).
+
+    :param template: the file that renders it (None: the role's stock template).
+    :param folders: folders searched, in order, before the project's ``templates/``
+        (the flavor plugin's own ``templates/``).
+    :param extra: the plugin's ``boot_config`` variables, checked when rendering
+        (:func:`extra_variables`).
+    """
+
+    template: str | None = None
+    folders: tuple = ()
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+def flavor_config(sig, vnf) -> FlavorConfig | None:
+    """What ``sig``'s flavor chooses for ``vnf``: the first of its ``config_templates``
+    (the others are pieces that one includes), found in the ``templates/`` folder of the
+    SIG's plugin, then the project's, rendered with the plugin's ``boot_config(vnf, sig)``
+    besides the usual values. None: the stock config of the VNF's role (a SIG that names
+    neither a plugin nor a template).
+
+    :raises ConfigError: the plugin is not installed here (after looking again) or its
+        ``boot_config`` failed.
+    """
+    template = vnf.config_templates[0] if vnf.config_templates else None
+    if sig.plugin is None:
+        return None if template is None else FlavorConfig(template=template)
+    try:
+        plugin = plugins.load(plugins.FLAVORS, sig.plugin)
+    except LookupError as exc:
+        raise ConfigError(f"cannot configure {vnf.name}: {exc}") from None
+    try:
+        extra = plugin.boot_config(vnf, sig)
+    except Exception as exc:  # the plugin's own code: its failure is the VNF's config error
+        raise ConfigError(f"plugin {sig.plugin}: boot_config of {vnf.name} failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    return FlavorConfig(template=template, folders=(str(plugin.templates_folder()),),
+                        extra=extra)
+
+
+class _FolderLoader(jinja2.BaseLoader):
+    """Templates by plain file name (``[A-Za-z0-9_][A-Za-z0-9_.-]*.j2``: no folder, no
+    ``..``) from the first of ``folders`` that has the file; a file that is a symbolic
+    link leading out of its folder is refused, not followed."""
+
+    def __init__(self, folders):
+        self.folders = tuple(Path(f) for f in folders)
+
+    def get_source(self, environment, template):
+        path = find_template(template, self.folders)
+        if path is None:
+            raise jinja2.TemplateNotFound(template)
+        mtime = path.stat().st_mtime
+        return (path.read_text(encoding="utf-8"), str(path),
+                lambda: path.is_file() and path.stat().st_mtime == mtime)
+
+
+def find_template(name, folders) -> Path | None:
+    """The file of template ``name`` in the first of ``folders`` that has it, or None.
+
+    :raises ConfigError: ``name`` is not a plain file name (``[A-Za-z0-9_][A-Za-z0-9_.-]*``
+        ending in ``.j2``: no folder, no ``..``, not absolute), or the file found is a
+        symbolic link leading out of its folder.
+    """
+    if not isinstance(name, str) or not _TEMPLATE_NAME.fullmatch(name):
+        _refuse("template name", name, "is not a file name like nginx-cache.conf.j2 (A-Z, "
+                                       "a-z, 0-9, _ . -, ending in .j2, no folder)")
+    for folder in folders:
+        base = Path(folder).resolve()
+        path = (base / name).resolve()
+        if not path.is_relative_to(base):
+            _refuse("template", name, f"in {folder} is a link out of its folder; put the "
+                                      "file itself there")
+        if path.is_file():
+            return path
+    return None
+
+
 @functools.cache
-def _environment():
+def _environment(folders):
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(config.REPO_ROOT / "templates"),
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True)
+        loader=_FolderLoader(folders), undefined=jinja2.StrictUndefined, autoescape=False,
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
 
 
 def render(template_name: str, **values) -> str:
@@ -199,8 +297,118 @@ def render(template_name: str, **values) -> str:
     Prefer the functions below, which validate first.
 
     :raises jinja2.UndefinedError: the template uses a value not given.
+    :raises ConfigError: the template (or a piece it includes) is missing, its name is
+        not a plain file name, or it does not parse.
     """
-    return _environment().get_template(template_name).render(**values)
+    return _render(template_name, (str(TEMPLATES_DIR),), values)
+
+
+def render_flavored(template_name: str, flavor: FlavorConfig | None, **values) -> str:
+    """:func:`render` what the vCDN's flavor chooses instead (:func:`flavor_config`):
+    its template (``template_name`` when it names none), found first in its folders,
+    with its extra variables added to ``values`` once checked (:func:`extra_variables`).
+
+    :raises: as :func:`render`, and ConfigError for a refused extra variable.
+    """
+    if flavor is None:
+        return render(template_name, **values)
+    return _render(flavor.template or template_name,
+                   (*map(str, flavor.folders), str(TEMPLATES_DIR)),
+                   {**values, **extra_variables(flavor.extra, values)})
+
+
+def _render(template_name, folders, values):
+    try:
+        return _environment(folders).get_template(template_name).render(**values)
+    except jinja2.TemplateNotFound as exc:
+        raise ConfigError(f"template {exc.name!r} is in none of {', '.join(folders)}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"template {exc.name or template_name!r} line {exc.lineno}: "
+                          f"{exc.message}") from None
+
+
+def extra_variables(extra, given) -> dict:
+    """``extra`` (a plugin's ``boot_config``) checked, to render beside the values
+    ``given``: at most 64 names of ``[a-z][a-z0-9_]*`` (none of ``given``); values bool,
+    int (32-bit), a string of ``A-Z a-z 0-9 _ . : / + , = -`` (1 to 256, nothing that
+    could end or add an nginx or dnsmasq directive), or a list of at most 64 of those.
+
+    :raises ConfigError: naming the variable and what is wrong with it.
+    """
+    if not isinstance(extra, dict) or len(extra) > 64:
+        _refuse("boot_config", extra, "is not a dict of at most 64 variables")
+    checked = {}
+    for name, value in extra.items():
+        if not isinstance(name, str) or not _VARIABLE.fullmatch(name):
+            _refuse("boot_config variable", name, "is not a name of a-z, 0-9 and _ "
+                                                  "(letter first, at most 63)")
+        if name in given:
+            _refuse("boot_config variable", name, "would replace a value every template "
+                                                  "gets; give it another name")
+        field = f"boot_config variable {name}"
+        if isinstance(value, (list, tuple)):
+            if len(value) > 64:
+                _refuse(field, value, "is a list of more than 64 values")
+            checked[name] = [_extra_scalar(f"{field}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            checked[name] = _extra_scalar(field, value)
+    return checked
+
+
+def _extra_scalar(field, value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return _int(field, value, -(1 << 31), (1 << 31) - 1)
+    return _match(field, value, _WORD, "is not a bool, an int or a string of A-Z, a-z, "
+                                       "0-9, _ . : / + , = - (1 to 256)")
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheRules:
+    """A vCDN's cache rules (:mod:`cdnaas.common.caching`) as a cache's template renders
+    them (:func:`nginx_cache_rules`).
+
+    :param locations: per TTL rule, in the customer's order, ``(regex, ttl, rule)``: a
+        regular-expression location (nginx tries them in order, the first match wins,
+        as the rules say) keeping answers ``ttl``; ``rule`` describes it for a comment.
+    :param default_ttl: what ``location /`` keeps answers for.
+    :param key: the ``proxy_cache_key`` (and purge key) expression: ``$uri`` (the
+        decoded path) with the query string, without it, or with the listed arguments.
+    :param ignore_cache_control: ``proxy_ignore_headers Cache-Control Expires``.
+    """
+
+    locations: tuple
+    default_ttl: str
+    key: str
+    ignore_cache_control: bool
+
+
+def nginx_cache_rules(rules: dict | None) -> CacheRules:
+    """``rules`` (a SIG's ``service.cache_rules``; None: the defaults) checked again
+    (:func:`cdnaas.common.caching.cache_rules`) and put in nginx's terms.
+
+    :raises ConfigError: a rule is refused (named, with the reason).
+    """
+    try:
+        rules = caching.cache_rules(rules)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+    locations = []
+    for rule in rules["ttl"]:
+        literal = rule["path"].replace(".", r"\.")  # the only regex character paths allow
+        regex = {"prefix": f"^{literal}", "suffix": f"{literal}$",
+                 "exact": f"^{literal}$"}[rule["match"]]
+        locations.append((regex, rule["ttl"], f"{rule['match']} {rule['path']}"))
+    query = rules["query_string"]
+    if query == "include":
+        key = "$uri$is_args$args"
+    elif query == "ignore":
+        key = "$uri"
+    else:
+        key = '"$uri?' + "&".join(f"{name}=$arg_{name}" for name in query) + '"'
+    return CacheRules(locations=tuple(locations), default_ttl=rules["default_ttl"], key=key,
+                      ignore_cache_control=rules["origin_cache_control"] == "ignore")
 
 
 # --- configs -------------------------------------------------------------------------
@@ -210,7 +418,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  management_sources: list[str], management_port: int = MANAGEMENT_PORT,
                  cache_max_size_mb: int = 1024, cache_inactive: str = "60m",
                  planned_connections: int | None = None, max_files: int | None = None,
-                 daemon: bool = True, user: str | None = None) -> str:
+                 daemon: bool = True, user: str | None = None,
+                 flavor: FlavorConfig | None = None, cache_rules: dict | None = None) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -230,6 +439,13 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     :param daemon: ``daemon on`` (nginx forks) or ``off`` (stays in the foreground).
     :param user: nginx ``user`` for the workers; None leaves nginx's default (a root
         master runs its workers as ``nobody``, who must be able to reach ``prefix_dir``).
+    :param flavor: the flavor's template and extra variables (:func:`flavor_config`);
+        None: ``nginx-cache.conf.j2``. A flavor's template gets every value above too.
+    :param cache_rules: the vCDN's cache rules (the SIG's ``service.cache_rules``; None:
+        the defaults), rendered as ``cache_rules`` (:func:`nginx_cache_rules`). The
+        management listener purges (:data:`PURGE_PATH`), prefetches
+        (:data:`PREFETCH_PATH`) and serves the keys log (:data:`KEYS_LOG_PATH`) with them
+        where the template loads the purge module (:mod:`cdnaas.ro.purge`).
     :raises ConfigError: a value is refused (named, with the reason).
     """
     origin_ip = _address("origin_address", origin_address)
@@ -237,8 +453,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     workers = _int("workers", workers, 1, 64)
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, max_files=max_files)
-    return render(
-        CACHE_TEMPLATE, name=_name("name", name), limits=limits,
+    return render_flavored(
+        CACHE_TEMPLATE, flavor, name=_name("name", name), limits=limits,
         **_listeners(listen_address, listen_port, management_port, management_sources),
         origin_scheme=scheme, origin_server=_host_port(origin_ip, port),
         origin_host_header=_host_header(scheme, host, port), origin_sni_name=host,
@@ -246,6 +462,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_max_size_mb=_int("cache_max_size_mb", cache_max_size_mb, 1, 1 << 24),
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
+        cache_rules=nginx_cache_rules(cache_rules), purge_path=PURGE_PATH,
+        prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, usage_log=None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user))
 
 
@@ -253,14 +471,28 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
               members: list[tuple[str, str, int]], prefix_dir: str,
               management_sources: list[str], management_port: int = MANAGEMENT_PORT,
               planned_connections: int | None = None, max_files: int | None = None,
-              daemon: bool = True, user: str | None = None) -> str:
+              daemon: bool = True, user: str | None = None,
+              flavor: FlavorConfig | None = None, server_names: list[str] | None = None,
+              tls: dict | None = None, cache_rules: dict | None = None) -> str:
     """nginx config of a region's load balancer over its caches.
 
     :param members: ``(cache name, address, port)`` of each cache (its public port), at
         least one. The balancer never forwards the status path: it answers 404 itself.
+        It logs every request to ``<prefix_dir>/logs/access.log`` (:mod:`cdnaas.ro.traffic`
+        reads it), served with its previous generation ``access.log.1`` on the
+        management listener at :data:`USAGE_LOG_PATH` (``.1``).
     :param planned_connections, max_files: as for :func:`cache_config` (planned: the
         region's viewers).
-    :param management_sources, management_port, user: as for :func:`cache_config`.
+    :param management_sources, management_port, user, flavor: as for :func:`cache_config`.
+    :param server_names: the names it serves (the vCDN's hostname, then the customer's);
+        None or empty: any name (``server_name _``).
+    :param tls: HTTPS (HTTP/2) beside HTTP: ``{"port": 443, "certificate": path of the
+        PEM chain, "key": path of the PEM key}`` (files the driver wrote, readable by
+        root only; nginx reads them at start and reload), TLS 1.2 and 1.3 with a shared
+        session cache (``nginx-lb-tls.conf.j2``); None: HTTP only.
+    :param cache_rules: the vCDN's cache rules (as for :func:`cache_config`): requests are
+        spread over the caches by their cache key (``balance_key``), so the requests of
+        one object go to one cache whatever else their query strings carry.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(members, (list, tuple)) or not members:
@@ -279,16 +511,26 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, len(rendered), max_files,
                           proxied=True)
-    return render(
-        LB_TEMPLATE, name=_name("name", name), limits=limits,
-        **_listeners(listen_address, listen_port, management_port, management_sources),
-        members=rendered, prefix_dir=_path("prefix_dir", prefix_dir),
-        daemon=_bool("daemon", daemon), user=_optional_name("user", user))
+    listeners = _listeners(listen_address, listen_port, management_port, management_sources)
+    https = _tls(tls, listen_address, (listen_port, management_port))
+    text = render_flavored(
+        LB_TEMPLATE, flavor, name=_name("name", name), limits=limits, **listeners,
+        members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
+        daemon=_bool("daemon", daemon), user=_optional_name("user", user),
+        server_names=_hostnames("server_names", server_names or []), tls=https,
+        balance_key=nginx_cache_rules(cache_rules).key)
+    if https and https["certificate"] not in text:
+        raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
+                          " serves no HTTPS though the vCDN has a certificate: include "
+                          "nginx-lb-tls.conf.j2 in its server block")
+    return text
 
 
 def dns_config(*, name: str, hostname: str, answer_address: str, listen_addresses: list[str],
-               port: int, prefix_dir: str, ttl: int = 30, log_queries: bool = False) -> str:
-    """dnsmasq config answering ``hostname`` with ``answer_address``, and nothing else.
+               port: int, prefix_dir: str, ttl: int = 30, log_queries: bool = False,
+               flavor: FlavorConfig | None = None, aliases: list[str] | None = None) -> str:
+    """dnsmasq config answering ``hostname`` (and each of ``aliases``, the customer's
+    names of the vCDN) with ``answer_address``, and nothing else.
 
     An IPv4 answer is an A record (AAAA queries get an empty NOERROR answer), IPv6
     an AAAA record (likewise for A). Other names get REFUSED (NXDOMAIN for names
@@ -298,14 +540,15 @@ def dns_config(*, name: str, hostname: str, answer_address: str, listen_addresse
 
     :param listen_addresses: addresses to bind (``bind-interfaces``: they must exist).
     :param log_queries: log every query to the log file (large under load).
+    :param flavor: as for :func:`cache_config` (None: ``dnsmasq-geo.conf.j2``).
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(listen_addresses, (list, tuple)) or not listen_addresses:
         raise ConfigError("listen_addresses must be a non-empty list of IP addresses")
     answer = _address("answer_address", answer_address)
-    return render(
-        DNS_TEMPLATE, name=_name("name", name), hostname=_hostname("hostname", hostname),
-        answer_address=answer, answer_type="AAAA" if ":" in answer else "A",
+    return render_flavored(
+        DNS_TEMPLATE, flavor, name=_name("name", name), hostname=_hostname("hostname", hostname),
+        aliases=_hostnames("aliases", aliases or []), answer_address=answer, answer_type="AAAA" if ":" in answer else "A",
         listen_addresses=[_address(f"listen_addresses[{i}]", a)
                           for i, a in enumerate(listen_addresses)],
         port=_port("port", port), prefix_dir=_path("prefix_dir", prefix_dir),
@@ -440,6 +683,30 @@ def _hostname(field, value):
     if not isinstance(value, str) or len(value) > 253 or not _HOSTNAME.fullmatch(value):
         _refuse(field, value, "is not a DNS name (labels of a-z, 0-9 and - joined by dots)")
     return value
+
+
+def _hostnames(field, values):
+    """A list of distinct DNS names (at most 64)."""
+    if not isinstance(values, (list, tuple)) or len(values) > 64:
+        _refuse(field, values, "is not a list of at most 64 DNS names")
+    names = [_hostname(f"{field}[{i}]", v) for i, v in enumerate(values)]
+    if len(set(names)) != len(names):
+        _refuse(field, values, "names a host twice")
+    return names
+
+
+def _tls(tls, listen_address, taken_ports):
+    """Template values of the HTTPS listener: ``{"listen", "certificate", "key"}``, or None."""
+    if tls is None:
+        return None
+    if not isinstance(tls, dict) or set(tls) != {"port", "certificate", "key"}:
+        _refuse("tls", tls, "is not {port, certificate, key}")
+    port = _port("tls.port", tls["port"])
+    if port in taken_ports:
+        _refuse("tls.port", port, "is the HTTP or management port")
+    return {"listen": _host_port(_address("listen_address", listen_address), port),
+            "certificate": _path("tls.certificate", tls["certificate"]),
+            "key": _path("tls.key", tls["key"])}
 
 
 def _address(field, value):

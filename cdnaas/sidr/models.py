@@ -47,9 +47,15 @@ class Template(Base):
     plugin: Mapped[str] = mapped_column(String(63), nullable=False)
     document: Mapped[dict] = mapped_column(JSON, nullable=False)
     created_at: Mapped[datetime.datetime] = mapped_column(UtcDateTime, nullable=False, default=utcnow)
+    #: when the operator deprecated this version (None: offered): a deprecated version
+    #: serves the vCDNs made of it and no new one
+    deprecated_at: Mapped[datetime.datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
     def to_dict(self):
         """The template's API representation (see ``Template`` in ``api-spec/sidr.yaml``)."""
         return {"flavor": self.flavor, "version": self.version, "description": self.description,
                 "plugin": self.plugin, "technology": self.document["technology"],
-                "created_at": self.created_at.isoformat(), "document": self.document}
+                "created_at": self.created_at.isoformat(),
+                "deprecated": self.deprecated_at is not None,
+                "deprecated_at": self.deprecated_at.isoformat() if self.deprecated_at else None,
+                "document": self.document}

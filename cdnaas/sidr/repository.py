@@ -20,10 +20,18 @@ def find(session, flavor, version):
                                                   Template.version == version)).one_or_none()
 
 
-def latest(session, flavor):
-    """The highest version of ``flavor``, or None when the flavor has none."""
+def latest(session, flavor, offered=False):
+    """The highest version of ``flavor`` (not deprecated, when ``offered``), or None."""
     query = select(Template).where(Template.flavor == flavor).order_by(Template.version.desc())
+    if offered:
+        query = query.where(Template.deprecated_at.is_(None))
     return session.scalars(query.limit(1)).one_or_none()
+
+
+def remove(session, template):
+    """Delete ``template`` (a row read in this session)."""
+    session.delete(template)
+    session.flush()
 
 
 def all_versions(session, flavor=None):

@@ -1,10 +1,17 @@
-"""SIDR's logic: validate and store service templates; find them again.
+"""SIDR's logic: validate and store service templates; find, deprecate and delete them.
 
 A template (parsed once, by the body gate: :func:`cdnaas.common.bodies.current_document`)
-is checked twice before it is stored: against
-``api-spec/service-template.schema.json`` (JSON Schema 2020-12), then for the
-rules that schema cannot express (see :func:`semantic_problems`). Every
-problem found is reported at once, so an operator fixes a template in one go.
+is checked before it is stored: against ``api-spec/service-template.schema.json``
+(JSON Schema 2020-12), then for the rules that schema cannot express (see
+:func:`semantic_problems`), then with the real parts (:mod:`cdnaas.sidr.checks`): its
+plugin is installed, its model and config templates are files of the plugin's folder
+(or the project's), and each role's config renders and passes ``nginx -t`` or
+``dnsmasq --test``. Every problem of a step is reported at once, so an operator fixes
+a template in one go.
+
+A deprecated version is not offered for new vCDNs (the latest offered version is the
+highest not deprecated) and keeps serving the vCDNs made of it; a version is deleted
+only when SO says no vCDN but DELETED ones uses it.
 """
 import functools
 import json
@@ -13,10 +20,10 @@ import logging
 import jsonschema
 from sqlalchemy.exc import IntegrityError
 
-from cdnaas.common import config, errors, plugins
+from cdnaas.common import config, errors
 from cdnaas.planning import models
-from cdnaas.sidr import repository
-from cdnaas.sidr.models import Template
+from cdnaas.sidr import checks, repository
+from cdnaas.sidr.models import Template, utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -87,12 +94,15 @@ def register(database, document):
     """Validate and store a new template; return its representation.
 
     :raises cdnaas.common.errors.BadRequest: the template is invalid (every problem listed).
-    :raises cdnaas.common.errors.Unprocessable: its ``model`` is not a file of its plugin's
-        folder (:func:`check_model`).
+    :raises cdnaas.common.errors.Unprocessable: its plugin is not installed, its ``model``
+        is not a file of its plugin's folder (:func:`check_model`), or its config
+        templates are missing or do not work (:func:`cdnaas.sidr.checks.check_configs`).
     :raises cdnaas.common.errors.Conflict: its flavor already has that version.
     """
     validate(document)
+    plugin = checks.installed_plugin(document)
     check_model(document)
+    checks.check_configs(document, plugin)
     flavor, version = document["flavor"], document["version"]
     with database.transaction() as session:
         if repository.find(session, flavor, version) is not None:
@@ -122,21 +132,11 @@ def check_model(document):
     problem = models.name_problem(name)
     if problem is None:
         try:
-            plugin = plugins.load(plugins.FLAVORS, document["plugin"])
-        except LookupError as exc:
-            raise _unprocessable("plugin", f"{exc}; a template naming a model needs its plugin "
-                                           "installed here") from None
-        try:
-            models.resolve(name, models.plugin_folder(plugin))
+            models.resolve(name, models.plugin_folder(checks.installed_plugin(document)))
         except models.ModelError as exc:
             problem = "; ".join(p for _field, p in exc.problems)
     if problem:
-        raise _unprocessable("model", problem)
-
-
-def _unprocessable(field, problem):
-    return errors.Unprocessable(f"{field}: {problem}", field=field,
-                                details=[{"field": field, "problem": problem}])
+        raise checks.unprocessable([{"field": "model", "problem": problem}])
 
 
 def list_templates(database, flavor=None):
@@ -146,27 +146,90 @@ def list_templates(database, flavor=None):
 
 
 def get_template(database, flavor, version=None):
-    """The template of ``flavor`` at ``version``, or its highest version when omitted.
+    """The template of ``flavor`` at ``version`` (deprecated or not), or its highest
+    version not deprecated (the one offered) when omitted.
 
-    :raises cdnaas.common.errors.NotFound: no such flavor or version; the message
-        lists what is stored.
+    :raises cdnaas.common.errors.NotFound: no such flavor or version, or every version
+        is deprecated; the message lists what is stored.
     """
     with database.sessions() as session:
-        template = repository.latest(session, flavor) if version is None \
+        template = repository.latest(session, flavor, offered=True) if version is None \
             else repository.find(session, flavor, version)
-        if template is not None:
-            return template.to_dict()
-        stored = repository.all_versions(session, flavor)
-        if stored:
-            versions = ", ".join(str(t.version) for t in stored)
-            raise errors.NotFound(f"flavor {flavor!r} has no version {version} (stored versions: "
-                                  f"{versions})", field="version",
-                                  details=[{"field": "version", "problem": f"use one of {versions}"}])
+        if template is None:
+            raise _missing(session, flavor, version)
+        return template.to_dict()
+
+
+def set_deprecated(database, flavor, version, deprecated):
+    """Deprecate ``flavor``'s ``version`` (or offer it again); return the template.
+
+    Deprecating a deprecated version keeps its first ``deprecated_at``.
+
+    :raises cdnaas.common.errors.NotFound: no such flavor or version.
+    """
+    with database.transaction() as session:
+        template = _stored(session, flavor, version)
+        if not deprecated:
+            template.deprecated_at = None
+        elif template.deprecated_at is None:
+            template.deprecated_at = utcnow()
+        session.flush()
+        found = template.to_dict()
+    LOG.info("template %s version %s %s", flavor, version,
+             "deprecated" if deprecated else "offered again")
+    return found
+
+
+def delete(database, flavor, version, users):
+    """Delete ``flavor``'s ``version`` unless a vCDN uses it.
+
+    :param users: ``(flavor, version) -> [{"id", "tenant", "state"}]``, the vCDNs not
+        DELETED made of it (SO's answer: :meth:`cdnaas.common.clients.SoClient.template_users`).
+    :raises cdnaas.common.errors.NotFound: no such flavor or version.
+    :raises cdnaas.common.errors.Conflict: vCDNs use it (the first ten named).
+    :raises cdnaas.common.errors.UpstreamError: SO could not say.
+    """
+    with database.sessions() as session:
+        _stored(session, flavor, version)
+    using = users(flavor, version)
+    if using:
+        named = ", ".join(f"{u['id']} ({u['state']})" for u in using[:10])
+        problem = (f"{len(using)} vCDN(s) use template {flavor} version {version}: {named}"
+                   f"{' ...' if len(using) > 10 else ''}; deprecate the version so no new vCDN "
+                   "uses it and delete it once they are DELETED")
+        raise errors.Conflict(problem, field="version",
+                              details=[{"field": "version", "problem": problem}])
+    with database.transaction() as session:
+        repository.remove(session, _stored(session, flavor, version))
+    LOG.info("deleted template %s version %s", flavor, version)
+
+
+def _stored(session, flavor, version):
+    template = repository.find(session, flavor, version)
+    if template is None:
+        raise _missing(session, flavor, version)
+    return template
+
+
+def _missing(session, flavor, version):
+    """The NotFound of ``flavor`` at ``version`` (None: its offered version), saying what
+    is stored."""
+    stored = repository.all_versions(session, flavor)
+    if not stored:
         known = sorted({t.flavor for t in repository.all_versions(session)})
-        raise errors.NotFound(f"no template for flavor {flavor!r}; register one with "
-                              f"POST /sidr/v1/templates (known flavors: {', '.join(known) or 'none'})",
-                              field="flavor",
-                              details=[{"field": "flavor", "problem": f"unknown flavor {flavor!r}"}])
+        return errors.NotFound(f"no template for flavor {flavor!r}; register one with "
+                               f"POST /sidr/v1/templates (known flavors: "
+                               f"{', '.join(known) or 'none'})", field="flavor",
+                               details=[{"field": "flavor",
+                                         "problem": f"unknown flavor {flavor!r}"}])
+    versions = ", ".join(str(t.version) for t in stored)
+    if version is None:
+        return errors.NotFound(f"every version of flavor {flavor!r} is deprecated ({versions}); "
+                               "register a new version or offer one again", field="flavor",
+                               details=[{"field": "flavor", "problem": "no version is offered"}])
+    return errors.NotFound(f"flavor {flavor!r} has no version {version} (stored versions: "
+                           f"{versions})", field="version",
+                           details=[{"field": "version", "problem": f"use one of {versions}"}])
 
 
 @functools.cache

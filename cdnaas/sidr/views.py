@@ -2,6 +2,7 @@
 from flask import Blueprint, current_app, request
 
 from cdnaas.common import bodies
+from cdnaas.common.clients import SoClient
 from cdnaas.sidr import service
 
 blueprint = Blueprint("sidr", __name__, url_prefix="/sidr/v1")
@@ -33,3 +34,15 @@ def get_latest_template(flavor):
 def get_template(flavor, version):
     # the OpenAPI document has already checked that version is an integer
     return service.get_template(_database(), flavor, int(version))
+
+
+@blueprint.patch("/templates/<flavor>/<version>")
+def update_template(flavor, version):
+    return service.set_deprecated(_database(), flavor, int(version),
+                                  request.get_json()["deprecated"])
+
+
+@blueprint.delete("/templates/<flavor>/<version>")
+def delete_template(flavor, version):
+    service.delete(_database(), flavor, int(version), SoClient().template_users)
+    return "", 204

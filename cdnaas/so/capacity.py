@@ -9,6 +9,7 @@ import collections
 
 from sqlalchemy import delete, func, select
 
+from cdnaas.common import errors
 from cdnaas.common.flavor import HostCapacity
 from cdnaas.so.models import Host, Reservation
 
@@ -53,15 +54,51 @@ def reserve(session, instance_id, sig, starts_at, ends_at, also=None):
         update ends; the runner then reserves the SIG that serves.
     """
     release(session, instance_id)
-    per_host = collections.defaultdict(lambda: [0, 0])
     kept = {v.name for v in sig.vnfs}
-    for vnf in list(sig.vnfs) + [v for v in (also.vnfs if also else []) if v.name not in kept]:
-        if vnf.host:
-            per_host[vnf.host][0] += vnf.vcpus
-            per_host[vnf.host][1] += vnf.ram_mb
+    per_host = _per_host(list(sig.vnfs) + [v for v in (also.vnfs if also else [])
+                                           if v.name not in kept])
     for host, (cpu, ram) in sorted(per_host.items()):
         session.add(Reservation(instance_id=instance_id, host_name=host, vcpus=cpu, ram_mb=ram,
                                 starts_at=starts_at, ends_at=ends_at))
+
+
+def _per_host(vnfs):
+    """``{host: [vcpus, ram_mb]}`` the placed ``vnfs`` take."""
+    per_host = collections.defaultdict(lambda: [0, 0])
+    for vnf in vnfs:
+        if vnf.host:
+            per_host[vnf.host][0] += vnf.vcpus
+            per_host[vnf.host][1] += vnf.ram_mb
+    return per_host
+
+
+def check_room(session, sig, starts_at, ends_at, exclude_instance):
+    """Refuse unless ``sig``'s VNFs, on the hosts they run on, fit what others reserve
+    over the window (a lease made longer keeps its VNFs where they are). Locks the hosts
+    of ``sig``'s regions, as :func:`lock_hosts`.
+
+    :raises Conflict: naming each region short of vCPUs or RAM, and by how much.
+    """
+    hosts = {h.name: h for h in lock_hosts(session, [r.name for r in sig.regions])}
+    taken = reserved(session, list(hosts), starts_at, ends_at, exclude_instance)
+    missing = collections.defaultdict(lambda: [0, 0])
+    for name, (cpu, ram) in _per_host(sig.vnfs).items():
+        host = hosts[name]
+        used = taken.get(name, (0, 0))
+        missing[host.region_name][0] += max(0, cpu + used[0] - host.vcpus)
+        missing[host.region_name][1] += max(0, ram + used[1] - host.ram_mb)
+    short = {region: lack for region, lack in sorted(missing.items()) if any(lack)}
+    if short:
+        problems = [f"region {region} lacks {cpu} vCPUs and {ram} MB of RAM"
+                    for region, (cpu, ram) in short.items()]
+        raise errors.Conflict(f"not enough capacity until the new lease end: {'; '.join(problems)}"
+                              " (other vCDNs reserved it); choose an earlier end",
+                              field="lease.end",
+                              details=[{"field": "lease.end", "region": region,
+                                        "missing_vcpus": cpu, "missing_ram_mb": ram,
+                                        "problem": problem}
+                                       for (region, (cpu, ram)), problem
+                                       in zip(short.items(), problems)])
 
 
 def release(session, instance_id):

@@ -7,8 +7,8 @@ from sqlalchemy import select, update
 from cdnaas.common import clock, errors, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.validation import parse_prefixes
-from cdnaas.so import capacity
-from cdnaas.so.models import Host, Region
+from cdnaas.so import capacity, states
+from cdnaas.so.models import Host, Instance, Region
 
 LOG = logging.getLogger(__name__)
 
@@ -113,12 +113,25 @@ def list_hosts(session, region_name):
     return [host_view(h, held.get(h.name, (0, 0))[0]) for h in hosts]
 
 
+def template_users(session, flavor, version):
+    """vCDNs made of ``flavor``'s template ``version`` that are not DELETED (SIDR asks
+    before it deletes that version): ``[{"id", "tenant", "state"}]``, oldest first."""
+    query = (select(Instance).where(Instance.flavor == flavor,
+                                    Instance.template_version == version,
+                                    Instance.state != states.DELETED)
+             .order_by(Instance.created_at))
+    return [{"id": i.id, "tenant": i.tenant, "state": i.state} for i in session.scalars(query)]
+
+
 def flavors():
-    """Flavors offered: the latest template of each flavor whose plugin is installed."""
+    """Flavors offered: the latest version not deprecated of each flavor whose plugin is
+    installed."""
     installed = set(plugins.names(plugins.FLAVORS))
     latest = {}
     for template in SidrClient().list_templates():
         document = template["document"]
+        if template.get("deprecated"):
+            continue
         if document["plugin"] not in installed:
             LOG.warning("flavor %s names plugin %s, which is not installed; not offered",
                         template["flavor"], document["plugin"])

@@ -74,5 +74,6 @@ def _apply(session, instance, sig, reason):
                      aware(instance.lease_end), also=ServiceInstanceGraph.from_record(instance.sig))
     instance.sig = sig.to_dict()
     instance.state = "UPDATING"
+    instance.revision += 1
     session.add(operation)
     return instance, operation

@@ -2,25 +2,29 @@
 reserve its capacity and record the operation that will deploy, change or
 remove it. Everything up to the operation record happens in one transaction:
 a refused request leaves nothing behind."""
+import dataclasses
 import datetime as dt
 import logging
 import uuid
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
-from cdnaas.common import clock, config, errors, plugins
+from cdnaas.common import caching, clock, config, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.common.timeutil import aware, isoformat, parse
+from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity, pricing, states
+from cdnaas.so import capacity, pricing, states, tls
+from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
 
 LOG = logging.getLogger(__name__)
 
 LIVE_STATES = ("SCHEDULED", "DEPLOYING", "ACTIVE", "UPDATING", "DELETING", "FAILED")
 QUALITY_KINDS = ("min_mos", "response_time")
+#: vCDNs a list answers by default, and at most
+LIST_LIMIT, LIST_MAX = 100, 1000
 
 
 # -- representations ---------------------------------------------------------
@@ -38,14 +42,17 @@ def instance_view(instance):
             "origin": instance.origin, "state": instance.state,
             "state_reason": instance.state_reason,
             "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
-            "regions": regions, "entry_point": instance.entry_point,
+            "regions": regions, "entry_point": instance.entry_point, **tls.view(instance.service),
+            "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
+            "revision": instance.revision,
             "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
 
 
 def operation_view(operation):
     return {"id": operation.id, "vcdn_id": operation.instance_id, "type": operation.type,
             "state": operation.state, "steps": operation.steps, "error": operation.error,
-            "reason": operation.reason, "created_at": isoformat(operation.created_at),
+            "reason": operation.reason, "request": operation.request,
+            "created_at": isoformat(operation.created_at),
             "updated_at": isoformat(operation.updated_at)}
 
 
@@ -63,37 +70,65 @@ def get_operation(session, operation_id):
     return operation
 
 
-def list_operations(session, instance_id):
+def list_operations(session, instance_id, limit=None, marker=None):
+    """One page of the vCDN's operations, oldest first, and the next page's marker (as
+    :func:`list_instances`)."""
     get_instance(session, instance_id)
-    return session.scalars(select(Operation).where(Operation.instance_id == instance_id)
-                           .order_by(Operation.created_at)).all()
+    return _page(session, Operation, select(Operation).where(Operation.instance_id == instance_id),
+                 limit, marker, lambda last: last.instance_id == instance_id)
 
 
-def list_instances(session, tenant=None, state=None):
-    query = select(Instance).order_by(Instance.created_at)
+def list_instances(session, tenant=None, state=None, name=None, limit=None, marker=None,
+                   include_deleted=False):
+    """One page of vCDNs, oldest first (by creation time, then id), and the marker of the
+    next page (None: this is the last).
+
+    DELETED vCDNs are left out unless ``include_deleted`` or ``state`` is DELETED.
+
+    :param marker: the id of the last vCDN of the previous page.
+    :param limit: at most this many (1 to :data:`LIST_MAX`; default :data:`LIST_LIMIT`).
+    :raises BadRequest: ``marker`` names no vCDN this list holds.
+    """
+    query = select(Instance)
     if tenant:
         query = query.where(Instance.tenant == tenant)
     if state:
         query = query.where(Instance.state == state)
-    return session.scalars(query).all()
+    elif not include_deleted:
+        query = query.where(Instance.state != states.DELETED)
+    if name:
+        query = query.where(Instance.name == name)
+    return _page(session, Instance, query, limit, marker,
+                 lambda last: not tenant or last.tenant == tenant)
+
+
+def _page(session, model, query, limit, marker, visible):
+    """Rows of ``query`` after the row ``marker`` in (created_at, id) order, at most ``limit``,
+    and the marker of the next page (None: no more).
+
+    :param visible: whether the marker's row belongs to this list.
+    :raises BadRequest: the limit is out of range, or the marker is no row of this list.
+    """
+    limit = LIST_LIMIT if limit is None else limit
+    if not 1 <= limit <= LIST_MAX:
+        raise errors.BadRequest(f"limit must be from 1 to {LIST_MAX}", field="limit")
+    if marker:
+        last = session.get(model, marker)
+        if last is None or not visible(last):
+            raise errors.BadRequest(f"marker {marker} is not part of this list; start again "
+                                    "without a marker", field="marker")
+        query = query.where(or_(model.created_at > last.created_at,
+                                and_(model.created_at == last.created_at, model.id > last.id)))
+    found = session.scalars(query.order_by(model.created_at, model.id).limit(limit + 1)).all()
+    return found[:limit], (found[limit - 1].id if len(found) > limit else None)
 
 
 # -- validation --------------------------------------------------------------
 
 def _lease(body, now):
     lease = body["lease"]
-    try:
-        start = parse(lease["start"]) if lease.get("start") else now
-    except ValueError:
-        raise errors.BadRequest("lease.start is not an ISO 8601 time between 1970 and 9000 "
-                                "like 2026-12-01T10:00:00Z",
-                                field="lease.start") from None
-    try:
-        end = parse(lease["end"])
-    except ValueError:
-        raise errors.BadRequest("lease.end is not an ISO 8601 time between 1970 and 9000 "
-                                "like 2026-12-01T10:00:00Z",
-                                field="lease.end") from None
+    start = parse_time(lease["start"], "lease.start") if lease.get("start") else now
+    end = parse_time(lease["end"], "lease.end")
     start = max(start, now)
     if end <= start:
         raise errors.BadRequest(f"lease.end ({isoformat(end)}) must be after lease.start "
@@ -115,22 +150,14 @@ def _check_quality(regions, template):
                                        f" targets, not {kinds[0]}", field=field)
 
 
-def _check_unique_regions(regions):
-    seen = set()
-    for index, region in enumerate(regions):
-        if region["name"] in seen:
-            raise errors.BadRequest(f"region {region['name']} is listed twice; list it once",
-                                    field=f"regions[{index}].name")
-        seen.add(region["name"])
-
-
 def _load_flavor(flavor):
     try:
         template = SidrClient().get_template(flavor)["document"]
-    except errors.NotFound:
-        offered = ", ".join(t["flavor"] for t in SidrClient().list_templates()) or "none"
-        raise errors.Unprocessable(f"unknown flavor {flavor}; offered: {offered}",
-                                   field="flavor") from None
+    except errors.NotFound as exc:
+        offered = ", ".join(sorted({t["flavor"] for t in SidrClient().list_templates()
+                                    if not t.get("deprecated")})) or "none"
+        raise errors.Unprocessable(f"flavor {flavor} is not offered ({exc.message}); "
+                                   f"offered: {offered}", field="flavor") from None
     try:
         return template, plugins.load(plugins.FLAVORS, template["plugin"])
     except LookupError as exc:
@@ -159,9 +186,10 @@ def _default_region(session, requested):
 # -- planning ----------------------------------------------------------------
 
 def _plan(session, plugin, template, instance_id, hostname, origin, requested, window,
-          exclude_instance=None, hook="plan"):
+          exclude_instance=None, hook="plan", service=None):
     """Run the plugin's ``hook`` (``plan``: a checked SIG; ``quote``: its description)
-    over the free capacity of the window, with the region's hosts locked."""
+    over the free capacity of the window, with the region's hosts locked; ``service``:
+    the SIG's service options (:func:`cdnaas.so.tls.sig_service`)."""
     rows = _regions(session, requested)
     hosts = capacity.lock_hosts(session, list(rows))
     free = capacity.free_capacity(session, hosts, *window, exclude_instance=exclude_instance)
@@ -172,7 +200,8 @@ def _plan(session, plugin, template, instance_id, hostname, origin, requested, w
                                zone=rows[r["name"]].zone, vim_region=rows[r["name"]].vim_region,
                                client_prefixes=rows[r["name"]].client_prefixes,
                                hosts=free.get(r["name"], []))
-                 for r in requested])
+                 for r in requested],
+        service=service or {})
     try:
         outcome = getattr(plugin, hook)(request)
     except InsufficientCapacity as exc:
@@ -189,21 +218,22 @@ def _plan(session, plugin, template, instance_id, hostname, origin, requested, w
     return outcome
 
 
-def new_operation(instance_id, kind, reason=None, previous_sig=None):
+def new_operation(instance_id, kind, reason=None, previous_sig=None, previous_lease_end=None):
     """A PENDING operation of ``kind`` with its steps (:data:`states.STEPS`); the plan
     and reservation, done in the transaction that creates it, is already complete."""
     return Operation(id=str(uuid.uuid4()), instance_id=instance_id, type=kind, state="PENDING",
                      steps=[{"name": s, "state": "COMPLETED" if s == states.PLAN else "PENDING",
                              "done": int(s == states.PLAN), "total": 1}
                             for s in states.STEPS[kind]],
-                     reason=reason, previous_sig=previous_sig)
+                     reason=reason, previous_sig=previous_sig,
+                     previous_lease_end=previous_lease_end)
 
 
 def _accept(tenant, body, now):
     """What every request for a new vCDN is checked for; ``(origin, window, template, plugin)``."""
     origin = parse_origin(body["origin"])
     window = _lease(body, now)
-    _check_unique_regions(body["regions"])
+    check_unique([r["name"] for r in body["regions"]], "regions")
     template, plugin = _load_flavor(body["flavor"])
     _check_quality(body["regions"], template)
     return origin, window, template, plugin
@@ -220,25 +250,31 @@ def create(database, tenant, body, now=None):
     """
     now = now or clock.now()
     origin, window, template, plugin = _accept(tenant, body, now)
+    hostnames, bundle = tls.accept(body, _hostname(tenant, body), now)
+    rules = caching.stored_rules(body.get("cache_rules"))
     instance_id = str(uuid.uuid4())
     lead = dt.timedelta(seconds=config.setting("CDNAAS_DEPLOY_LEAD_SECONDS"))
     start_now = window[0] - lead <= now
-    with database.transaction() as session:
+    with tls.Stored(instance_id) as stored, database.transaction() as session:
         clash = session.scalar(select(Instance.id).where(
             Instance.tenant == tenant, Instance.name == body["name"],
             Instance.state.in_(LIVE_STATES)))
         if clash:
             raise errors.Conflict(f"you already have a vCDN named {body['name']} ({clash}); "
                                   "pick another name or delete it first", field="name")
+        tls.check_unclaimed(session, hostnames, instance_id, LIVE_STATES)
+        service = caching.with_rules(tls.record({}, hostnames, stored.keep(bundle) if bundle
+                                                else None), rules)
         sig = _plan(session, plugin, template, instance_id, _hostname(tenant, body), origin,
-                    body["regions"], window)
+                    body["regions"], window, service=tls.sig_service(service))
         instance = Instance(
             id=instance_id, tenant=tenant, name=body["name"], flavor=template["flavor"],
             template_version=template["version"], origin=origin.url,
             regions=[{"name": r["name"], "demand": r["demand"], "quality": r["quality"]}
                      for r in body["regions"]],
             lease_start=window[0], lease_end=window[1],
-            state="DEPLOYING" if start_now else "SCHEDULED", sig=sig.to_dict())
+            state="DEPLOYING" if start_now else "SCHEDULED", sig=sig.to_dict(),
+            service=service or None)
         session.add(instance)
         session.flush()
         capacity.reserve(session, instance_id, sig, *window)
@@ -266,48 +302,70 @@ def quote(database, tenant, body, now=None):
     return {**described, "lease": {"start": isoformat(window[0]), "end": isoformat(window[1]),
                                    "hours": round(hours, 3)},
             "energy_kwh": round(energy_kwh, 3),
-            "price": pricing.price(template["flavor"], described["vcpus"], hours, energy_kwh)}
+            "price": pricing.price(template["flavor"], described["vcpus"] * hours, energy_kwh)}
 
 
-def _merge_regions(current, changes):
-    by_name = {r["name"]: dict(r) for r in current}
-    for index, change in enumerate(changes):
-        if change["name"] not in by_name:
-            raise errors.Unprocessable(f"region {change['name']} is not part of this vCDN "
-                                       f"(it has {', '.join(by_name)})",
-                                       field=f"regions[{index}].name")
-        by_name[change["name"]].update({k: v for k, v in change.items() if k != "name"})
-    return list(by_name.values())
+def update(database, instance_id, body, tenant=None, if_match=None, now=None):
+    """Change an ACTIVE or SCHEDULED vCDN as ``body`` asks (:mod:`cdnaas.so.changes`);
+    return ``(instance, operation)``.
 
+    New regions, demands or qualities plan the vCDN again; a new origin alone keeps its
+    VNFs (RO reconfigures them); a longer lease needs the VNFs' capacity over the
+    new window. The reservations follow in the same transaction. A change that leaves
+    the SIG as it was (a new lease end), or of a SCHEDULED vCDN, completes at once.
 
-def update(database, instance_id, body, tenant=None):
-    """Re-plan an ACTIVE or SCHEDULED vCDN for new demand/quality; return ``(instance, operation)``."""
-    with database.transaction() as session:
-        instance = _owned(session, instance_id, tenant)
-        if instance.state not in ("ACTIVE", "SCHEDULED"):
+    :param if_match: the request's ``If-Match`` (None: no precondition).
+    :raises PreconditionFailed: ``if_match`` is not the vCDN's current ETag.
+    :raises BadRequest/Conflict/Unprocessable: nothing was written.
+    """
+    now = now or clock.now()
+    with tls.Stored(instance_id) as stored, database.transaction() as session:
+        instance = _owned(session, instance_id, tenant, lock=True)
+        etags.check_if_match(if_match, instance.revision)
+        if instance.state not in (states.ACTIVE, states.SCHEDULED):
             raise errors.Conflict(f"vCDN {instance_id} is {instance.state}; it can change only "
                                   "when ACTIVE or SCHEDULED", field="vcdn_id")
-        _check_unique_regions(body["regions"])
-        regions = _merge_regions(instance.regions, body["regions"])
-        template, plugin = _load_flavor_version(instance)
-        _check_quality(regions, template)
         old_sig = ServiceInstanceGraph.from_record(instance.sig)
-        window = (aware(instance.lease_start), aware(instance.lease_end))
-        sig = _plan(session, plugin, template, instance.id, old_sig.hostname, old_sig.origin,
-                    regions, window, exclude_instance=instance.id)
-        capacity.reserve(session, instance.id, sig, *window,
-                         also=old_sig if instance.state != "SCHEDULED" else None)
-        operation = new_operation(instance.id, states.UPDATE, reason="customer",
-                                  previous_sig=instance.sig)
-        instance.regions = regions
-        instance.sig = sig.to_dict()
-        if instance.state == "SCHEDULED":
-            operation.state = "COMPLETED"
-            for step in operation.steps:
-                step.update(state="COMPLETED" if step["state"] == "COMPLETED" else "SKIPPED")
+        start = aware(instance.lease_start)
+        change = parse_change(body, instance.regions, old_sig.origin, start,
+                              aware(instance.lease_end),
+                              set(session.scalars(select(Region.name))), now)
+        template, plugin = _load_flavor_version(instance)
+        _check_quality(change.regions, template)
+        service, superseded = tls.change(instance.service, body, old_sig.hostname, now, stored)
+        if "cache_rules" in body:  # replaced whole
+            service = caching.with_rules(service, caching.stored_rules(body["cache_rules"]))
+        tls.check_unclaimed(session, tls.hostnames_of(service), instance.id, LIVE_STATES)
+        window = (start, change.lease_end)
+        if change.replan:
+            sig = _plan(session, plugin, template, instance.id, old_sig.hostname, change.origin,
+                        change.regions, window, exclude_instance=instance.id,
+                        service=tls.sig_service(service))
         else:
-            instance.state = "UPDATING"
+            sig = dataclasses.replace(old_sig, origin=change.origin,
+                                      service=tls.sig_service(service))
+            if change.lease_end > aware(instance.lease_end):
+                capacity.check_room(session, sig, *window, exclude_instance=instance.id)
+        applies = instance.state == states.ACTIVE and sig.digest() != old_sig.digest()
+        capacity.reserve(session, instance.id, sig, *window, also=old_sig if applies else None)
+        operation = new_operation(instance.id, states.UPDATE, reason="customer",
+                                  previous_sig=instance.sig, previous_lease_end=instance.lease_end)
+        instance.regions = change.regions
+        instance.origin = change.origin.url
+        instance.lease_end = change.lease_end
+        instance.sig = sig.to_dict()
+        instance.service = service or None
+        instance.revision += 1
+        if applies:
+            instance.state = states.UPDATING
+        else:  # nothing to deploy: a SCHEDULED vCDN, or the same SIG
+            operation.state = states.COMPLETED
+            for step in operation.steps:
+                step.update(state=states.COMPLETED if step["state"] == states.COMPLETED
+                            else states.SKIPPED)
         session.add(operation)
+    if superseded and operation.state == states.COMPLETED:  # no SIG runs it any more
+        tls.release(superseded, why=f"vCDN {instance_id} got a new certificate")
     return instance, operation
 
 
@@ -320,14 +378,17 @@ def _load_flavor_version(instance):
                                    field="flavor") from None
 
 
-def terminate(database, instance_id, tenant=None, reason="customer"):
+def terminate(database, instance_id, tenant=None, reason="customer", if_match=None):
     """Start removing a vCDN; return ``(instance, operation)``.
 
     A SCHEDULED vCDN has nothing deployed: it ends at once. A vCDN busy with
     another operation answers 409 (wait for that operation).
+
+    :raises PreconditionFailed: ``if_match`` is not the vCDN's current ETag.
     """
     with database.transaction() as session:
-        instance = _owned(session, instance_id, tenant)
+        instance = _owned(session, instance_id, tenant, lock=True)
+        etags.check_if_match(if_match, instance.revision)
         if instance.state in states.BUSY:
             busy = session.scalar(select(Operation.id).where(
                 Operation.instance_id == instance.id,
@@ -337,12 +398,18 @@ def terminate(database, instance_id, tenant=None, reason="customer"):
         if instance.state == "DELETED":
             raise errors.Conflict(f"vCDN {instance_id} is already deleted", field="vcdn_id")
         operation = new_operation(instance.id, states.TERMINATE, reason=reason)
+        instance.revision += 1
         if instance.state == "SCHEDULED":
             _cancel_scheduled(session, instance, operation)
         else:
             instance.state = "DELETING"
             instance.state_reason = reason
         session.add(operation)
+    if instance.state == "DELETED" and tls.tls_of(instance.service):
+        try:  # nothing was deployed: its certificate goes now
+            tls.release_all(instance.id)
+        except errors.CdnaasError as exc:
+            LOG.warning("secrets of cancelled vCDN %s are left in RO: %s", instance.id, exc)
     return instance, operation
 
 
@@ -356,8 +423,13 @@ def _cancel_scheduled(session, instance, operation):
     operation.steps = [{**s, "state": "SKIPPED"} for s in operation.steps]
 
 
-def _owned(session, instance_id, tenant):
-    instance = session.get(Instance, instance_id)
+def _owned(session, instance_id, tenant, lock=False):
+    """The vCDN ``instance_id`` (of ``tenant`` when given); ``lock``: its row locked until
+    the transaction ends, so two changes of it never both pass the same precondition.
+
+    :raises NotFound: no such vCDN (or another tenant's).
+    """
+    instance = session.get(Instance, instance_id, with_for_update=lock)
     if instance is None or (tenant and instance.tenant != tenant):
         raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
     return instance

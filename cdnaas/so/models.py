@@ -55,6 +55,10 @@ class Instance(Base):
     sig: Mapped[dict] = mapped_column(JSON)
     entry_point: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     region_endpoints: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: the customer's service options as accepted (cache rules, hostnames, TLS without keys)
+    service: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: bumped by every accepted change; the API's ETag
+    revision: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
                                                     onupdate=utcnow)
@@ -88,6 +92,11 @@ class Operation(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
     previous_sig: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: an UPDATE's previous lease end (the one thing of the vCDN its previous SIG lacks)
+    previous_lease_end: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                   nullable=True)
+    #: what an INVALIDATE or PREFETCH was asked: ``{"paths", "prefixes"}`` as checked
+    request: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # the SO replica running it and until when (cdnaas.db.leases.Claims); null when none
     claimed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     claim_expires: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),

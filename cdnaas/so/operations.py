@@ -31,12 +31,12 @@ import time
 
 from sqlalchemy import select
 
-from cdnaas.common import clock, config, errors
+from cdnaas.common import caching, clock, config, errors
 from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, utcnow
 from cdnaas.db import leases
-from cdnaas.so import capacity
+from cdnaas.so import capacity, tls
 from cdnaas.so import states as S
 from cdnaas.so.models import Instance, Operation
 
@@ -249,7 +249,8 @@ class OperationRunner:
             operation.state = S.PROCESSING
             kind, instance_id = operation.type, operation.instance_id
         handler = {S.INSTANTIATE: self._instantiate, S.UPDATE: self._update,
-                   S.TERMINATE: self._terminate}[kind]
+                   S.TERMINATE: self._terminate, S.INVALIDATE: self._on_caches,
+                   S.PREFETCH: self._on_caches}[kind]
         handler(operation_id, instance_id)
 
     def _ro(self, timeout=None):
@@ -323,10 +324,17 @@ class OperationRunner:
                              aware(instance.lease_end))
         self._record_deployment(operation_id, instance_id, deployment)
         self._finish(operation_id, S.COMPLETED, None, S.ACTIVE)
+        with self.database.sessions() as session:
+            previous = session.get(Operation, operation_id).previous_sig
+        rotated = tls.superseded_ref(ServiceInstanceGraph.from_record(previous), sig)
+        if rotated:  # the new certificate serves: the old one goes
+            tls.release(rotated, f"operation {operation_id} replaced it", self._ro().call)
 
     def _terminate(self, operation_id, instance_id):
         try:
             self._remove(operation_id, instance_id, S.UNDEPLOY)
+            if self._served_https(instance_id):  # nothing runs: no certificate stays
+                tls.release_all(instance_id, self._ro().call)
         except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
             self._finish(operation_id, S.FAILED, f"removal failed, retry DELETE: {exc}", S.FAILED)
             return
@@ -335,6 +343,55 @@ class OperationRunner:
             capacity.release(session, instance_id)
         self._set_step(operation_id, S.RELEASE, S.COMPLETED)
         self._finish(operation_id, S.COMPLETED, None, S.DELETED)
+
+    def _on_caches(self, operation_id, instance_id):
+        """An INVALIDATE or PREFETCH: RO works on every cache at once and answers with each
+        one's result, which the step records (``detail``: one entry per cache); the
+        operation completes when every cache confirmed. The instance's state is left
+        alone. While RO changes the vCDN (409, an update runs), the runner waits for it to
+        rest and asks again (new caches start empty). Asking again after a restart is
+        harmless: a purge or a fetch done twice leaves the caches the same."""
+        with self.database.sessions() as session:
+            operation = session.get(Operation, operation_id)
+            kind, request = operation.type, operation.request
+        step = S.STEPS[kind][0]
+        self._set_step(operation_id, step, S.PROCESSING)
+        ro = self._ro()
+        # RO answers once every cache is done: wait for it as long as for a deployment
+        ro.client.timeout = max(ro.client.timeout, config.setting("CDNAAS_DEPLOY_TIMEOUT"))
+        try:
+            while True:
+                try:
+                    if kind == S.INVALIDATE:
+                        answer = ro.call("invalidate", instance_id, request["paths"],
+                                         request["prefixes"])
+                    else:
+                        answer = ro.call("prefetch", instance_id, request["paths"])
+                    break
+                except errors.Conflict:
+                    if (ro.current(instance_id) or {}).get("status") not in S.RO_BUSY:
+                        raise
+                    self._settle(ro, operation_id, instance_id, step)
+        except (errors.CdnaasError, TimeoutError) as exc:
+            self._finish(operation_id, S.FAILED, f"the caches could not be asked: {exc}", None)
+            return
+        caches = answer["caches"]
+        failed = [c for c in caches if not c["ok"]]
+        detail = [{"name": c["name"], "region": c["region"], "done": c["done"],
+                   "total": c["requests"], "detail": c["detail"], "seconds": c["seconds"],
+                   "state": S.COMPLETED if c["ok"] else S.FAILED} for c in caches]
+
+        def record(steps):
+            for entry in steps:
+                if entry["name"] == step:
+                    entry.update(done=len(caches) - len(failed), total=len(caches), detail=detail)
+        self._edit_steps(operation_id, record)
+        if failed:
+            self._finish(operation_id, S.FAILED, f"{len(failed)} of {len(caches)} caches did not "
+                         "confirm: " + "; ".join(f"{c['name']}: {c['detail']}" for c in failed[:5]),
+                         None)
+        else:
+            self._finish(operation_id, S.COMPLETED, None, None)
 
     # -- talking to RO -----------------------------------------------------
 
@@ -476,6 +533,13 @@ class OperationRunner:
             steps.append({"name": S.ROLL_BACK, "state": S.PENDING, "done": 0, "total": 1})
             operation.steps = steps
 
+    def _served_https(self, instance_id):
+        """Whether a SIG of the vCDN (its own, or one an operation replaced) had a certificate."""
+        with self.database.sessions() as session:
+            sigs = [session.get(Instance, instance_id).sig, *session.scalars(
+                select(Operation.previous_sig).where(Operation.instance_id == instance_id))]
+        return any(tls.sig_tls(sig) for sig in sigs)
+
     def _rolling_back(self, operation_id):
         return self._step_state(operation_id, S.ROLL_BACK) is not None
 
@@ -494,13 +558,25 @@ class OperationRunner:
             operation = session.get(Operation, operation_id)
             instance = session.get(Instance, instance_id)
             previous = ServiceInstanceGraph.from_record(operation.previous_sig)
+            abandoned = tls.superseded_ref(ServiceInstanceGraph.from_record(instance.sig),
+                                           previous)
             instance.sig = operation.previous_sig
+            instance.service = caching.with_rules(tls.restored(instance.service, previous),
+                                                  previous.service.get("cache_rules")) or None
             instance.regions = [{"name": r.name, "demand": r.demand, "quality": r.quality}
                                 for r in previous.regions]
+            instance.origin = previous.origin.url
+            if operation.previous_lease_end is not None:
+                instance.lease_end = operation.previous_lease_end
+            instance.revision += 1
             capacity.reserve(session, instance_id, previous, aware(instance.lease_start),
                              aware(instance.lease_end))
+        if abandoned:  # the change's new certificate never served
+            tls.release(abandoned, f"operation {operation_id} was rolled back", self._ro().call)
 
     def _finish(self, operation_id, state, error, instance_state):
+        """End the operation in ``state``; the instance goes to ``instance_state`` (None:
+        left as it is, as a cache operation leaves it)."""
         with self._claimed(operation_id) as session:
             operation = session.get(Operation, operation_id)
             operation.state, operation.error = state, error
@@ -510,6 +586,9 @@ class OperationRunner:
                 if step["state"] in S.OPEN:
                     step["state"] = S.COMPLETED if state == S.COMPLETED else S.FAILED
             operation.steps = steps
+            if instance_state is None:
+                LOG.info("operation %s %s: %s", operation_id, state, error or "ok")
+                return
             instance = session.get(Instance, operation.instance_id)
             instance.state = instance_state
             if error:

@@ -27,6 +27,8 @@ TERMINAL = (COMPLETED, FAILED, ROLLED_BACK)
 INSTANTIATE = "INSTANTIATE"
 UPDATE = "UPDATE"
 TERMINATE = "TERMINATE"
+INVALIDATE = "INVALIDATE"
+PREFETCH = "PREFETCH"
 
 # -- steps ----------------------------------------------------------------------------------
 
@@ -37,12 +39,16 @@ SERVE = "serve"
 UNDEPLOY = "undeploy"
 RELEASE = "release"
 ROLL_BACK = "roll back"
+PURGE_CACHES = "purge every cache"
+FILL_CACHES = "fill every cache"
 
 #: each operation kind's steps, in order
 STEPS = {
     INSTANTIATE: (PLAN, DEPLOY, SERVE),
     UPDATE: (PLAN, APPLY, SERVE),
     TERMINATE: (UNDEPLOY, RELEASE),
+    INVALIDATE: (PURGE_CACHES,),
+    PREFETCH: (FILL_CACHES,),
 }
 
 # -- instances (vCDNs) ----------------------------------------------------------------------
@@ -55,3 +61,6 @@ DELETING = "DELETING"
 DELETED = "DELETED"
 #: instance states while an operation works on the instance
 BUSY = (DEPLOYING, UPDATING, DELETING)
+#: operations that work on an ACTIVE instance's caches, not on its VNFs: they leave its
+#: state alone and may run beside one another
+CACHE_OPERATIONS = (INVALIDATE, PREFETCH)

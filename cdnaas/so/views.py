@@ -1,7 +1,7 @@
 """HTTP views of the Service Orchestrator (thin: logic lives in the modules they call)."""
 from flask import Blueprint, current_app, request
 
-from cdnaas.so import catalogue, elasticity, instances
+from cdnaas.so import cache_ops, catalogue, elasticity, instances, pricing, states
 
 blueprint = Blueprint("so", __name__, url_prefix="/so/v1")
 
@@ -23,6 +23,13 @@ def _accepted(instance, operation, status=202):
 @blueprint.get("/flavors")
 def list_flavors():
     return {"flavors": catalogue.flavors()}
+
+
+@blueprint.get("/flavors/<flavor>/versions/<version>/vcdns")
+def template_users(flavor, version):
+    # the OpenAPI document has already checked that version is an integer
+    with _db().sessions() as session:
+        return {"vcdns": catalogue.template_users(session, flavor, int(version))}
 
 
 @blueprint.get("/regions")
@@ -69,10 +76,14 @@ def update_host(region, host):
 
 @blueprint.get("/instances")
 def list_instances():
+    # the OpenAPI document has already checked each parameter's form
+    args = request.args
     with _db().sessions() as session:
-        found = instances.list_instances(session, request.args.get("tenant"),
-                                         request.args.get("state"))
-        return {"vcdns": [instances.instance_view(i) for i in found]}
+        found, marker = instances.list_instances(
+            session, tenant=args.get("tenant"), state=args.get("state"), name=args.get("name"),
+            limit=args.get("limit", type=int), marker=args.get("marker"),
+            include_deleted=args.get("include_deleted") == "true")
+        return {"vcdns": [instances.instance_view(i) for i in found], "next": marker}
 
 
 @blueprint.post("/instances")
@@ -90,6 +101,14 @@ def create_quote():
     return instances.quote(_db(), body["tenant"], body["request"])
 
 
+@blueprint.post("/prices")
+def create_price():
+    """The price of usage figures from the operator's price table (usage reports)."""
+    body = request.get_json()
+    return pricing.price(body["flavor"], body["vcpu_hours"], body["kwh"], body["gb"],
+                         body["viewer_hours"])
+
+
 @blueprint.get("/instances/<instance_id>")
 def get_instance(instance_id):
     with _db().sessions() as session:
@@ -104,7 +123,8 @@ def get_sig(instance_id):
 
 @blueprint.patch("/instances/<instance_id>")
 def update_instance(instance_id):
-    instance, operation = instances.update(_db(), instance_id, request.get_json())
+    instance, operation = instances.update(_db(), instance_id, request.get_json(),
+                                           if_match=request.headers.get("If-Match"))
     if operation.state == "PENDING":
         _runner().submit(operation.id)
     return _accepted(instance, operation)
@@ -113,7 +133,8 @@ def update_instance(instance_id):
 @blueprint.delete("/instances/<instance_id>")
 def delete_instance(instance_id):
     instance, operation = instances.terminate(_db(), instance_id,
-                                              reason=request.args.get("reason", "customer"))
+                                              reason=request.args.get("reason", "customer"),
+                                              if_match=request.headers.get("If-Match"))
     if operation.state == "PENDING":
         _runner().submit(operation.id)
     return _accepted(instance, operation)
@@ -124,6 +145,22 @@ def scale_instance(instance_id):
     body = request.get_json()
     instance, operation = elasticity.scale(_db(), instance_id, body["region"], body["caches"],
                                            body.get("reason", "instance manager"))
+    _runner().submit(operation.id)
+    return _accepted(instance, operation)
+
+
+@blueprint.post("/instances/<instance_id>/invalidations")
+def invalidate_instance(instance_id):
+    return _on_caches(instance_id, states.INVALIDATE)
+
+
+@blueprint.post("/instances/<instance_id>/prefetches")
+def prefetch_instance(instance_id):
+    return _on_caches(instance_id, states.PREFETCH)
+
+
+def _on_caches(instance_id, kind):
+    instance, operation = cache_ops.start(_db(), instance_id, kind, request.get_json())
     _runner().submit(operation.id)
     return _accepted(instance, operation)
 
@@ -140,8 +177,10 @@ def heal_instance(instance_id):
 @blueprint.get("/instances/<instance_id>/operations")
 def list_operations(instance_id):
     with _db().sessions() as session:
-        found = instances.list_operations(session, instance_id)
-        return {"operations": [instances.operation_view(o) for o in found]}
+        found, marker = instances.list_operations(session, instance_id,
+                                                  limit=request.args.get("limit", type=int),
+                                                  marker=request.args.get("marker"))
+        return {"operations": [instances.operation_view(o) for o in found], "next": marker}
 
 
 @blueprint.get("/operations/<operation_id>")

@@ -50,7 +50,7 @@ ROOTFS=$WORK/rootfs
 PACKAGES=(
   linux-image-cloud-amd64 initramfs-tools systemd-sysv udev dbus
   ifupdown isc-dhcp-client iproute2 netbase ca-certificates
-  cloud-init nginx-light dnsmasq-base nftables curl
+  cloud-init nginx-light libnginx-mod-http-cache-purge dnsmasq-base nftables curl
 )
 
 log "debootstrapping $SUITE into $ROOTFS"

@@ -97,8 +97,12 @@ class QoeVideoFlavor(FlavorPlugin):
         """IM hook: the flavor's default elasticity policy (:mod:`.policy`)."""
         return default_policy.decide(observation)
 
-    @staticmethod
-    def load_model(template) -> models.Model:
+    #: folder the template's model file is looked up in first (then ``CDNAAS_MODEL_DIRS``);
+    #: a flavor built on this one sets its own
+    model_folder = PLUGIN_DIR
+
+    @classmethod
+    def load_model(cls, template) -> models.Model:
         """The template's model, checked against its technology.
 
         :raises Unprocessable: the model file is missing, broken or for another technology.
@@ -108,7 +112,7 @@ class QoeVideoFlavor(FlavorPlugin):
             raise errors.Unprocessable(f"flavor {flavor} is not available: its template names no "
                                        "model file", field="flavor")
         try:
-            model = models.named(template["model"], PLUGIN_DIR)
+            model = models.named(template["model"], cls.model_folder)
         except models.ModelError as exc:
             raise errors.Unprocessable(f"flavor {flavor} is not available: {exc}",
                                        field="flavor") from None

@@ -1,52 +1,23 @@
 // CDNaaS portal: every figure shown comes from the customer API with the caller's token.
+// This file: the catalogue, leasing (quote, create), the list of vCDNs (filters, pages),
+// operations followed to their end, ending a vCDN, and one vCDN's detail (monitoring).
 "use strict";
 
-const $ = (selector) => document.querySelector(selector);
-let token = sessionStorage.getItem("cdnaas-token") || "";
-// A link may carry the token in its fragment (never sent to a server): keep it for
-// this tab only and take it out of the address bar and history at once.
-if (location.hash.startsWith("#token=")) {
-  token = decodeURIComponent(location.hash.slice("#token=".length));
-  sessionStorage.setItem("cdnaas-token", token);
-  history.replaceState(null, "", location.pathname);
-}
+let catalogue = { flavors: [], regions: [] };
 
-async function api(method, path, body) {
-  const response = await fetch(`/api/v1${path}`, {
-    method,
-    headers: { "Authorization": `Bearer ${token}`, "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const data = response.status === 204 ? null : await response.json();
-  if (!response.ok) {
-    const error = (data && data.error) || { message: `HTTP ${response.status}` };
-    throw new Error(error.field ? `${error.field}: ${error.message}` : error.message);
-  }
-  return data;
-}
-
-function cell(row, value, className) {
-  const td = row.insertCell();
-  td.textContent = value === null || value === undefined ? "-" : value;
-  if (className) td.className = className;
-  return td;
-}
-
-function showError(error) {
-  const box = $("#error");
-  box.hidden = !error;
-  box.textContent = error ? String(error.message || error) : "";
-}
+// -- the catalogue and the order form ----------------------------------------------------------
 
 async function loadCatalogue() {
   const [{ flavors }, { regions }] = await Promise.all([api("GET", "/flavors"), api("GET", "/regions")]);
+  catalogue = { flavors, regions };
   const flavorRows = $("#flavors tbody");
   flavorRows.replaceChildren();
   const select = $("#request select[name=flavor]");
   select.replaceChildren();
   for (const flavor of flavors) {
     const row = flavorRows.insertRow();
-    cell(row, flavor.name); cell(row, flavor.technology); cell(row, flavor.description);
+    cell(row, flavor.name); cell(row, flavor.technology);
+    cell(row, (flavor.quality_targets || []).join(", ")); cell(row, flavor.description);
     select.add(new Option(flavor.name, flavor.name));
   }
   const regionRows = $("#regions tbody");
@@ -56,29 +27,52 @@ async function loadCatalogue() {
   for (const region of regions) {
     const row = regionRows.insertRow();
     cell(row, region.name); cell(row, region.description); cell(row, region.default ? "yes" : "");
-    const line = document.createElement("div");
-    line.className = "region";
-    line.innerHTML = `<input type="checkbox" data-region> <b></b>
-      <input type="number" min="1" value="1000" size="7" data-demand title="peak concurrent viewers">
-      <input type="number" min="1" max="5" step="0.1" value="4.0" data-mos title="minimum MOS">`;
-    line.querySelector("b").textContent = region.name;
-    line.dataset.name = region.name;
+    const line = element("div", { className: "region", "data-name": region.name }, [
+      element("label", { className: "inline" }, [element("input", { type: "checkbox", "data-region": true }), ` ${region.name}`]),
+      element("input", { type: "number", min: 1, value: 1000, "data-demand": true,
+                         "aria-label": `Peak viewers in ${region.name}` }),
+      element("span", { "aria-hidden": "true", className: "unit", text: "viewers," }),
+      element("span", { "aria-hidden": "true", className: "unit", "data-target-unit": true }),
+      element("input", { type: "number", "data-target": true }),
+    ]);
     demands.append(line);
+  }
+  qualityKindChanged();
+}
+
+// The order form's target inputs follow its quality kind: a minimum MOS or a maximum time.
+function qualityKindChanged() {
+  const form = $("#request");
+  const mos = form.quality.value === "min_mos";
+  form.querySelector(".for-response-time").hidden = mos;
+  for (const line of form.querySelectorAll(".region")) {
+    const input = line.querySelector("[data-target]");
+    Object.assign(input, mos ? { min: 1, max: 5, step: 0.1, value: "4.0" } : { min: 1, max: 3600000, step: 1, value: 200 });
+    input.setAttribute("aria-label", `${mos ? "Minimum MOS" : "Response time (ms)"} in ${line.dataset.name}`);
+    line.querySelector("[data-target-unit]").textContent = mos ? "MOS at least" : "response time (ms) at most";
   }
 }
 
 function requestBody() {
   const form = $("#request");
+  const quality = (target) => (form.quality.value === "min_mos" ? { min_mos: target }
+    : { response_time: { percentile: Number(form.percentile.value), max_ms: target } });
   const regions = [...form.querySelectorAll(".region")]
     .filter((line) => line.querySelector("[data-region]").checked)
     .map((line) => ({
       name: line.dataset.name,
       demand: Number(line.querySelector("[data-demand]").value),
-      quality: { min_mos: Number(line.querySelector("[data-mos]").value) },
+      quality: quality(Number(line.querySelector("[data-target]").value)),
     }));
   const end = new Date(Date.now() + Number(form.hours.value) * 3600 * 1000);
-  return { name: form.name.value, flavor: form.flavor.value, origin: form.origin.value,
-           regions, lease: { end: end.toISOString().replace(/\.\d+Z$/, "Z") } };
+  const body = { name: form.name.value, flavor: form.flavor.value, origin: form.origin.value,
+                 regions, lease: { end: end.toISOString().replace(/\.\d+Z$/, "Z") } };
+  const hostnames = lines(form.hostnames.value);
+  if (hostnames.length) body.hostnames = hostnames;
+  if (form.certificate.value.trim() || form.private_key.value.trim()) {
+    body.certificate = { certificate: form.certificate.value, private_key: form.private_key.value };
+  }
+  return body;
 }
 
 async function quote() {
@@ -88,10 +82,11 @@ async function quote() {
     const box = $("#quote");
     box.hidden = false;
     box.innerHTML = `<h3>Quote: nothing is reserved yet</h3>
-      <p><b></b> ${answer.price.currency} for ${answer.lease.hours} h:
+      <p class="price"><b></b> for <span></span> h:
       ${answer.vcpus} vCPUs, about ${answer.power_watts} W at peak, ${answer.energy_kwh} kWh over the lease</p>
-      <table><thead><tr><th>Region</th><th>Viewers</th><th>Caches</th><th>vCPUs</th><th>Predicted MOS</th><th>Power (W)</th></tr></thead><tbody></tbody></table>`;
-    box.querySelector("b").textContent = answer.price.amount;
+      <table aria-label="Quote per region"><thead><tr><th>Region</th><th>Viewers</th><th>Caches</th><th>vCPUs</th><th>Predicted MOS</th><th>Power (W)</th></tr></thead><tbody></tbody></table>`;
+    box.querySelector("b").textContent = `${answer.price.amount} ${answer.price.currency}`;
+    box.querySelector("span").textContent = answer.lease.hours;
     const rows = box.querySelector("tbody");
     for (const region of answer.regions) {
       const row = rows.insertRow();
@@ -104,50 +99,106 @@ async function quote() {
 async function lease(event) {
   event.preventDefault();
   showError(null);
+  clearOperation();
+  const form = $("#request");
   try {
     const accepted = await api("POST", "/vcdns", requestBody());
+    form.private_key.value = "";  // the key leaves the page once sent
+    $("#quote").hidden = true;
     await loadVcdns();
-    follow(accepted.operation.id);
+    follow(accepted.operation, accepted.vcdn.name);
   } catch (error) { showError(error); }
 }
 
-async function follow(operationId) {
-  const box = $("#operation");
-  box.hidden = false;
+// -- operations --------------------------------------------------------------------------------
+
+let following = 0;  // the operation shown; a newer one replaces it
+
+// Show an operation's progress in the banner until it ends; refresh the list (and the open
+// vCDN, which `done` redraws) before showing the end, so what the page shows then is current.
+async function follow(operation, name, done) {
+  const mine = ++following;
+  $("#operation").hidden = false;
   for (let polls = 0; polls < 600; polls += 1) {
-    const operation = await api("GET", `/operations/${operationId}`);
-    box.innerHTML = `<h3>Operation <span class="state-${operation.state}">${operation.type} ${operation.state}</span></h3>`;
-    for (const step of operation.steps) {
-      const line = document.createElement("div");
-      const share = step.total ? Math.round((100 * step.done) / step.total) : 0;
-      line.innerHTML = `<span class="bar"><span style="width:${share}%"></span></span> `;
-      line.append(`${step.name} (${step.done}/${step.total}) ${step.state}`);
-      box.append(line);
-    }
-    if (operation.error) {
-      const error = document.createElement("p");
-      error.className = "error";
-      error.textContent = operation.error;
-      box.append(error);
-    }
+    if (polls) operation = await api("GET", `/operations/${operation.id}`).catch((error) => ({ ...operation, error: error.message }));
+    if (mine !== following) return;
     if (!["PENDING", "PROCESSING"].includes(operation.state)) break;
+    showOperation(operation, name);
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  await loadVcdns();
+  await loadVcdns().catch(showError);
+  if (done) await done();
+  if (mine === following) showOperation(operation, name);
 }
 
-async function end(vcdnId) {
+// Take the last operation's end off the banner (a new request is on its way).
+function clearOperation() {
+  following += 1;
+  $("#operation").hidden = true;
+  $("#operation").replaceChildren();
+}
+
+function showOperation(operation, name) {
+  const box = $("#operation");
+  const title = element("h3", {}, [`Operation on ${name}: `,
+    element("span", { className: `state-${operation.state}`, text: `${operation.type} ${operation.state}` })]);
+  const steps = element("div", { className: "steps" });
+  for (const step of operation.steps || []) {
+    const share = step.total ? Math.round((100 * step.done) / step.total) : 0;
+    const bar = element("span", { className: "bar", role: "progressbar", "aria-label": step.name,
+                                  "aria-valuenow": share, "aria-valuemin": 0, "aria-valuemax": 100 },
+                        [element("span", { style: `width:${share}%` })]);
+    steps.append(element("span", { className: "step" }, [bar, ` ${step.name} (${step.done}/${step.total}) ${step.state}`]));
+  }
+  box.replaceChildren(title, steps);
+  if (operation.error) box.append(element("p", { className: "error", text: operation.error }));
+  if (!["PENDING", "PROCESSING"].includes(operation.state)) {
+    const dismiss = element("button", { type: "button", className: "link", text: "\u00d7", "aria-label": "Dismiss the operation" });
+    dismiss.onclick = () => { box.hidden = true; };
+    title.append(dismiss);
+  }
+}
+
+// Ask, then end `vcdn` (If-Match `etag`, when known) and follow the operation.
+async function end(vcdn, etag) {
+  showError(null);
+  if (!(await confirmEnd(vcdn))) return;
+  clearOperation();
   try {
-    const accepted = await api("DELETE", `/vcdns/${vcdnId}`);
-    follow(accepted.operation.id);
-  } catch (error) { showError(error); }
+    const { data } = await apiCall("DELETE", `/vcdns/${vcdn.id}`, { ifMatch: etag });
+    follow(data.operation, vcdn.name, () => (detail.vcdnId === vcdn.id ? reloadDetail() : null));
+  } catch (error) {
+    showError(error);
+    if (error.status === 412) await loadVcdns().catch(showError);
+  }
+}
+
+// -- the list: filters and pages ---------------------------------------------------------------
+
+const PAGE_SIZE = 10;
+let page = { markers: [null], next: null };  // markers[i]: the marker of page i+1
+
+function etagOf(vcdn) {
+  return `"${vcdn.revision}"`;
 }
 
 async function loadVcdns() {
-  const { vcdns } = await api("GET", "/vcdns");
+  const filters = $("#filters");
+  const { vcdns, next } = await api("GET", `/vcdns${query({
+    state: filters.state.value, name: filters.name.value.trim(),
+    include_deleted: filters.include_deleted.checked ? "true" : "",
+    limit: PAGE_SIZE, marker: page.markers[page.markers.length - 1] })}`);
+  page.next = next;
+  $("#page-next").disabled = !next;
+  $("#page-first").disabled = page.markers.length === 1;
+  $("#page-info").textContent = `page ${page.markers.length}`;
   const rows = $("#vcdns tbody");
   rows.replaceChildren();
-  for (const vcdn of vcdns.filter((v) => v.state !== "DELETED")) {
+  if (!vcdns.length) {
+    const row = rows.insertRow();
+    cell(row, "No vCDNs here: lease one above.", "muted").colSpan = 8;
+  }
+  for (const vcdn of vcdns) {
     const row = rows.insertRow();
     const entry = vcdn.entry_point || {};
     cell(row, vcdn.name); cell(row, vcdn.flavor); cell(row, vcdn.state, `state-${vcdn.state}`);
@@ -156,35 +207,58 @@ async function loadVcdns() {
     cell(row, entry.hostname); cell(row, (entry.dns_servers || []).join(", "));
     cell(row, vcdn.lease.end);
     const actions = row.insertCell();
-    const details = document.createElement("button");
-    details.textContent = "Details";
+    actions.className = "actions-cell";
+    const details = element("button", { type: "button", text: "Manage", "aria-label": `Manage ${vcdn.name}` });
     details.onclick = () => openDetail(vcdn.id);
-    const button = document.createElement("button");
-    button.className = "secondary";
-    button.textContent = "End";
-    button.onclick = () => end(vcdn.id);
-    actions.append(details, " ", button);
+    actions.append(details);
+    if (!["DELETING", "DELETED"].includes(vcdn.state)) {
+      const button = element("button", { type: "button", className: "danger", text: "End", "aria-label": `End ${vcdn.name}` });
+      button.onclick = () => end(vcdn, etagOf(vcdn));
+      actions.append(" ", button);
+    }
   }
 }
 
-// -- one vCDN's detail: charts of its metrics and the Instance Manager's decisions ------------
+function firstPage() {
+  page = { markers: [null], next: null };
+  return loadVcdns().catch(showError);
+}
+
+// -- one vCDN's detail: its facts, charts of its metrics, the Instance Manager's decisions ------
 
 const DETAIL_REFRESH_MS = 10000;
 const DECISIONS_SHOWN = 20;
-let detail = { vcdnId: null, timer: null };
+// The open vCDN as its forms were filled: its representation and ETag (sent in If-Match).
+let detail = { vcdnId: null, timer: null, vcdn: null, etag: null };
 
-function openDetail(vcdnId) {
+async function openDetail(vcdnId) {
   closeDetail();
-  detail = { vcdnId, timer: setInterval(refreshDetail, DETAIL_REFRESH_MS) };
+  detail = { vcdnId, timer: setInterval(refreshDetail, DETAIL_REFRESH_MS), vcdn: null, etag: null };
   $("#detail").hidden = false;
-  refreshDetail();
+  selectTab($("#tab-monitor"));
+  await reloadDetail();
   $("#detail").scrollIntoView({ behavior: "smooth" });
 }
 
 function closeDetail() {
   clearInterval(detail.timer);
-  detail = { vcdnId: null, timer: null };
+  detail = { vcdnId: null, timer: null, vcdn: null, etag: null };
   $("#detail").hidden = true;
+}
+
+// Read the open vCDN again and fill every form from it (dropping what was typed).
+async function reloadDetail() {
+  const vcdnId = detail.vcdnId;
+  try {
+    const { data, etag } = await apiCall("GET", `/vcdns/${vcdnId}`);
+    if (vcdnId !== detail.vcdnId) return;
+    Object.assign(detail, { vcdn: data, etag });
+    fillForms(data);
+    await refreshDetail();
+  } catch (error) {
+    closeDetail();
+    showError(error);
+  }
 }
 
 // {region: minimum MOS} of the regions whose quality is a MOS.
@@ -201,13 +275,17 @@ async function refreshDetail() {
   const hours = Number($("#detail-span").value);
   const since = new Date(Date.now() - hours * 3600 * 1000).toISOString();
   try {
-    const [vcdn, metrics, { decisions }] = await Promise.all([
-      api("GET", `/vcdns/${vcdnId}`),
+    const [{ data: vcdn, etag }, metrics, { decisions }] = await Promise.all([
+      apiCall("GET", `/vcdns/${vcdnId}`),
       api("GET", `/vcdns/${vcdnId}/metrics?scope=region&since=${encodeURIComponent(since)}`),
       api("GET", `/vcdns/${vcdnId}/decisions`),
     ]);
     if (vcdnId !== detail.vcdnId) return;  // closed, or another vCDN opened meanwhile
-    $("#detail-name").textContent = `${vcdn.name} (${vcdn.state})`;
+    if (etag !== detail.etag && !formsTouched()) {  // changed meanwhile: show it as it is now
+      Object.assign(detail, { vcdn, etag });
+      fillForms(vcdn);
+    }
+    showFacts(vcdn, etag);
     const spacing = metrics.step ? `a point per ${metrics.step} s` : "a point per pass";
     $("#detail-window").textContent = `${spacing}, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
     $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn));
@@ -225,11 +303,33 @@ async function refreshDetail() {
   }
 }
 
+// The facts of the open vCDN above its tabs.
+function showFacts(vcdn, etag) {
+  $("#detail-name").textContent = vcdn.name;
+  const entry = vcdn.entry_point || {};
+  const tls = vcdn.tls;
+  const facts = [
+    ["State", vcdn.state + (vcdn.state_reason ? ` (${vcdn.state_reason})` : "")],
+    ["Flavor", `${vcdn.flavor} v${vcdn.template_version}`],
+    ["Entry point", entry.hostname ? `${entry.hostname} (DNS servers ${(entry.dns_servers || []).join(", ")})` : "not yet"],
+    ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
+    ["HTTPS", tls ? `${tls.subject}, valid until ${tls.not_after}, SHA-256 ${tls.fingerprint_sha256}` : "no: HTTP only"],
+    ["Origin", vcdn.origin],
+    ["Lease", `${vcdn.lease.start} to ${vcdn.lease.end} (UTC)`],
+    ["Revision", etag || etagOf(vcdn)],
+  ];
+  $("#facts").replaceChildren(...facts.flatMap(([term, value]) => [
+    element("dt", { text: term }), element("dd", { text: value, className: term === "State" ? `state-${vcdn.state}` : null })]));
+  $("#detail-end").disabled = ["DELETING", "DELETED"].includes(vcdn.state);
+}
+
+// -- start -------------------------------------------------------------------------------------
+
 async function start() {
   if (!token) { $("#who").textContent = "paste your token"; return; }
   try {
     await loadCatalogue();
-    await loadVcdns();
+    await firstPage();
     $("#who").textContent = "signed in";
   } catch (error) {
     $("#who").textContent = "";
@@ -237,14 +337,22 @@ async function start() {
   }
 }
 
+const selectTab = setUpTabs($("#detail-tabs"));
 $("#login").addEventListener("submit", (event) => {
   event.preventDefault();
-  token = $("#token").value.trim();
-  sessionStorage.setItem("cdnaas-token", token);
+  useToken($("#token").value.trim());
+  showError(null);
   start();
 });
+$("#error-close").addEventListener("click", () => showError(null));
 $("#quote-button").addEventListener("click", quote);
-$("#detail-close").addEventListener("click", closeDetail);
-$("#detail-span").addEventListener("change", () => { if (detail.vcdnId) refreshDetail(); });
 $("#request").addEventListener("submit", lease);
+$("#request").quality.addEventListener("change", qualityKindChanged);
+$("#filters").addEventListener("submit", (event) => { event.preventDefault(); firstPage(); });
+$("#page-first").addEventListener("click", firstPage);
+$("#page-next").addEventListener("click", () => { page.markers.push(page.next); loadVcdns().catch(showError); });
+$("#detail-close").addEventListener("click", closeDetail);
+$("#detail-end").addEventListener("click", () => end(detail.vcdn, detail.etag));
+$("#detail-span").addEventListener("change", () => { if (detail.vcdnId) refreshDetail(); });
+setUpManagement();
 start();

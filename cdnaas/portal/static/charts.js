@@ -101,6 +101,11 @@ function lineChart({ title, unit = "", points, target = null }) {
   return parts.join("");
 }
 
+// A region's charts under its name.
+function regionPanel(region, charts) {
+  return `<div class="region-charts"><h4>${escapeXml(region)}</h4><div class="charts">${charts.join("")}</div></div>`;
+}
+
 // The charts of every region of a Metrics answer (api-spec/im.yaml) as HTML markup:
 // per region a heading and one line chart per REGION_FIGURES entry.
 //   targets: {region name: minimum MOS}, drawn as a dashed line on the MOS chart.
@@ -113,7 +118,29 @@ function regionPanels(metrics, targets = {}) {
       points: series.points.map((point) => ({ time: point.at, value: point[field] })),
       target: field === "mos" && targets[series.key] !== undefined ? targets[series.key] : null,
     }));
-    return `<div class="region-charts"><h4>${escapeXml(series.key)}</h4>`
-      + `<div class="charts">${charts.join("")}</div></div>`;
+    return regionPanel(series.key, charts);
+  }).join("");
+}
+
+// The figures of a region's traffic point (api-spec/im.yaml Traffic) drawn for each region:
+// field, title, unit, and the scale from the API's unit to the one shown.
+const TRAFFIC_FIGURES = [
+  ["requests_per_second", "Requests", "/s", 1],
+  ["bytes_per_second", "Throughput", "Mbit/s", 8 / 1e6],
+  ["hit_ratio", "Cache hit ratio", "%", 100],
+];
+
+// The charts of every region of a Traffic answer (api-spec/im.yaml) as HTML markup:
+// per region a heading and one line chart per TRAFFIC_FIGURES entry.
+function trafficPanels(traffic) {
+  const regions = traffic.regions || [];
+  if (!regions.length) return `<p class="muted">No traffic in this window yet: the Instance Manager reads the balancers' logs each pass.</p>`;
+  return regions.map((series) => {
+    const charts = TRAFFIC_FIGURES.map(([field, title, unit, scale]) => lineChart({
+      title, unit,
+      points: series.points.map((point) => ({
+        time: point.at, value: point[field] === null || point[field] === undefined ? null : point[field] * scale })),
+    }));
+    return regionPanel(series.region, charts);
   }).join("");
 }

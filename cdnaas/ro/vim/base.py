@@ -62,6 +62,17 @@ def check_origin_policy(origin, addresses):
         raise VimError(f"at deploy time, {exc.message}") from None
 
 
+def tls_ref(sig):
+    """The secret reference of the certificate ``sig`` serves HTTPS with, or None."""
+    return (sig.service.get("tls") or {}).get("certificate_ref")
+
+
+def served_names(sig):
+    """Every name ``sig``'s balancers and geo-DNS answer: its own hostname, then the
+    customer's (``service.hostnames``)."""
+    return [sig.hostname, *sig.service.get("hostnames", [])]
+
+
 class GeneratorLimit(VimError):
     """A driver's load generator cannot drive that much load here (open files, ports):
     the load is beyond what it can measure, not beyond what the VNF serves."""
@@ -223,11 +234,96 @@ class LoadReport:
         return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class LogPosition:
+    """Where a reader of a VNF's usage log stands: ``log`` names the file (a driver's
+    own short text, ``""`` for none yet) and ``offset`` is the bytes read of it."""
+
+    log: str
+    offset: int
+
+
+@dataclasses.dataclass
+class LogChunk:
+    """New lines of one VNF's usage log (a balancer's: one JSON object per request, see
+    :mod:`cdnaas.ro.traffic`) since a :class:`LogPosition`.
+
+    :param data: whole lines (a line cut because it was too long may end it).
+    :param position: where the next read starts.
+    :param more: lines were left for the next read (this one was full).
+    :param lost: lines between the position given and ``data`` are gone (the log was
+        rotated away before they were read).
+    """
+
+    name: str
+    region: str
+    data: bytes
+    position: LogPosition
+    more: bool = False
+    lost: bool = False
+
+
+#: the progress step of :meth:`VimDriver.invalidate` and :meth:`VimDriver.prefetch`
+CACHES_STEP = "caches"
+
+
+@dataclasses.dataclass
+class CacheResult:
+    """What one cache confirmed of an invalidation or a prefetch
+    (:meth:`VimDriver.invalidate`, :meth:`VimDriver.prefetch`).
+
+    :param ok: the cache answered every request (a purge: removed or not cached; a
+        prefetch: answered without a server error); otherwise ``detail`` says why.
+    :param requests: requests it was sent: a purge per path and per object its keys log
+        holds under the prefixes, or a fetch per path.
+    :param done: objects removed (the other keys were not cached), or paths it now holds
+        (answered 2xx).
+    :param detail: why not ok, or what was not done (``"/path: 404"``).
+    :param seconds: how long the cache took.
+    """
+
+    name: str
+    region: str
+    ok: bool
+    requests: int = 0
+    done: int = 0
+    detail: str = ""
+    seconds: float = 0.0
+
+
 class VimDriver(abc.ABC):
     """Deploys, changes, checks and removes the VNFs of a SIG on one kind of VIM."""
 
     #: entry-point name of the driver
     name = None
+    #: RO's :class:`cdnaas.ro.secrets.SecretStore`, given as RO starts; None in a driver
+    #: used on its own, which then cannot deploy a SIG that serves HTTPS
+    secrets = None
+
+    def secret_backend(self):
+        """Where the certificates and keys of this driver's vCDNs are kept: a
+        :class:`cdnaas.ro.secrets.SecretBackend`, or None (the default) for RO's own
+        table, encrypted with its secret key file."""
+        return None
+
+    def tls_bundle(self, sig: ServiceInstanceGraph):
+        """The certificate chain and key ``sig`` serves HTTPS with
+        (:class:`cdnaas.common.certificates.Bundle`, from :attr:`secrets`), or None when
+        it serves HTTP only.
+
+        :raises VimError: no secret store, or the reference is unknown or unreadable.
+        """
+        ref = tls_ref(sig)
+        if ref is None:
+            return None
+        if self.secrets is None:
+            raise VimError(f"{sig.vcdn_id} serves HTTPS but this {self.name} driver has no "
+                           "secret store (RO gives it one as it starts)")
+        try:
+            return self.secrets.load(ref)
+        except errors.NotFound:
+            raise VimError(f"certificate {ref} of {sig.vcdn_id} is not in RO's secret "
+                           "store") from None
 
     def check_prerequisites(self) -> None:
         """Check the driver can work on this machine.
@@ -248,12 +344,19 @@ class VimDriver(abc.ABC):
 
     @abc.abstractmethod
     def update(self, deployment: Deployment, sig: ServiceInstanceGraph,
-               progress: Progress = no_progress) -> Deployment:
-        """Bring a live ``deployment`` to match ``sig`` (caches added or removed).
+               progress: Progress = no_progress,
+               previous: ServiceInstanceGraph | None = None) -> Deployment:
+        """Bring a live ``deployment`` to match ``sig``: caches added or removed, regions
+        added (bridge or network, caches, balancer) or removed, a new origin (every
+        cache reconfigured), and the DNS answering for the regions of ``sig``.
 
-        Caches to remove are drained from their balancer before they stop; a
-        failed update leaves the previous deployment serving.
+        Caches to remove are drained from their balancer before they stop; a removed
+        region stops being answered by the DNS before its VNFs stop. A failed update
+        leaves the previous deployment serving. A driver that cannot make a change
+        raises :class:`DeploymentFailed` saying so, before changing anything.
 
+        :param previous: the SIG ``deployment`` serves (what a failed update goes back
+            to); None: ``sig`` with the deployment's VNFs (its origin and regions unchanged).
         :raises DeploymentFailed: nothing new is left running; the old VNFs still serve.
         """
 
@@ -307,6 +410,56 @@ class VimDriver(abc.ABC):
                        "needs one in the measured cache's network (the local driver starts a "
                        "client namespace on the region's bridge; on this VIM a load-generator "
                        "server running wrk and cdnaas.calibration.viewers is not implemented)")
+
+    def read_logs(self, deployment: Deployment, positions: dict[str, LogPosition],
+                  max_bytes: int = 4 << 20, release: bool = False) -> list[LogChunk]:
+        """The usage log lines each balancer of ``deployment`` wrote after its position,
+        read in parallel: one :class:`LogChunk` per balancer, in the deployment's order.
+
+        Every viewer request passes its region's balancer, which logs it
+        (``templates/nginx-lb.conf.j2``); a balancer keeps its log and the previous
+        generation of it. Reading never removes lines: the same positions give the
+        same lines (and any written since) again.
+
+        :param positions: ``{balancer name: LogPosition}`` a previous read returned;
+            a balancer absent from it is read from the start of what it keeps.
+        :param max_bytes: at most this many bytes per balancer (more: ``LogChunk.more``).
+        :param release: the caller keeps the returned positions (the Instance
+            Manager's cursor), so the driver may let go of the lines before them (the
+            local driver rotates a log grown past ``CDNAAS_LOCAL_LOG_ROTATE_MB``).
+        :raises VimError: a balancer's log could not be read, or the driver has none.
+        """
+        raise VimError(f"the {self.name} VIM driver reads no usage logs: its balancers "
+                       "are not nginx VNFs of ours (on OpenStack, Octavia keeps no "
+                       "per-request log that an API returns)")
+
+    @abc.abstractmethod
+    def invalidate(self, deployment: Deployment, paths: list[str], prefixes: list[str],
+                   progress: Progress = no_progress) -> list[CacheResult]:
+        """Remove ``paths`` and every object under ``prefixes`` from EVERY cache of
+        ``deployment``, the caches in parallel; return one :class:`CacheResult` per cache,
+        in the deployment's order, once each confirmed (or failed).
+
+        A path names the object a viewer's request for it is served (the cache rules'
+        key: with its query string, without it, or with the listed arguments); the next
+        such request is a MISS. A prefix is a path prefix (decoded, without query): every
+        object whose path starts with it goes, whatever its query string. ``paths`` and
+        ``prefixes`` are checked already (:func:`cdnaas.common.caching.invalidation`).
+        Reports ``progress(CACHES_STEP, done, total)`` as caches end.
+
+        :raises VimError: the VIM could not be asked at all (a cache that fails is a
+            result that is not ok).
+        """
+
+    @abc.abstractmethod
+    def prefetch(self, deployment: Deployment, paths: list[str],
+                 progress: Progress = no_progress) -> list[CacheResult]:
+        """Have EVERY cache of ``deployment`` fetch ``paths`` from the origin (through its
+        own rules), the caches in parallel, so that a viewer's first request is a HIT on
+        whichever cache serves it; results as :meth:`invalidate`'s.
+
+        :raises VimError: the VIM could not be asked at all.
+        """
 
     @abc.abstractmethod
     def cleanup(self, known_ids: set[str]) -> list[str]:

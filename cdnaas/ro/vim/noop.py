@@ -20,6 +20,7 @@ viewers}}``; absent means no viewers). A region's balancer holds every
 viewer's connection; its caches share the viewers in proportion to their
 vCPUs; each viewer fetches one chunk every :data:`CHUNK_SECONDS`.
 """
+import collections
 import ipaddress
 import json
 import logging
@@ -29,7 +30,8 @@ import time
 import uuid
 
 from cdnaas.common import config
-from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, LoadReport, VimDriver,
+from cdnaas.ro.vim.base import (CACHES_STEP, CacheResult, Deployment, DeploymentFailed,
+                                EntryPoint, LoadReport, LogChunk, LogPosition, VimDriver,
                                 VimError, VnfHealth, VnfInstance, VnfMetrics, no_progress)
 
 LOG = logging.getLogger(__name__)
@@ -46,6 +48,14 @@ REQUESTS_PER_VCPU = 2500.0
 
 #: how many times more requests/s than of HD chunks a vCPU serves of a path holding the key
 OBJECT_SPEEDUP = {"small": 8.0, "chunk-low": 4.0}
+
+#: advances of a balancer's requests counter its modelled log keeps
+LOG_SEGMENTS = 1000
+#: every this many records of a modelled log is a MISS, the others HITs
+MISS_EVERY = 20
+#: body bytes of a modelled record (an HD chunk of the sample origin) and headers sent
+CHUNK_BYTES = 445_440
+HEADER_BYTES = 280
 
 #: first host number of each role in a region's /24, in the order addresses are given out
 FIRST_HOST = {"load_balancer": 2, "dns": 53, "cache": 10}
@@ -66,6 +76,9 @@ class NoopDriver(VimDriver):
     #: resource id -> [read_at, requests, cpu_seconds] of the modelled counters, shared too
     _counters: dict[str, list[float]] = {}
     _counters_lock = threading.Lock()
+    #: balancer resource id -> its modelled usage log: (first record, end record, from
+    #: time, to time) per advance of its requests counter, the latest LOG_SEGMENTS kept
+    _logs: dict[str, collections.deque] = {}
 
     def __init__(self, load=None, clock=time.time, utilisation=None):
         """
@@ -85,8 +98,9 @@ class NoopDriver(VimDriver):
         instances = self._build(sig, _addresses(sig, subnets, {}), {}, progress)
         return _deployment(sig, instances, subnets)
 
-    def update(self, deployment, sig, progress=no_progress):
-        """See :meth:`VimDriver.update`: VNFs whose placement is unchanged are kept."""
+    def update(self, deployment, sig, progress=no_progress, previous=None):
+        """See :meth:`VimDriver.update`: VNFs whose placement is unchanged are kept (a new
+        origin changes no VNF here); new regions get the lowest free /24."""
         old = {v.name: v for v in deployment.vnfs}
         kept = {v.name: old[v.name] for v in sig.vnfs
                 if v.name in old and _same_placement(old[v.name], v)}
@@ -110,8 +124,7 @@ class NoopDriver(VimDriver):
             self._running[deployment.deployment_id] = recorded
         for done, resource_id in enumerate(sorted(strays), 1):
             LOG.info("noop: would delete %s, which the interrupted update added", resource_id)
-            with self._counters_lock:
-                self._counters.pop(resource_id, None)
+            self._drop_counters(resource_id)
             progress(REMOVE_STEP, done, len(strays))
         return deployment
 
@@ -123,8 +136,7 @@ class NoopDriver(VimDriver):
         for done, (resource_id, name) in enumerate(sorted(servers.items()), 1):
             LOG.info("noop: would delete %s (%s)", name, resource_id)
             _step_delay()
-            with self._counters_lock:
-                self._counters.pop(resource_id, None)
+            self._drop_counters(resource_id)
             progress(REMOVE_STEP, done, len(servers))
 
     def health(self, deployment):
@@ -165,14 +177,75 @@ class NoopDriver(VimDriver):
         return figures
 
     def _advance(self, vnf, now, viewers):
-        """The VNF's counters moved to ``now`` at the rates ``viewers`` make."""
+        """The VNF's counters moved to ``now`` at the rates ``viewers`` make; a balancer's
+        new requests join its modelled log."""
         with self._counters_lock:
             counter = self._counters.setdefault(vnf.resource_id, [now, 0.0, 0.0])
             elapsed = max(0.0, now - counter[0])
+            first, since = int(counter[1]), counter[0]
             counter[0] = now
             counter[1] += viewers / CHUNK_SECONDS * elapsed
             counter[2] += self._utilisation(viewers, vnf.vcpus) * vnf.vcpus * elapsed
+            if vnf.role == "load_balancer" and int(counter[1]) > first:
+                self._logs.setdefault(vnf.resource_id, collections.deque(
+                    maxlen=LOG_SEGMENTS)).append((first, int(counter[1]), since, now))
             return counter[1], counter[2]
+
+    def _drop_counters(self, resource_id):
+        with self._counters_lock:
+            self._counters.pop(resource_id, None)
+            self._logs.pop(resource_id, None)
+
+    def read_logs(self, deployment, positions, max_bytes=4 << 20, release=False):
+        """See :meth:`VimDriver.read_logs`: each balancer's modelled log, one record per
+        request its counter counts (:meth:`metrics` and this advance the same counter at
+        the injected load's rate), the records of an advance spread evenly over its time;
+        HD chunks, every :data:`MISS_EVERY` th a MISS. A position is ``(resource id,
+        records read)``; the last :data:`LOG_SEGMENTS` advances are kept."""
+        viewers = self._load(deployment.deployment_id)
+        now = self._clock()
+        chunks = []
+        for vnf in deployment.vnfs:
+            if vnf.role != "load_balancer":
+                continue
+            self._advance(vnf, now, float(viewers.get(vnf.region, 0)))
+            with self._counters_lock:
+                segments = list(self._logs.get(vnf.resource_id, ()))
+            kept = segments[0][0] if segments else 0
+            position = positions.get(vnf.name)
+            start = kept
+            if position is not None and position.log == vnf.resource_id:
+                start = max(kept, position.offset)
+            lost = position not in (None, LogPosition(log="", offset=0)) and \
+                (position.log != vnf.resource_id or position.offset < kept)
+            lines, size, index = [], 0, start
+            for first, end, since, until in segments:
+                while first <= index < end and size < max_bytes:
+                    lines.append(_log_line(index, since + (until - since) * (index - first + 1)
+                                           / (end - first)))
+                    size += len(lines[-1])
+                    index += 1
+            chunks.append(LogChunk(name=vnf.name, region=vnf.region, data=b"".join(lines),
+                                   position=LogPosition(log=vnf.resource_id, offset=index),
+                                   more=bool(segments) and index < segments[-1][1], lost=lost))
+        return chunks
+
+    def invalidate(self, deployment, paths, prefixes, progress=no_progress):
+        """See :meth:`VimDriver.invalidate`: every cache confirms at once; none held anything."""
+        return self._every_cache(deployment, len(paths), progress)
+
+    def prefetch(self, deployment, paths, progress=no_progress):
+        """See :meth:`VimDriver.prefetch`: every cache confirms it "holds" every path."""
+        return self._every_cache(deployment, len(paths), progress, done=len(paths))
+
+    @staticmethod
+    def _every_cache(deployment, requests, progress, done=0):
+        caches = [v for v in deployment.vnfs if v.role == "cache"]
+        progress(CACHES_STEP, 0, len(caches))
+        results = [CacheResult(name=v.name, region=v.region, ok=True, requests=requests,
+                               done=done) for v in caches]
+        progress(CACHES_STEP, len(caches), len(caches))
+        return results
 
     def load_test(self, deployment, vnf_name, test):
         """See :meth:`VimDriver.load_test`: modelled figures, nothing is sent. A VNF serves
@@ -219,6 +292,11 @@ class NoopDriver(VimDriver):
         :raises DeploymentFailed: a VNF is placed on a failing host; what this
             call created was removed first.
         """
+        if self.secrets is not None:  # as a real driver's balancers, it reads the certificate
+            try:
+                self.tls_bundle(sig)
+            except VimError as exc:
+                raise DeploymentFailed(f"{exc}; nothing was created") from exc
         failing = _listed_hosts(FAIL_HOSTS)
         instances, created = dict(kept), []
         try:
@@ -256,9 +334,16 @@ class NoopDriver(VimDriver):
                 servers.pop(instance.resource_id, None)
             if not servers:
                 self._running.pop(deployment_id, None)
-        with self._counters_lock:
-            for instance in instances:
-                self._counters.pop(instance.resource_id, None)
+        for instance in instances:
+            self._drop_counters(instance.resource_id)
+
+
+def _log_line(index, at):
+    """Record ``index`` of a modelled balancer log, ended at ``at`` (one JSON line)."""
+    status = "MISS" if index % MISS_EVERY == 0 else "HIT"
+    return (f'{{"t":{at:.3f},"s":"200","b":{CHUNK_BYTES + HEADER_BYTES},"bb":{CHUNK_BYTES},'
+            f'"rt":0.004,"c":"{status}","m":"GET","u":"/video/hd/seg-{index % 300 + 1}.m4s",'
+            f'"a":"192.0.2.10"}}\n').encode()
 
 
 def _load_file(deployment_id):

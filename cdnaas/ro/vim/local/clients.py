@@ -48,15 +48,25 @@ class Client:
                        check=False)
         return [line for line in out.split() if _is_ipv4(line)]
 
-    def fetch(self, url, resolve=None, timeout=10):
-        """GET ``url`` with curl; return ``(status, headers, body bytes)``.
+    def fetch(self, url, resolve=None, timeout=10, headers=(), cacert=None):
+        """GET ``url`` with curl; return ``(status, headers, body bytes)``. An ``https``
+        URL is fetched with HTTP/2 if the server offers it (the ``:protocol`` header
+        holds the protocol of the status line: ``HTTP/2``, ``HTTP/1.1``).
 
         :param resolve: ``(hostname, address)`` to pin the name to an address,
-            as a browser would after its DNS answer.
+            as a browser would after its DNS answer (on the URL's scheme's port).
+        :param headers: request headers to send, as ``"Name: value"`` lines.
+        :param cacert: PEM file of the CA that must have issued the server's certificate
+            (None: the system's).
         """
         command = ["curl", "-s", "-D", "-", "--max-time", str(timeout), "-o", "-"]
+        for header in headers:
+            command += ["-H", header]
         if resolve:
-            command += ["--resolve", f"{resolve[0]}:80:{resolve[1]}"]
+            port = 443 if url.startswith("https:") else 80
+            command += ["--resolve", f"{resolve[0]}:{port}:{resolve[1]}"]
+        if url.startswith("https:"):
+            command += ["--http2"] + (["--cacert", str(cacert)] if cacert else [])
         raw = run(command + [url], timeout=timeout + 5, check=False, binary=True,
                   namespace=self.namespace)
         head, _, body = raw.partition(b"\r\n\r\n")
@@ -65,6 +75,7 @@ class Client:
             return 0, {}, b""
         headers = {k.strip().lower(): v.strip()
                    for k, _, v in (line.partition(":") for line in lines[1:])}
+        headers[":protocol"] = lines[0].split()[0]
         return int(lines[0].split()[1]), headers, body
 
     def run_measured(self, command, timeout, cpus=None):

@@ -15,27 +15,36 @@ Everything a deployment creates is named after it, so removing it (on failure,
 on terminate, or as a stray after a crash) needs no record beyond its id.
 """
 import concurrent.futures
+import dataclasses
 import ipaddress
 import logging
 import os
 import shutil
 import socket
+import threading
 import time
 
 from cdnaas.common import config
-from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, PrerequisitesMissing,
-                                VimDriver, VimError, VnfHealth, VnfInstance, VnfMetrics,
-                                check_origin_policy, no_progress, run_all)
-from cdnaas.ro.vim.local import cgroups, clients, loadgen, netns, network, processes
-from cdnaas.ro.vim.local.system import run
+from cdnaas.ro import purge, vnfconfig
+from cdnaas.ro.vim import logfiles
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, LogChunk,
+                                PrerequisitesMissing, VimDriver, VimError, VnfHealth,
+                                VnfInstance, VnfMetrics, check_origin_policy, no_progress,
+                                run_all, served_names)
+from cdnaas.ro.vim.changes import sig_change
+from cdnaas.ro.vim.local import cgroups, clients, loadgen, netns, network, processes, tls_files
+from cdnaas.ro.vim.local.system import ip_batch, run
 
 LOG = logging.getLogger(__name__)
 
 TOOLS = ("ip", "nginx", "dnsmasq", "nft", "dig", "curl")
 HTTP_PORT = 80
+HTTPS_PORT = 443
 DNS_BASE_PORT = 5300
+SPARE_DNS_PORT = 5400  # + index: a region's spare dnsmasq while its own restarts
 FIRST_CACHE_HOST = 10
+#: how long a new deployment's check from each region may keep asking its DNS for an answer
+VERIFY_SECONDS = 15.0
 VNF_USER = "root"  # the namespace is the VNF's machine; its files live under the state dir
 
 
@@ -54,6 +63,7 @@ class LocalDriver(VimDriver):
 
     def __init__(self):
         self.pool = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="local-vim")
+        self._rotating = threading.Lock()  # one log rotation at a time
 
     # -- prerequisites -------------------------------------------------------
 
@@ -65,6 +75,10 @@ class LocalDriver(VimDriver):
         if missing:
             raise PrerequisitesMissing(f"missing tools: {', '.join(missing)} "
                                        "(scripts/setup installs them)")
+        if not os.path.exists(vnfconfig.PURGE_MODULE):
+            raise PrerequisitesMissing(f"missing nginx's purge module {vnfconfig.PURGE_MODULE} "
+                                       "(package libnginx-mod-http-cache-purge; scripts/setup "
+                                       "installs it)")
         cgroups.check()
 
     # -- lifecycle -----------------------------------------------------------
@@ -80,13 +94,7 @@ class LocalDriver(VimDriver):
             raise DeploymentFailed(f"{exc}; everything created was removed") from exc
 
     def _build(self, owner, sig, progress):
-        regions = [r.name for r in sig.regions]
-        subnets = network.create_bridges(
-            [(network.bridge_name(owner, sig.vcdn_id, r), network.bridge_alias(owner, sig.vcdn_id, r))
-             for r in regions], _pool())
-        layout = {r: {"bridge": network.bridge_name(owner, sig.vcdn_id, r),
-                      "subnet": str(subnets[network.bridge_name(owner, sig.vcdn_id, r)])}
-                  for r in regions}
+        layout = self._add_regions(owner, sig.vcdn_id, [r.name for r in sig.regions])
         addresses = _assign(sig, layout, {})
 
         self._boot_caches(owner, sig, sig.vnfs_in(role="cache"), addresses, layout, progress)
@@ -98,38 +106,95 @@ class LocalDriver(VimDriver):
                        lambda r: _verify_region(sig, r, addresses))
         return self._deployment(owner, sig, layout, addresses)
 
-    def update(self, deployment, sig, progress=no_progress):
+    def update(self, deployment, sig, progress=no_progress, previous=None):
+        """See :meth:`VimDriver.update`. What changes is worked out first
+        (:func:`~cdnaas.ro.vim.changes.sig_change`), then applied in order: bridges of new
+        regions; new caches and new regions' balancers; kept caches reconfigured, one at a
+        time, when the origin or the cache rules change (what they cached stays: a new
+        origin is taken to serve the same content, a purge empties them); balancers of
+        regions whose caches or service changed reloaded; the DNS VNF built again when
+        regions come or go or it moves (:meth:`_reshape_dns`, in place), else its dnsmasq
+        restarted where the names changed, and then every region checked from a client. A failure puts everything back (:meth:`restore` to ``deployment``).
+        Last, removed caches drain and stop, and removed regions drain, lose their VNFs
+        and their bridge."""
         owner = deployment.resources["owner"]
-        layout = deployment.resources["layout"]
-        if set(layout) != {r.name for r in sig.regions}:
-            raise DeploymentFailed("the local driver cannot add or remove regions of a live "
-                                   "vCDN; deploy a new one")
-        old = {v.name: v for v in deployment.vnfs}
-        addresses = _assign(sig, layout, {name: v.address for name, v in old.items()})
-        added = [v for v in sig.vnfs_in(role="cache") if v.name not in old]
-        removed = [v for v in deployment.vnfs if v.role == "cache"
-                   and v.name not in {c.name for c in sig.vnfs}]
-        touched = sorted({v.region for v in added + removed})
+        change = sig_change(deployment, sig)
+        if previous is None:
+            if change.regions_changed:
+                raise DeploymentFailed("the local driver changes the regions of a vCDN only "
+                                       "knowing the SIG it serves (RO passes it)")
+            # what the balancers and DNS serve now: hostnames and certificate
+            previous = dataclasses.replace(sig, service=deployment.resources.get("service", {}))
+        old_layout = deployment.resources["layout"]
+        kept_regions = [r.name for r in sig.regions if r.name in old_layout]
+        touched = sorted({v.region for v in change.new_in("cache") + change.gone
+                          if v.role == "cache"} & set(kept_regions))
+        if previous.service != sig.service:  # a rotation reloads every balancer, gracefully
+            touched = kept_regions
+        reconfigured = change.kept_in("cache") if previous.origin != sig.origin or \
+            previous.service.get("cache_rules") != sig.service.get("cache_rules") else []
+        reshaped = change.regions_changed or any(v.role == "dns" for v in change.moved)
+        restarted = [] if reshaped or served_names(previous) == served_names(sig) \
+            else sig.vnfs_in(role="dns")
         try:
-            self._boot_caches(owner, sig, added, addresses, layout, progress)
+            layout = {**old_layout, **self._add_regions(owner, sig.vcdn_id, change.added_regions)}
+            layout = {r.name: layout[r.name] for r in sig.regions}
+            addresses = _assign(sig, layout, {v.name: v.address for v in deployment.vnfs})
+            self._boot_caches(owner, sig, change.new_in("cache"), addresses, layout, progress)
+            self._boot_balancers(owner, sig, addresses, layout, progress,
+                                 change.new_in("load_balancer"))
+            self._roll_caches(owner, sig, reconfigured, addresses, layout, progress)
             self._parallel("reconfigure load balancers", progress, touched,
                            lambda region: self._reload_lb(owner, sig, region, addresses))
+            self._parallel("reconfigure DNS", progress, restarted,
+                           lambda v: self._restart_dns(owner, sig, v, addresses))
+            if reshaped:
+                self._parallel("reshape DNS", progress, sig.vnfs_in(role="dns"),
+                               lambda v: self._reshape_dns(owner, sig, v, layout, addresses))
+                self._parallel("verify from each region", progress, sig.regions,
+                               lambda r: _verify_region(sig, r, addresses))
         except Exception as exc:
-            for vnf in added:
-                self._remove_vnf(owner, sig.vcdn_id, vnf.name)
-            self._parallel("restore load balancers", no_progress, touched,
-                           lambda region: self._reload_lb(owner, sig, region, addresses,
-                                                          members=_members(deployment, region)))
-            raise DeploymentFailed(f"{exc}; the previous caches still serve") from exc
-        self._parallel("drain and stop caches", progress, removed,
+            LOG.warning("update of %s failed, putting the deployment back: %s", sig.vcdn_id, exc)
+            self.restore(deployment, previous)
+            raise DeploymentFailed(f"{exc}; the previous deployment still serves") from exc
+        self._parallel("drain and stop caches", progress,
+                       [v for v in change.gone if v.role == "cache" and v.region in layout],
                        lambda v: self._drain_and_stop(owner, sig.vcdn_id, v))
+        self._parallel("remove regions", progress, change.removed_regions,
+                       lambda region: self._remove_region(owner, deployment, region))
         return self._deployment(owner, sig, layout, addresses)
+
+    def _add_regions(self, owner, deployment_id, regions):
+        """A bridge for each of ``regions``, on a free /24: ``{region: {bridge, subnet}}``."""
+        names = {r: network.bridge_name(owner, deployment_id, r) for r in regions}
+        subnets = network.create_bridges(
+            [(names[r], network.bridge_alias(owner, deployment_id, r)) for r in regions], _pool())
+        return {r: {"bridge": names[r], "subnet": str(subnets[names[r]])} for r in regions}
+
+    def _roll_caches(self, owner, sig, caches, addresses, layout, progress):
+        """A rolling reload: each of ``caches`` is on its config for ``sig`` before the next
+        one starts, so the others serve meanwhile and a refused config stops the roll."""
+        progress("reconfigure caches", 0, len(caches))
+        for done, vnf in enumerate(caches, 1):
+            self._reload_cache(owner, sig, vnf, addresses, layout)
+            progress("reconfigure caches", done, len(caches))
+
+    def _remove_region(self, owner, deployment, region):
+        """Drain the region's balancer (bounded, as a cache), then remove its VNFs and bridge.
+        The DNS no longer answers its clients by then."""
+        vnfs = [v for v in deployment.vnfs if v.region == region and v.role != "dns"]
+        for vnf in sorted(vnfs, key=lambda v: v.role != "load_balancer"):  # balancer first
+            self._drain_and_stop(owner, deployment.deployment_id, vnf)
+        network.delete_bridges([network.bridge_name(owner, deployment.deployment_id, region)])
 
     def restore(self, deployment, sig, progress=no_progress):
         """See :meth:`VimDriver.restore`: the deployment's VNFs that it does not record
-        (namespaces, CPU groups, files) are removed, recorded caches that do not answer
-        are booted again at their recorded address, and every balancer is reloaded
-        with the recorded caches as members."""
+        (namespaces, CPU groups, files) and bridges of regions it does not record are
+        removed, recorded bridges that are gone come back on their subnet, recorded caches
+        and balancers that do not answer are booted again at their recorded address, every
+        cache gets its config for ``sig`` again, every balancer is reloaded with the
+        recorded caches as members, and the DNS VNF is given ``sig``'s regions again
+        (:meth:`_reshape_dns`)."""
         self.check_prerequisites()
         owner = deployment.resources["owner"]
         layout = deployment.resources["layout"]
@@ -138,15 +203,38 @@ class LocalDriver(VimDriver):
         strays = sorted(self._vnf_names(owner, deployment.deployment_id) - set(recorded))
         self._parallel("remove VNFs the update added", progress, strays,
                        lambda name: self._remove_vnf(owner, deployment.deployment_id, name))
-        gone = [v for v in sig.vnfs_in(role="cache")
-                if v.name in recorded and not processes.answers_http(recorded[v.name].address)]
+        self._restore_bridges(owner, deployment.deployment_id, layout)
+        gone = [v for v in sig.vnfs if v.role != "dns"
+                and v.name in recorded and not processes.answers_http(recorded[v.name].address)]
         for vnf in gone:  # whatever is left of them (a namespace, a group) goes first
             self._remove_vnf(owner, deployment.deployment_id, vnf.name)
-        self._boot_caches(owner, sig, gone, addresses, layout, progress)
+        self._boot_caches(owner, sig, [v for v in gone if v.role == "cache"], addresses, layout,
+                          progress)
+        listening = _assign(sig, layout, addresses)  # the DNS VNF's address in each region
+        self._boot_balancers(owner, sig, listening, layout, progress,
+                             [v for v in gone if v.role == "load_balancer"])
+        running = [v for v in sig.vnfs_in(role="cache") if v.name in recorded and v not in gone]
+        self._parallel("restore cache rules", progress, running,  # where the update got to
+                       lambda v: self._reload_cache(owner, sig, v, addresses, layout))
         self._parallel("restore load balancers", progress, sorted(layout),
                        lambda region: self._reload_lb(owner, sig, region, addresses,
                                                       members=_members(deployment, region)))
+        self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
+                       lambda v: self._reshape_dns(owner, sig, v, layout, listening))
         return deployment
+
+    def _restore_bridges(self, owner, deployment_id, layout):
+        """This deployment's bridges become exactly those of ``layout``'s regions: others go,
+        missing ones come back on their recorded subnet."""
+        present = {region: name for name, own, dep, region in network.list_bridges()
+                   if (own, dep) == (owner, deployment_id)}
+        network.delete_bridges([name for region, name in present.items() if region not in layout])
+        missing = [r for r in layout if r not in present]
+        if missing:
+            network.create_bridges(
+                [(layout[r]["bridge"], network.bridge_alias(owner, deployment_id, r))
+                 for r in missing], _pool(),
+                subnets={layout[r]["bridge"]: layout[r]["subnet"] for r in missing})
 
     def _vnf_names(self, owner, deployment_id):
         """Names of the VNFs of ``deployment_id`` with a namespace, CPU group or files here."""
@@ -195,6 +283,45 @@ class LocalDriver(VimDriver):
                               requests=status["requests"] if status else None, cpu_seconds=cpu)
         return list(self.pool.map(read, deployment.vnfs))
 
+    def read_logs(self, deployment, positions, max_bytes=logfiles.READ_BYTES, release=False):
+        """See :meth:`VimDriver.read_logs`: each balancer's log from its management
+        listener (:mod:`cdnaas.ro.vim.logfiles`), in parallel. With ``release``, a log
+        whose reader stands in its current file, past ``CDNAAS_LOCAL_LOG_ROTATE_MB``, is
+        rotated afterwards: renamed ``access.log.1`` (replacing the one before, already
+        read) and reopened by nginx (``nginx -s reopen``); lines nginx writes until its
+        workers reopen land in ``access.log.1`` after the reader's position, read next."""
+        owner = deployment.resources.get("owner", network.owner())
+        limit = config.setting("CDNAAS_LOCAL_LOG_ROTATE_MB") * (1 << 20)
+
+        def read(vnf):
+            found = logfiles.read(vnf.address, vnfconfig.MANAGEMENT_PORT,
+                                  vnfconfig.USAGE_LOG_PATH, positions.get(vnf.name), max_bytes)
+            if release and found.in_current and not found.more and found.current_size > limit:
+                self._rotate_log(owner, deployment.deployment_id, vnf.name)
+            return LogChunk(name=vnf.name, region=vnf.region, data=found.data,
+                            position=found.position, more=found.more, lost=found.lost)
+        return list(self.pool.map(read, [v for v in deployment.vnfs
+                                         if v.role == "load_balancer"]))
+
+    def invalidate(self, deployment, paths, prefixes, progress=no_progress):
+        """See :meth:`VimDriver.invalidate`: on each cache's management listener, which
+        only this side reaches (:mod:`cdnaas.ro.purge`)."""
+        return purge.invalidate_caches(self.pool, deployment, paths, prefixes, progress)
+
+    def prefetch(self, deployment, paths, progress=no_progress):
+        """See :meth:`VimDriver.prefetch`: through each cache's management listener
+        (:mod:`cdnaas.ro.purge`)."""
+        return purge.prefetch_caches(self.pool, deployment, paths, progress)
+
+    def _rotate_log(self, owner, deployment_id, vnf_name):
+        prefix = _vnf_root(owner, deployment_id) / vnf_name
+        logs = prefix / "logs"
+        with self._rotating:
+            os.replace(logs / "access.log", logs / "access.log.1")
+            run(processes.nginx_command(str(prefix), str(prefix / "nginx.conf"), "-s", "reopen"),
+                namespace=network.namespace_name(owner, deployment_id, vnf_name))
+        LOG.info("rotated the usage log of %s/%s", deployment_id, vnf_name)
+
     def load_test(self, deployment, vnf_name, test):
         """See :meth:`VimDriver.load_test`: wrk or the simulated viewers in a client
         namespace on the VNF's region bridge, off the VNF's CPUs
@@ -232,40 +359,39 @@ class LocalDriver(VimDriver):
         origin = {r: _origin_address(sig.origin, layout[r]) for r in {c.region for c in caches}}
 
         def config(vnf, prefix):
-            return vnfconfig.cache_config(
-                name=vnf.name, workers=vnf.vcpus, listen_address=addresses[vnf.name],
-                listen_port=HTTP_PORT, origin=sig.origin, prefix_dir=str(prefix), user=VNF_USER,
-                origin_address=origin[vnf.region],
-                planned_connections=vnfconfig.planned_connections(sig, vnf),
-                max_files=processes.open_file_limit(),
-                management_sources=_management_sources(addresses[vnf.name]))
+            return _cache_text(sig, vnf, addresses[vnf.name], origin[vnf.region], prefix)
         self._boot_nginx("boot caches", progress, owner, sig.vcdn_id, caches, config,
                          lambda v: [(layout[v.region]["bridge"],
                                      _cidr(addresses[v.name], layout[v.region]), [])],
                          addresses)
 
-    def _boot_balancers(self, owner, sig, addresses, layout, progress):
-        """Start each region's balancer with all its caches as members (one config each)."""
+    def _boot_balancers(self, owner, sig, addresses, layout, progress, balancers=None):
+        """Start each region's balancer (or only ``balancers``) with all its region's caches
+        as members (one config each)."""
         def config(vnf, prefix):
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(vnf.region, "cache")]
-            return self._lb_text(vnf, addresses[vnf.name], members, prefix,
-                                 vnfconfig.planned_connections(sig, vnf))
+            return self._lb_text(sig, vnf, addresses[vnf.name], members, prefix)
+        if balancers is None:
+            balancers = sig.vnfs_in(role="load_balancer")
         self._boot_nginx("configure load balancers", progress, owner, sig.vcdn_id,
-                         sig.vnfs_in(role="load_balancer"), config,
+                         balancers, config,
                          lambda v: [(layout[v.region]["bridge"],
                                      _cidr(addresses[v.name], layout[v.region]),
                                      sig.region(v.region).client_prefixes + ["default"])],
                          addresses)
 
-    @staticmethod
-    def _lb_text(vnf, address, members, prefix, planned):
+    def _lb_text(self, sig, vnf, address, members, prefix):
+        """The balancer ``vnf``'s config for ``sig``, its certificate files written first."""
         return vnfconfig.lb_config(name=vnf.name, workers=vnf.vcpus, listen_address=address,
                                    listen_port=HTTP_PORT, prefix_dir=str(prefix),
-                                   planned_connections=planned,
+                                   planned_connections=vnfconfig.planned_connections(sig, vnf),
                                    max_files=processes.open_file_limit(),
                                    members=[(name, addr, HTTP_PORT) for name, addr in members],
                                    management_sources=_management_sources(address),
-                                   user=VNF_USER)
+                                   user=VNF_USER, flavor=vnfconfig.flavor_config(sig, vnf),
+                                   server_names=served_names(sig),
+                                   tls=tls_files.write(prefix, self.tls_bundle(sig), HTTPS_PORT),
+                                   cache_rules=sig.service.get("cache_rules"))
 
     def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses):
         """Plug every VNF's namespace in one ``ip`` run, then in parallel for each:
@@ -297,13 +423,106 @@ class LocalDriver(VimDriver):
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(region, "cache")]
-        text = self._lb_text(lb, addresses[lb.name], members, prefix,
-                             vnfconfig.planned_connections(sig, lb))
+        text = self._lb_text(sig, lb, addresses[lb.name], members, prefix)
         namespace = network.namespace_name(owner, sig.vcdn_id, lb.name)
         with netns.entered(namespace):  # nginx -t binds the balancer's address
             vnfconfig.check_nginx(text, str(prefix))
         (prefix / "nginx.conf").write_text(text)
         processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"))
+        tls_files.prune(prefix, text)  # the new master reads only the files it names
+
+    def _dns_configs(self, sig, vnf, prefix, addresses, base=DNS_BASE_PORT, suffix=""):
+        """``{region: (config path, text)}`` of the DNS VNF's dnsmasq of each region, each
+        answering every name of the vCDN with its region's balancer (checked), on port
+        ``base`` + the region's index (``suffix`` names a spare: :meth:`_restart_dns`)."""
+        configs = {}
+        flavor = vnfconfig.flavor_config(sig, vnf)
+        for index, region in enumerate(r.name for r in sig.regions):
+            lb = sig.vnfs_in(region, "load_balancer")[0]
+            text = vnfconfig.dns_config(name=f"{vnf.name}-{region}{suffix}",
+                                        hostname=sig.hostname,
+                                        aliases=served_names(sig)[1:],
+                                        answer_address=addresses[lb.name],
+                                        listen_addresses=addresses[vnf.name],
+                                        port=base + index, prefix_dir=str(prefix),
+                                        flavor=flavor)
+            vnfconfig.check_dnsmasq(text)
+            configs[region] = (prefix / f"dnsmasq-{region}{suffix}.conf", text)
+        return configs
+
+    def _restart_dns(self, owner, sig, vnf, addresses):
+        """Give the DNS VNF's dnsmasq processes ``sig``'s config (names, regions, listen
+        addresses) without a moment unanswered: dnsmasq reads its config only as it
+        starts, so each whose config changed (or that does not answer) is first doubled
+        by a spare on another port, the steering sent to the spares, the old ones (and
+        those of regions ``sig`` lacks) stopped and started on their new config, the
+        steering sent back, and the spares stopped. Unchanged ones are left."""
+        prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
+        namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
+        group = _group(owner, sig.vcdn_id, vnf.name)
+        regions = [r.name for r in sig.regions]
+
+        def start(path, region, index, base, suffix=""):
+            processes.start_daemon(namespace, ["dnsmasq", f"--conf-file={path}"])
+            processes.wait_until(lambda: processes.resolves(
+                addresses[vnf.name][0], served_names(sig)[-1], port=base + index),
+                f"DNS {vnf.name} for {region}")
+            cgroups.adopt(group, processes.pid_in(prefix / f"{vnf.name}-{region}{suffix}.pid"))
+
+        def stop(name):
+            pid_file = prefix / f"{name}.pid"
+            if pid_file.exists():  # a region new to the DNS VNF has none yet
+                processes.stop(processes.pid_in(pid_file))
+                pid_file.unlink(missing_ok=True)  # dnsmasq removes it as it exits
+
+        configs = self._dns_configs(sig, vnf, prefix, addresses)
+        changed = [r for i, (r, (path, text)) in enumerate(configs.items())
+                   if not (path.exists() and path.read_text() == text and processes.resolves(
+                       addresses[vnf.name][0], served_names(sig)[-1], port=DNS_BASE_PORT + i))]
+        spares = self._dns_configs(sig, vnf, prefix, addresses, SPARE_DNS_PORT, "-spare")
+        for region in changed:
+            path, text = spares[region]
+            stop(f"{vnf.name}-{region}-spare")  # one an interrupted change left
+            path.write_text(text)
+            start(path, region, regions.index(region), SPARE_DNS_PORT, "-spare")
+        self._steer(namespace, prefix, sig, {r: SPARE_DNS_PORT + regions.index(r)
+                                             for r in changed})
+        for stale in prefix.glob("dnsmasq-*.conf"):  # regions the DNS VNF no longer serves
+            region = stale.name[len("dnsmasq-"):-len(".conf")]
+            if region not in regions and not region.endswith("-spare"):
+                stop(f"{vnf.name}-{region}")
+                stale.unlink()
+        for region in changed:
+            path, text = configs[region]
+            stop(f"{vnf.name}-{region}")
+            path.write_text(text)
+            start(path, region, regions.index(region), DNS_BASE_PORT)
+        self._steer(namespace, prefix, sig)
+        for region in changed:
+            stop(f"{vnf.name}-{region}-spare")
+            spares[region][0].unlink()
+
+    def _steer(self, namespace, prefix, sig, ports=None):
+        """Load the DNS VNF's steering for ``sig`` (``ports``: regions sent elsewhere)."""
+        ruleset = _steering(sig, ports)
+        vnfconfig.check_nft(ruleset)
+        (prefix / "steering.nft").write_text(ruleset)
+        run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
+
+    def _reload_cache(self, owner, sig, vnf, addresses, layout):
+        """Give the running cache ``vnf`` its config for ``sig`` (its cache rules), checked
+        in its namespace and reloaded gracefully; nothing when it has that config already."""
+        prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
+        text = _cache_text(sig, vnf, addresses[vnf.name],
+                           _origin_address(sig.origin, layout[vnf.region]), prefix)
+        conf = prefix / "nginx.conf"
+        if conf.exists() and conf.read_text() == text:
+            return
+        namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
+        with netns.entered(namespace):  # nginx -t binds the cache's address
+            vnfconfig.check_nginx(text, str(prefix))
+        conf.write_text(text)
+        processes.reload_nginx(namespace, str(prefix), str(conf), settle=True)
 
     def _start_dns(self, owner, sig, vnf, layout, addresses):
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
@@ -311,17 +530,10 @@ class LocalDriver(VimDriver):
         own = addresses[vnf.name]
         ports = {r: DNS_BASE_PORT + i for i, r in enumerate(regions)}
         configs = {}
-        for region in regions:
-            lb = sig.vnfs_in(region, "load_balancer")[0]
-            text = vnfconfig.dns_config(name=f"{vnf.name}-{region}", hostname=sig.hostname,
-                                        answer_address=addresses[lb.name], listen_addresses=own,
-                                        port=ports[region], prefix_dir=str(prefix))
-            vnfconfig.check_dnsmasq(text)
-            configs[region] = prefix / f"dnsmasq-{region}.conf"
-            configs[region].write_text(text)
-        rules = [(p, ports[r.name]) for r in sig.regions for p in r.client_prefixes]
-        ruleset = vnfconfig.steering_rules(table="cdnaas-geo", rules=rules,
-                                           default_port=ports[sig.default_region])
+        for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses).items():
+            path.write_text(text)
+            configs[region] = path
+        ruleset = _steering(sig)
         vnfconfig.check_nft(ruleset)
         (prefix / "steering.nft").write_text(ruleset)
         links = []
@@ -344,6 +556,34 @@ class LocalDriver(VimDriver):
             processes.wait_until(lambda r=region: processes.resolves(
                 own[0], sig.hostname, port=ports[r]), f"DNS {vnf.name} for {region}")
             cgroups.adopt(group, processes.pid_in(prefix / f"{vnf.name}-{region}.pid"))
+
+    def _reshape_dns(self, owner, sig, vnf, layout, addresses):
+        """Bring the DNS VNF to ``sig``'s regions in place: a leg on each new region's
+        bridge, each region's dnsmasq started or restarted where its config changed (each
+        listens on every leg) and those of removed regions stopped, the steering and the
+        default route replaced, the removed regions' legs deleted, its CPU group
+        moved to its host. No query goes unanswered (:meth:`_restart_dns`). Gone
+        altogether (a crash), it is built afresh."""
+        namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
+        if namespace not in network.list_namespaces():
+            self._remove_vnf(owner, sig.vcdn_id, vnf.name)
+            self._start_dns(owner, sig, vnf, layout, addresses)
+            return
+        own = addresses[vnf.name]
+        regions = [r.name for r in sig.regions]
+        legs = network.links_of(namespace)
+        network.add_links(namespace, [
+            (layout[r]["bridge"], _cidr(own[i], layout[r]), sig.region(r).client_prefixes)
+            for i, r in enumerate(regions) if own[i] not in legs],
+            first=1 + max((int(name[3:]) for name in legs.values()), default=-1))
+        self._restart_dns(owner, sig, vnf, addresses)
+        legs = network.links_of(namespace)
+        default = legs[own[regions.index(sig.default_region)]]
+        ip_batch([f"route replace default dev {default}"]
+                        + [f"link del {name}" for address, name in legs.items()
+                           if address not in own], namespace=namespace)
+        cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus,
+                       cgroups.host_cpus(vnf.host))
 
     def _drain_and_stop(self, owner, deployment_id, vnf):
         """Wait (bounded) for the balancer's connections to a removed cache to end, then stop it."""
@@ -398,7 +638,28 @@ class LocalDriver(VimDriver):
         return Deployment(deployment_id=sig.vcdn_id, driver=self.name, vnfs=vnfs,
                           entry_point=EntryPoint(hostname=sig.hostname, dns_servers=dns_servers),
                           region_endpoints=endpoints,
-                          resources={"owner": owner, "layout": layout})
+                          resources={"owner": owner, "layout": layout,
+                                     "service": dict(sig.service)})
+
+
+def _cache_text(sig, vnf, address, origin_address, prefix):
+    """The nginx config of the cache ``vnf`` of ``sig`` at ``address``, under ``prefix``."""
+    return vnfconfig.cache_config(
+        name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=HTTP_PORT,
+        origin=sig.origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=origin_address,
+        planned_connections=vnfconfig.planned_connections(sig, vnf),
+        max_files=processes.open_file_limit(), management_sources=_management_sources(address),
+        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"))
+
+
+def _steering(sig, ports=None):
+    """The DNS VNF's nftables ruleset: each region's clients to its dnsmasq's port (or the
+    one ``ports`` gives it), the rest to the default region's."""
+    ports = {r.name: DNS_BASE_PORT + i for i, r in enumerate(sig.regions)} | (ports or {})
+    return vnfconfig.steering_rules(table="cdnaas-geo",
+                                    rules=[(p, ports[r.name]) for r in sig.regions
+                                           for p in r.client_prefixes],
+                                    default_port=ports[sig.default_region])
 
 
 def _group(owner, deployment_id, vnf_name):
@@ -491,7 +752,12 @@ def _verify_region(sig, region, addresses):
     dns_server = addresses[sig.vnfs_in(role="dns")[0].name][index]  # its leg in this region
     probe = clients.probe_address(region.client_prefixes[0])
     with clients.client(sig.vcdn_id, region.name, probe) as viewer:
+        # asked again for a while: one lost UDP answer on a loaded host is not a failure
+        deadline = time.monotonic() + VERIFY_SECONDS
         answer = viewer.resolve(dns_server, sig.hostname)
+        while lb not in answer and time.monotonic() < deadline:
+            time.sleep(0.2)
+            answer = viewer.resolve(dns_server, sig.hostname)
         if lb not in answer:
             raise VimError(f"a client of {region.name} got {answer or 'no answer'} for "
                            f"{sig.hostname}, not its balancer {lb}")

@@ -83,22 +83,24 @@ def bridge_subnet(name):
     raise VimError(f"bridge {name} has no IPv4 subnet")
 
 
-def create_bridges(wanted, pool):
-    """Create one bridge per ``(name, alias)`` in ``wanted``, each with a free /24 of ``pool``.
+def create_bridges(wanted, pool, subnets=None):
+    """Create one bridge per ``(name, alias)`` in ``wanted``, each with a free /24 of ``pool``
+    (or the one ``subnets`` gives it by name: a bridge put back where it was).
 
     Allocation looks at every address on this machine under a file lock, so two
     RO processes never pick the same subnet. Returns ``{name: subnet}``.
     """
+    given = {name: ipaddress.ip_network(net) for name, net in (subnets or {}).items()}
     os.makedirs(os.path.dirname(LOCK_FILE), exist_ok=True)
     with open(LOCK_FILE, "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        used = _used_networks()
+        used = _used_networks() + list(given.values())
         free = (net for net in ipaddress.ip_network(pool).subnets(new_prefix=REGION_PREFIX_LEN)
                 if not any(net.overlaps(u) for u in used))
         subnets, lines = {}, []
         for name, alias in wanted:
             try:
-                subnet = next(free)
+                subnet = given.get(name) or next(free)
             except StopIteration:
                 raise VimError(f"address pool {pool} is exhausted") from None
             subnets[name] = subnet
@@ -166,15 +168,38 @@ def create_namespaces(specs):
     lines = []
     for namespace, links in specs:
         lines.append(f"netns add {namespace}")
-        for index, (bridge, address, _routes) in enumerate(links):
-            host_side = f"cv{_short(namespace, str(index))}"
-            # The MAC follows the address, so a VNF put back on its address (a restart)
-            # keeps answering to the ARP entries its clients hold.
-            mac = _mac(f"{bridge}/{address.split('/')[0]}")
-            lines += [f"link add {host_side} type veth peer name eth{index} "
-                      f"address {mac} netns {namespace}",
-                      f"link set {host_side} master {bridge}", f"link set {host_side} up"]
+        lines += _veth_lines(namespace, links)
     ip_batch(lines)
+
+
+def add_links(namespace, links, first):
+    """Plug the running ``namespace`` into more bridges (links as :func:`create_namespaces`):
+    the k-th becomes ``eth<first + k>``, configured as :func:`configure_namespace` does."""
+    ip_batch(_veth_lines(namespace, links, first))
+    ip_batch(inside_commands(links, first), namespace=namespace)
+
+
+def links_of(namespace):
+    """``{IPv4 address: interface}`` of the ``eth`` links inside ``namespace``."""
+    found = {}
+    for link in json.loads(run(["ip", "-j", "-n", namespace, "addr", "show"]) or "[]"):
+        for info in link.get("addr_info", []):
+            if info.get("family") == "inet" and link["ifname"].startswith("eth"):
+                found[info["local"]] = link["ifname"]
+    return found
+
+
+def _veth_lines(namespace, links, first=0):
+    lines = []
+    for index, (bridge, address, _routes) in enumerate(links, first):
+        host_side = f"cv{_short(namespace, str(index))}"
+        # The MAC follows the address, so a VNF put back on its address (a restart)
+        # keeps answering to the ARP entries its clients hold.
+        mac = _mac(f"{bridge}/{address.split('/')[0]}")
+        lines += [f"link add {host_side} type veth peer name eth{index} "
+                  f"address {mac} netns {namespace}",
+                  f"link set {host_side} master {bridge}", f"link set {host_side} up"]
+    return lines
 
 
 def configure_namespace(namespace, links):
@@ -182,14 +207,15 @@ def configure_namespace(namespace, links):
     ip_batch(inside_commands(links), namespace=namespace)
 
 
-def inside_commands(links):
-    """``ip -batch`` lines that configure a namespace's links from the inside.
+def inside_commands(links, first=0):
+    """``ip -batch`` lines that configure a namespace's links from the inside (the k-th
+    of ``links`` is ``eth<first + k>``).
 
     A route ``default`` is allowed: the bridges have no uplink, so nothing leaves
     the machine.
     """
     inside = ["link set lo up"]
-    for index, (_bridge, address, routes) in enumerate(links):
+    for index, (_bridge, address, routes) in enumerate(links, first):
         inside += [f"addr add {address} dev eth{index}", f"link set eth{index} up"]
         inside += [f"route add {route} dev eth{index}" for route in routes]
     return inside

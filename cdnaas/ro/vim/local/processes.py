@@ -13,7 +13,9 @@ limit (RLIMIT_NOFILE, which its workers raise further with ``worker_rlimit_nofil
 import functools
 import http.client
 import logging
+import os
 import resource
+import signal
 import time
 
 import dns.message
@@ -95,11 +97,57 @@ def tune_for_nginx(namespace, conf):
     return wanted["nofile"]
 
 
-def reload_nginx(namespace, prefix, conf):
+def reload_nginx(namespace, prefix, conf, timeout=10.0, settle=False):
     """Graceful reload: old workers finish their connections, new ones use the new config
-    (whose limits are applied first, as when it started)."""
+    (whose limits are applied first, as when it started). Returns once the master has
+    started workers on the new config; with ``settle``, once the old workers have also
+    ended (at most ``timeout`` s more: one still sending a long response is left to
+    finish), so no request is served on the old config afterwards, not even on a
+    kept-alive connection an old worker held.
+
+    :raises VimError: the master started no new worker within ``timeout`` s (it kept
+        the old config: its error log says why).
+    """
     tune_for_nginx(namespace, conf)
+    master = pid_in(f"{prefix}/nginx.pid")
+    before = _children(master)
     run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
+    wait_until(lambda: bool(_children(master) - before),
+               f"nginx in {namespace} on its new configuration", timeout)
+    if settle:
+        try:
+            wait_until(lambda: not _children(master) & before,
+                       f"the end of nginx's old workers in {namespace}", timeout)
+        except VimError:
+            LOG.info("old nginx workers in %s still serve after %.0f s", namespace, timeout)
+
+
+def _children(pid):
+    """Process ids of ``pid``'s children (an nginx master's workers and cache processes)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+            return set(handle.read().split())
+    except OSError:
+        return set()
+
+
+def stop(pid, timeout=5.0):
+    """Stop the daemon ``pid`` (SIGTERM) and wait until it has exited; one already gone is
+    stopped. :raises VimError: it still runs after ``timeout`` seconds."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    wait_until(lambda: not _running(pid), f"the exit of process {pid}", timeout)
+
+
+def _running(pid):
+    """Whether ``pid`` runs (a zombie nobody reaped yet has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def pid_in(pid_file):

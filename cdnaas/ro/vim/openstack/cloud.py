@@ -10,6 +10,7 @@ per cache.
 import collections
 import logging
 import os
+import re
 import threading
 import time
 
@@ -127,16 +128,31 @@ def _details(exc):
 
 
 def wait_until(check, what, seconds):
-    """Call ``check()`` every poll interval until it returns true; its exceptions propagate.
+    """Call ``check()`` every poll interval until it returns true.
 
-    :raises VimError: ``seconds`` passed first.
+    A poll the cloud failed to answer (:func:`translate_error` calls it retryable:
+    no connection, 502-504) is polled again: one lost answer of a loaded API server
+    must not fail, and undo, a deployment that is booting fine. Any other exception
+    of ``check`` propagates.
+
+    :raises VimError: ``seconds`` passed first (naming the last unanswered poll, if any).
     """
     deadline = time.monotonic() + seconds
+    unanswered = None
     while True:
-        if check():
-            return
+        try:
+            if check():
+                return
+            unanswered = None
+        except Exception as exc:  # pylint: disable=broad-except
+            error = translate_error(exc, f"polling for {what}")
+            if not isinstance(error, RetryableVimError):
+                raise
+            LOG.warning("%s; polling again", error)
+            unanswered = error
         if time.monotonic() > deadline:
-            raise VimError(f"{what} did not happen within {seconds:.0f} s")
+            raise VimError(f"{what} did not happen within {seconds:.0f} s"
+                           + (f" ({unanswered})" if unanswered else ""))
         time.sleep(poll_interval())
 
 
@@ -239,3 +255,17 @@ def retry_conflicts(action, what, seconds):
             if time.monotonic() > deadline:
                 raise VimError(f"{what}: still in use after {seconds:.0f} s") from None
             time.sleep(poll_interval())
+
+
+def octavia_versions(conn):
+    """The API versions Octavia lists at its root (``["v2.0", ..., "v2.27"]``); [] when
+    it does not answer (then nothing newer than v2.0 is asked of it)."""
+    try:
+        endpoint = conn.load_balancer.get_endpoint().rstrip("/")
+        root = re.sub(r"/v2(\.0)?$", "", endpoint) + "/"
+        document = conn.load_balancer.get(root).json()
+        return [v.get("id") for v in document.get("versions", [])]
+    except Exception as exc:  # an old or odd Octavia: no ALPN rather than no balancer
+        LOG.info("Octavia did not list its versions (%s); HTTPS listeners get no ALPN",
+                 type(exc).__name__)
+        return []

@@ -37,7 +37,7 @@ import logging
 import socket
 
 from cdnaas.common import config
-from cdnaas.ro import vnfconfig
+from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim.base import (
     Deployment,
     DeploymentFailed,
@@ -48,9 +48,11 @@ from cdnaas.ro.vim.base import (
     check_origin_policy,
     no_progress,
     run_all,
+    served_names,
+    tls_ref,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack import placement, plan, translate, userdata
+from cdnaas.ro.vim.openstack import barbican, placement, plan, translate, userdata
 from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
@@ -216,11 +218,7 @@ class OpenStackDriver(VimDriver):
             name = plan.resource_name(sig.vcdn_id, lb_vnf[0].name if lb_vnf else region.name)
             attrs = {"name": name, "vip_subnet_id": info["subnet_id"], "tags": tags,
                      "description": f"CDNaaS vCDN {sig.vcdn_id}, region {region.name}",
-                     "listeners": [{"name": name, "protocol": "HTTP",
-                                    "protocol_port": plan.HTTP_PORT, "tags": tags,
-                                    "default_pool": {"name": name, "protocol": "HTTP",
-                                                     "lb_algorithm": "SOURCE_IP",
-                                                     "tags": tags}}]}
+                     "listeners": plan.listeners(name, tags, *self._https(conn, sig))}
             if lb_vnf and addresses.get(lb_vnf[0].name):
                 attrs["vip_address"] = addresses[lb_vnf[0].name]
             lb = conn.load_balancer.create_load_balancer(**attrs)
@@ -228,6 +226,20 @@ class OpenStackDriver(VimDriver):
             info["lb_id"] = lb.id
             lbs[region.name] = lb.id
         return lbs
+
+    def _https(self, conn, sig):
+        """``(Barbican container href, ALPN offered)`` of ``sig``'s HTTPS, or ``(None,
+        False)`` when it serves HTTP only."""
+        ref = tls_ref(sig)
+        if ref is None:
+            return None, False
+        if self.secrets is None:
+            raise VimError(f"{sig.vcdn_id} serves HTTPS but RO gave this driver no secret store")
+        return self.secrets.external_ref(ref), plan.alpn_supported(oscloud.octavia_versions(conn))
+
+    def secret_backend(self):
+        """See :meth:`VimDriver.secret_backend`: Barbican, where Octavia reads certificates."""
+        return barbican.BarbicanBackend(lambda: self.cloud.conn())
 
     def _boot(self, cloud, sig, vnfs, prepared, addresses, record, undo, progress,
               step="boot servers"):
@@ -396,10 +408,11 @@ class OpenStackDriver(VimDriver):
             oscloud.load_balancer_active(conn, lbs[region], oscloud.timeout("lb"))
             if "pool_id" not in info:
                 lb = conn.load_balancer.get_load_balancer(lbs[region])
-                info["pool_id"] = lb.pools[0]["id"]
+                info.update(_pools(conn, lb) if tls_ref(sig) else {"pool_id": lb.pools[0]["id"]})
                 info["vip_address"] = lb.vip_address
-            oscloud.batch_update_members(conn, info["pool_id"], self._members(
-                sig, region, info, addresses))
+            for pool_id in _pool_ids(info):
+                oscloud.batch_update_members(conn, pool_id, self._members(
+                    sig, region, info, addresses))
             oscloud.load_balancer_active(conn, lbs[region], oscloud.timeout("lb"))
         self._parallel(register, regions, step, progress)
 
@@ -411,15 +424,31 @@ class OpenStackDriver(VimDriver):
 
     # -- update ------------------------------------------------------------------
 
-    def update(self, deployment, sig, progress=no_progress):
+    def update(self, deployment, sig, progress=no_progress, previous=None):
         """See :meth:`VimDriver.update`: caches are added or removed, with their pool members
-        (one batch call per region); other VNFs and the regions stay as they are."""
-        self.check_prerequisites()
-        cloud = self.cloud
+        (one batch call per region); other VNFs and the regions stay as they are. A new
+        origin or a change of regions is refused before anything changes: caches take
+        their origin from cloud-init at boot, and regions are networks and balancers this
+        update does not make."""
         record = _copy(deployment.resources)
         if set(record["regions"]) != {r.name for r in sig.regions}:
             raise DeploymentFailed("the openstack driver cannot add or remove regions of a live "
                                    "vCDN; deploy a new one")
+        if previous is not None and previous.origin != sig.origin:
+            raise DeploymentFailed(f"the openstack driver cannot change the origin of a live "
+                                   f"vCDN ({previous.origin.url} to {sig.origin.url}): its "
+                                   "caches are configured by cloud-init when they boot; "
+                                   "deploy a new vCDN with the new origin")
+        if previous is not None and \
+                previous.service.get("cache_rules") != sig.service.get("cache_rules"):
+            raise DeploymentFailed("the openstack driver cannot change the cache rules of a live "
+                                   "vCDN: its caches are configured by cloud-init when they "
+                                   "boot (replacing them one by one is not implemented); "
+                                   "deploy a new vCDN with the new rules")
+        self.check_prerequisites()
+        cloud = self.cloud
+        if previous is not None:
+            _check_https_change(previous, sig)
         old = {v.name: v for v in deployment.vnfs}
         new_names = {v.name for v in sig.vnfs}
         added = [v for v in sig.vnfs if v.name not in old]
@@ -445,12 +474,33 @@ class OpenStackDriver(VimDriver):
                           region)
             self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
                                    regions=touched, step="update load balancers")
+            if previous is not None and tls_ref(previous) != tls_ref(sig):
+                self._rotate(cloud, sig, previous, record, undo, progress)
         except Exception as exc:
             LOG.warning("update of %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo), exc)
             undo.run()
             raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
         self._remove_servers(cloud, sig, removed, record, progress)
         return self._deployment(sig, record, addresses)
+
+    def _rotate(self, cloud, sig, previous, record, undo, progress):
+        """Give each region's HTTPS listener ``sig``'s certificate container (Octavia
+        reloads its balancer gracefully); the undo gives the previous one back."""
+        new = self.secrets.external_ref(tls_ref(sig))
+        old = self.secrets.external_ref(tls_ref(previous))
+
+        def swap(conn, info, container):
+            oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+            conn.load_balancer.update_listener(info["tls_listener_id"],
+                                               default_tls_container_ref=container)
+            oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+
+        def rotate(region):
+            info = record["regions"][region]
+            conn = cloud.conn(info.get("vim_region"))
+            undo.push(f"certificate of {region}", swap, conn, info, old)
+            swap(conn, info, new)
+        self._parallel(rotate, sorted(record["regions"]), "rotate certificates", progress)
 
     def restore(self, deployment, sig, progress=no_progress):
         """See :meth:`VimDriver.restore`: servers, then ports, that carry the vCDN's tag
@@ -512,7 +562,8 @@ class OpenStackDriver(VimDriver):
                     "subnet_id": info["subnet_id"], "tags": plan.tags(deployment.deployment_id)}
                    for v in deployment.vnfs if v.region == region and v.role == "cache"]
         oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
-        oscloud.batch_update_members(conn, info["pool_id"], members)
+        for pool_id in _pool_ids(info):
+            oscloud.batch_update_members(conn, pool_id, members)
         oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
 
     def _remove_servers(self, cloud, sig, vnfs, record, progress, step="remove caches"):
@@ -583,6 +634,15 @@ class OpenStackDriver(VimDriver):
                     conn.load_balancer.get_load_balancer_statistics, vnf.resource_id))
             return translate.server_metrics(vnf, self._diagnostics(cloud, conn, vnf))
         return list(self.pool.map(read, deployment.vnfs))
+
+    def invalidate(self, deployment, paths, prefixes, progress=no_progress):
+        """See :meth:`VimDriver.invalidate`: on each cache's management listener
+        (:mod:`cdnaas.ro.purge`), open to ``CDNAAS_OS_MANAGEMENT_CIDR``, where RO must be."""
+        return purge.invalidate_caches(self.pool, deployment, paths, prefixes, progress)
+
+    def prefetch(self, deployment, paths, progress=no_progress):
+        """See :meth:`VimDriver.prefetch`: through each cache's management listener."""
+        return purge.prefetch_caches(self.pool, deployment, paths, progress)
 
     def _diagnostics(self, cloud, conn, vnf):
         """Nova's diagnostics of ``vnf``'s server, or None when they are not shown to us."""
@@ -706,6 +766,41 @@ class OpenStackDriver(VimDriver):
         return Deployment(deployment_id=sig.vcdn_id, driver=self.name, vnfs=instances,
                           entry_point=EntryPoint(hostname=sig.hostname, dns_servers=dns),
                           region_endpoints=endpoints, resources=record)
+
+
+def _check_https_change(previous, sig):
+    """Refuse what this driver cannot change on a live vCDN: its names (the DNS servers
+    take them from cloud-init at boot) and HTTPS on or off (listeners and pools this
+    update does not make). A new certificate (rotation) is fine.
+
+    :raises DeploymentFailed: saying what and why, before anything changed.
+    """
+    if served_names(previous) != served_names(sig):
+        raise DeploymentFailed("the openstack driver cannot change the hostnames of a live "
+                               "vCDN: its DNS servers are configured by cloud-init when they "
+                               "boot; deploy a new vCDN with the new names")
+    if (tls_ref(previous) is None) != (tls_ref(sig) is None):
+        raise DeploymentFailed("the openstack driver cannot turn HTTPS on or off on a live "
+                               "vCDN (its balancers' listeners are made with them); rotate "
+                               "the certificate, or deploy a new vCDN")
+
+
+def _pools(conn, lb):
+    """``{"pool_id": the HTTP listener's pool, "tls_pool_id", "tls_listener_id": the HTTPS
+    listener's and its pool (when it has one)}`` of Octavia balancer ``lb``."""
+    found = {}
+    for item in lb.listeners:
+        listener = conn.load_balancer.get_listener(item["id"])
+        if listener.protocol == "TERMINATED_HTTPS":
+            found.update(tls_pool_id=listener.default_pool_id, tls_listener_id=listener.id)
+        else:
+            found["pool_id"] = listener.default_pool_id
+    return found
+
+
+def _pool_ids(info):
+    """The pools of a region's balancer that take its caches as members (HTTP, HTTPS)."""
+    return [info[k] for k in ("pool_id", "tls_pool_id") if info.get(k)]
 
 
 def _asked(call, resource_id):

@@ -7,6 +7,7 @@ DNS ``.3``, caches from ``.10``. Regions and caches that stay keep theirs.
 """
 import hashlib
 import ipaddress
+import re
 
 from cdnaas.common import config
 from cdnaas.ro.vim.base import DeploymentFailed
@@ -15,6 +16,9 @@ LB_HOST = 2
 DNS_HOST = 3
 FIRST_CACHE_HOST = 10
 HTTP_PORT = 80
+HTTPS_PORT = 443
+#: the Octavia API version whose listeners take ``alpn_protocols`` (HTTP/2 by ALPN)
+ALPN_VERSION = (2, 20)
 DNS_BASE_PORT = 5300
 
 #: every resource of every vCDN carries this tag
@@ -146,3 +150,34 @@ def dns_ports(sig):
 
 def resource_name(vcdn_id, name):
     return f"cdnaas-{vcdn_id}-{name}"
+
+
+def listeners(name, tags_, container_ref=None, alpn=False):
+    """The listeners of a region's Octavia balancer ``name``, each with its own default pool
+    (Octavia lets a pool be one listener's default only): HTTP on :data:`HTTP_PORT` and,
+    with ``container_ref`` (a Barbican certificate container), TERMINATED_HTTPS on
+    :data:`HTTPS_PORT`, offering HTTP/2 by ALPN where ``alpn`` (the API takes it)."""
+    specs = [{"name": name, "protocol": "HTTP", "protocol_port": HTTP_PORT, "tags": tags_,
+              "default_pool": {"name": name, "protocol": "HTTP", "lb_algorithm": "SOURCE_IP",
+                               "tags": tags_}}]
+    if container_ref:
+        https = f"{name}-https"
+        specs.append({"name": https, "protocol": "TERMINATED_HTTPS",
+                      "protocol_port": HTTPS_PORT, "tags": tags_,
+                      "default_tls_container_ref": container_ref,
+                      "default_pool": {"name": https, "protocol": "HTTP",
+                                       "lb_algorithm": "SOURCE_IP", "tags": tags_}})
+        if alpn:
+            specs[-1]["alpn_protocols"] = ["h2", "http/1.1"]
+    return specs
+
+
+def alpn_supported(versions):
+    """Whether an Octavia API listing ``versions`` (the ``id``s of its root document,
+    ``v2.0`` ... ``v2.27``) takes a listener's ``alpn_protocols``."""
+    found = []
+    for version in versions:
+        match = re.fullmatch(r"v(\d+)\.(\d+)", str(version))
+        if match:
+            found.append((int(match.group(1)), int(match.group(2))))
+    return bool(found) and max(found) >= ALPN_VERSION

@@ -5,7 +5,8 @@ their own services disabled; the user-data writes the VNF's configuration
 (:mod:`cdnaas.ro.vnfconfig`, every value validated) and a systemd unit per
 process, and starts them:
 
-- cache: ``/etc/cdnaas/nginx.conf`` (``cache_config``, sized for the connections the
+- cache: ``/etc/cdnaas/nginx.conf`` (``cache_config`` with the flavor's template and
+  ``boot_config`` variables: ``flavor_config``, sized for the connections the
   plan sends it: ``planned_connections``), unit ``cdnaas-cache`` with the open-file
   limit the config asks for (``LimitNOFILE``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
   raising the listen queues to its backlog (as the local driver does in a VNF's
@@ -92,7 +93,8 @@ def cache(sig, vnf, address, origin_address, management=()):
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=plan.HTTP_PORT,
         origin=sig.origin, origin_address=origin_address, prefix_dir=PREFIX, daemon=False,
         planned_connections=vnfconfig.planned_connections(sig, vnf),
-        user=NGINX_USER, management_sources=list(management) or [address])
+        user=NGINX_USER, management_sources=list(management) or [address],
+        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"))
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
@@ -113,11 +115,13 @@ def dns(sig, vnf, address, balancers):
     """
     ports = plan.dns_ports(sig)
     files, units = [], ["cdnaas-steering.service"]
+    flavor = vnfconfig.flavor_config(sig, vnf)
     for region in sig.regions:
         text = vnfconfig.dns_config(
             name=f"{vnf.name}-{region.name}", hostname=sig.hostname,
+            aliases=sig.service.get("hostnames", []),
             answer_address=balancers[region.name], listen_addresses=[address],
-            port=ports[region.name], prefix_dir=f"{PREFIX}/{region.name}")
+            port=ports[region.name], prefix_dir=f"{PREFIX}/{region.name}", flavor=flavor)
         files.append((f"{CONF_DIR}/dnsmasq-{region.name}.conf", text))
         units.append(f"cdnaas-dns@{region.name}.service")
     rules = [(prefix, ports[r.name]) for r in sig.regions for prefix in r.client_prefixes]

@@ -1,0 +1,64 @@
+"""Usage, traffic and access logs of a tenant's vCDN: the Instance Manager's per-minute
+rows priced by the SO's price table, and the balancers' records streamed from RO.
+
+Every view checks the vCDN is the caller's first (another tenant's is 404) and the
+window it names (ISO 8601 times from 1970 to 9000, start before end, bounded length;
+a 400 names the parameter). Usage and traffic come from the IM's rows, so a DELETED
+vCDN's bill is still there; its access log is not (balancers keep it while they run).
+"""
+import datetime as dt
+
+from flask import Response
+
+from cdnaas.api import vcdns
+from cdnaas.common import clock, errors, windows
+from cdnaas.common.clients import ImClient, RoClient, SoClient
+from cdnaas.common.timeutil import parse
+
+#: the longest window of a usage report, of a traffic series, of a log export
+USAGE_LONGEST = dt.timedelta(days=366)
+TRAFFIC_LONGEST = dt.timedelta(days=31)
+EXPORT_LONGEST = dt.timedelta(days=7)
+DEFAULT_WINDOW = dt.timedelta(hours=1)
+#: records an export sends by default, and at most
+EXPORT_LIMIT = 100_000
+MAX_EXPORT_LIMIT = 1_000_000
+
+
+def usage(caller, vcdn_id, args):
+    """What the caller's vCDN used within ``from``..``to`` (default: since it was
+    created), per region and in total, each with its price."""
+    vcdn = vcdns.owned(caller, vcdn_id)
+    since, until = windows.window(args, "from", "to", clock.now(),
+                                  lambda _end: parse(vcdn["created_at"]), USAGE_LONGEST)
+    found = ImClient().usage(vcdn_id, since, until)
+    so = SoClient()
+    for part in found["regions"] + [found["total"]]:
+        part["price"] = so.price(vcdn["flavor"], part["vcpu_hours"], part["kwh"], part["gb"],
+                                 part["viewer_hours"])
+    return {"flavor": vcdn["flavor"], "state": vcdn["state"], **found}
+
+
+def traffic(caller, vcdn_id, args):
+    """The caller's vCDN's traffic per region as a series (``since``, ``until``, ``step``)."""
+    vcdns.owned(caller, vcdn_id)
+    since, until = windows.window(args, "since", "until", clock.now(),
+                                  lambda end: end - DEFAULT_WINDOW, TRAFFIC_LONGEST)
+    return ImClient().traffic(vcdn_id, since, until, args.get("step", type=int))
+
+
+def access_log(caller, vcdn_id, args):
+    """The caller's vCDN's requests within ``from``..``to`` (default the last hour) as
+    NDJSON, streamed from its balancers through RO, at most ``limit`` records."""
+    vcdn = vcdns.owned(caller, vcdn_id)
+    since, until = windows.window(args, "from", "to", clock.now(),
+                                  lambda end: end - DEFAULT_WINDOW, EXPORT_LONGEST)
+    try:
+        chunks = RoClient().access_log(vcdn_id, since=since.isoformat(),
+                                       until=until.isoformat(),
+                                       limit=args.get("limit", EXPORT_LIMIT, type=int))
+    except (errors.NotFound, errors.Conflict):
+        raise errors.Conflict(f"vCDN {vcdn_id} is {vcdn['state']}: its balancers keep the "
+                              "access log only while it is ACTIVE; its usage stays at "
+                              f"/api/v1/vcdns/{vcdn_id}/usage", field="vcdn_id") from None
+    return Response(chunks, mimetype="application/x-ndjson")

@@ -1,0 +1,101 @@
+"""Tenants' certificates in Barbican, as Octavia's TERMINATED_HTTPS listeners take them.
+
+A certificate is three Barbican secrets (the server certificate, its private key and,
+when there are issuers, the intermediates, each PEM ``text/plain``) in one container of
+type ``certificate`` whose refs are named ``certificate``, ``private_key`` and
+``intermediates``: the form Octavia's Barbican certificate manager reads. RO records the
+container's href as the secret's ``external_ref`` (:mod:`cdnaas.ro.secrets`) and the
+driver gives it to Octavia (``default_tls_container_ref``); RO never reads the key back.
+
+:func:`secret_specs` and :func:`container_spec` are the pure translation (unit-tested);
+:class:`BarbicanBackend` makes the calls through openstacksdk's ``key_manager``.
+"""
+import re
+
+from cdnaas.ro.secrets import SecretBackend
+from cdnaas.ro.vim.base import VimError
+
+_PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n?", re.S)
+
+
+def secret_specs(ref, bundle):
+    """``[(container ref name, create_secret attributes)]`` of ``bundle`` (a checked
+    :class:`~cdnaas.common.certificates.Bundle`) kept as RO secret ``ref``."""
+    blocks = _PEM_CERTIFICATE.findall(bundle.certificate)
+    parts = [("certificate", blocks[0], "certificate"),
+             ("private_key", bundle.private_key, "private")]
+    if blocks[1:]:
+        parts.append(("intermediates", "".join(blocks[1:]), "opaque"))
+    return [(role, {"name": f"cdnaas-{ref}-{role}", "payload": payload,
+                    "payload_content_type": "text/plain", "secret_type": kind})
+            for role, payload, kind in parts]
+
+
+def container_spec(ref, secret_refs):
+    """``create_container`` attributes of the certificate container of RO secret ``ref``,
+    ``secret_refs`` being ``{container ref name: Barbican secret href}``."""
+    return {"name": f"cdnaas-{ref}", "type": "certificate",
+            "secret_refs": [{"name": role, "secret_ref": href}
+                            for role, href in secret_refs.items()]}
+
+
+def _id(href):
+    """The id at the end of a Barbican href (what openstacksdk's calls take)."""
+    return href.rstrip("/").rsplit("/", 1)[-1]
+
+
+class BarbicanBackend(SecretBackend):
+    """The material in Barbican, through ``connect()`` (an openstacksdk connection)."""
+
+    name = "barbican"
+
+    def __init__(self, connect):
+        self.connect = connect
+
+    def put(self, ref, owner, bundle):
+        """See :meth:`SecretBackend.put`: the secrets, then their container; a failure
+        deletes the secrets already made."""
+        conn = self.connect()
+        made = {}
+        try:
+            for role, attrs in secret_specs(ref, bundle):
+                made[role] = conn.key_manager.create_secret(**attrs).secret_ref
+            container = conn.key_manager.create_container(**container_spec(ref, made))
+        except Exception as exc:  # openstacksdk's errors, or the cloud away
+            for href in made.values():
+                self._delete_secret(conn, href)
+            raise VimError(f"Barbican did not keep the certificate: {type(exc).__name__}") \
+                from None
+        return None, container.container_ref
+
+    def get(self, record):
+        """See :meth:`SecretBackend.get`: the chain (certificate and intermediates) and key."""
+        conn = self.connect()
+        try:
+            container = conn.key_manager.get_container(_id(record.external_ref))
+            payloads = {r["name"]: conn.key_manager.get_secret(_id(r["secret_ref"])).payload
+                        for r in container.secret_refs}
+        except Exception as exc:
+            raise VimError(f"Barbican did not give certificate {record.id}: "
+                           f"{type(exc).__name__}") from None
+        return (payloads["certificate"] + payloads.get("intermediates", ""),
+                payloads["private_key"])
+
+    def remove(self, record):
+        """See :meth:`SecretBackend.remove`: the container, then its secrets."""
+        from openstack import exceptions  # pylint: disable=import-outside-toplevel
+        conn = self.connect()
+        try:
+            container = conn.key_manager.get_container(_id(record.external_ref))
+            conn.key_manager.delete_container(container, ignore_missing=True)
+            for item in container.secret_refs or []:
+                self._delete_secret(conn, item["secret_ref"])
+        except exceptions.NotFoundException:
+            return
+        except Exception as exc:
+            raise VimError(f"Barbican did not delete {record.id}: {type(exc).__name__}") \
+                from None
+
+    @staticmethod
+    def _delete_secret(conn, href):
+        conn.key_manager.delete_secret(_id(href), ignore_missing=True)

@@ -1,0 +1,259 @@
+"""A vCDN's customer hostnames and HTTPS certificate, as SO accepts and records them.
+
+A create or PATCH body may carry ``hostnames`` (the customer's own names, CNAMEs of
+the vCDN's hostname: at most :data:`MAX_HOSTNAMES`, strict DNS names, no wildcard, none
+in the operator's domain, none twice, none another live vCDN serves) and
+``certificate`` (``{certificate, private_key}`` PEM: it must cover every hostname, or
+the vCDN's own hostname when there are none; PATCH ``null`` ends HTTPS). SO checks the
+certificate (:mod:`cdnaas.common.certificates`), has RO keep it (:class:`Stored`) and
+records only RO's reference and the public facts (fingerprint, dates, subject, issuer,
+names), in ``Instance.service["tls"]`` and the SIG's ``service.tls`` alike (so a rolled
+back change restores them from the previous SIG). The previous reference is deleted
+once no SIG uses it (:func:`release`).
+"""
+import contextlib
+import logging
+
+from sqlalchemy import select
+
+from cdnaas.common import certificates, config, errors
+from cdnaas.common.clients import RoClient
+from cdnaas.common.validation import HOSTNAME, MAX_HOSTNAME
+from cdnaas.so.models import Instance
+
+LOG = logging.getLogger(__name__)
+
+MAX_HOSTNAMES = 16
+#: what a vCDN's view shows of it
+VIEW_TLS_KEYS = ("fingerprint_sha256", "not_before", "not_after", "subject", "issuer", "names",
+                 "key_type")
+
+
+def hostnames_of(service):
+    """The customer hostnames recorded in an instance's ``service``."""
+    return list((service or {}).get("hostnames", []))
+
+
+def tls_of(service):
+    """The certificate facts (with ``certificate_ref``) recorded in ``service``, or None."""
+    return (service or {}).get("tls")
+
+
+def sig_tls(sig):
+    """The ``service.tls`` of a SIG's JSON form (None: none, or no SIG)."""
+    return ((sig or {}).get("service") or {}).get("tls")
+
+
+def view(service):
+    """What a vCDN's view shows: ``{"hostnames": [...], "tls": {hostnames,
+    fingerprint_sha256, not_after, subject, issuer, ...} or None}``; never a key."""
+    tls = tls_of(service)
+    hostnames = hostnames_of(service)
+    return {"hostnames": hostnames,
+            "tls": None if tls is None else {"hostnames": hostnames,
+                                             **{k: tls.get(k) for k in VIEW_TLS_KEYS}}}
+
+
+def sig_service(service):
+    """The SIG's ``service`` for an instance's ``service``: its entries that are set."""
+    return {k: v for k, v in (service or {}).items() if v}
+
+
+def restored(service, previous_sig):
+    """An instance's ``service`` with the hostnames and certificate of ``previous_sig``
+    (a :class:`ServiceInstanceGraph`), after a change of them was rolled back."""
+    return record(service, previous_sig.service.get("hostnames", []),
+                  previous_sig.service.get("tls"))
+
+
+def superseded_ref(old_sig, new_sig):
+    """The certificate reference ``old_sig`` serves and ``new_sig`` no longer does, or None."""
+    old = (old_sig.service.get("tls") or {}).get("certificate_ref")
+    return old if old and old != (new_sig.service.get("tls") or {}).get("certificate_ref") \
+        else None
+
+
+def parse_hostnames(values, own_hostname, field="hostnames"):
+    """The customer hostnames of a request, lower-cased.
+
+    :raises BadRequest: not a list of at most 16 DNS names, a wildcard, a name twice,
+        or a name in the operator's domain (``CDNAAS_DNS_DOMAIN``), all named.
+    """
+    if not isinstance(values, list) or len(values) > MAX_HOSTNAMES:
+        raise errors.BadRequest(f"{field} must be a list of at most {MAX_HOSTNAMES} DNS names",
+                                field=field)
+    domain = config.dns_domain().lower()
+    seen = []
+    for index, value in enumerate(values):
+        item = f"{field}[{index}]"
+        name = value.lower() if isinstance(value, str) and value.isascii() else None
+        if name is not None and name.startswith("*."):
+            raise errors.BadRequest(f"{item} is a wildcard; list each name the vCDN serves "
+                                    "(a wildcard certificate may cover them)", field=item)
+        if name is None or len(name) > MAX_HOSTNAME or "." not in name \
+                or not HOSTNAME.fullmatch(name) or len(name.rsplit(".", 1)[1]) < 2:
+            raise errors.BadRequest(f"{item} is not a DNS name: send labels of a-z, 0-9 and - "
+                                    "joined by dots, like cdn.example.com (an IDN in its xn-- "
+                                    "form)", field=item)
+        if name == domain or name.endswith(f".{domain}"):
+            raise errors.BadRequest(f"{item} {name} is in the operator's domain {domain}; the "
+                                    f"vCDN already answers {own_hostname}: list names of your "
+                                    "own domains, CNAMEs of it", field=item)
+        if name in seen:
+            raise errors.BadRequest(f"{item} {name} is listed twice; list it once", field=item)
+        seen.append(name)
+    return seen
+
+
+def check_unclaimed(session, hostnames, instance_id, live_states):
+    """Refuse names another vCDN in ``live_states`` serves (call it in the transaction
+    that records them).
+
+    :raises Conflict: naming the first such name (not the vCDN, which may be another
+        tenant's).
+    """
+    if not hostnames:
+        return
+    wanted = set(hostnames)
+    for (service,) in session.execute(select(Instance.service).where(
+            Instance.state.in_(live_states), Instance.id != instance_id)):
+        taken = wanted & set(hostnames_of(service))
+        if taken:
+            name = sorted(taken)[0]
+            raise errors.Conflict(f"{name} is served by another vCDN; a name is served by one "
+                                  "vCDN at a time: remove it there first",
+                                  field=f"hostnames[{hostnames.index(name)}]")
+
+
+def check_certificate(body, hostnames, own_hostname, now):
+    """The checked :class:`~cdnaas.common.certificates.Bundle` of ``body["certificate"]``
+    for ``hostnames`` (or ``own_hostname`` when none).
+
+    :raises BadRequest, Unprocessable: naming ``certificate.*`` (never quoting it).
+    """
+    sent = body["certificate"]
+    if not isinstance(sent, dict):
+        raise errors.BadRequest("certificate must be an object {certificate: PEM chain, "
+                                "private_key: PEM}", field="certificate")
+    if set(sent) - {"certificate", "private_key"}:
+        raise errors.BadRequest("certificate has fields other than certificate and private_key;"
+                                " send only those two", field="certificate")
+    for name in ("certificate", "private_key"):
+        if name not in sent:
+            raise errors.BadRequest(f"certificate.{name} is required; add it",
+                                    field=f"certificate.{name}")
+    return certificates.check(sent["certificate"], sent["private_key"],
+                              hostnames or [own_hostname], now)
+
+
+def check_still_covered(tls, hostnames, own_hostname):
+    """The recorded certificate ``tls`` (facts) must cover changed ``hostnames``.
+
+    :raises Unprocessable: naming the first name it does not cover.
+    """
+    for index, name in enumerate(hostnames or [own_hostname]):
+        if not certificates.covers(tls.get("names", []), name):
+            raise errors.Unprocessable(
+                f"the vCDN's certificate does not cover {name} (its names: "
+                f"{', '.join(tls.get('names', []))}); send a certificate that covers every "
+                "hostname in the same PATCH", field=f"hostnames[{index}]" if hostnames
+                else "hostnames")
+
+
+class Stored(contextlib.AbstractContextManager):
+    """Secrets stored in RO for one request: deleted again if the request fails.
+
+    ``with Stored(owner) as stored: ...; ref = stored.keep(bundle)``: leaving the block
+    by an exception deletes what :meth:`keep` stored (the request wrote nothing that
+    refers to it).
+    """
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.refs = []
+
+    def keep(self, bundle):
+        """Store ``bundle`` in RO; return the facts to record, with ``certificate_ref``.
+
+        :raises CdnaasError: RO refused (4xx) or could not be reached (502).
+        """
+        kept = RoClient().store_secret(self.owner, bundle.certificate, bundle.private_key)
+        self.refs.append(kept["ref"])
+        return {"certificate_ref": kept["ref"], **bundle.facts.to_dict()}
+
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is not None:
+            for ref in self.refs:
+                release(ref, why="its request was refused")
+        return False
+
+
+def _plain_call(method, *args):
+    return getattr(RoClient(), method)(*args)
+
+
+def release(ref, why, call=None):
+    """Delete secret ``ref`` in RO (logged, never raised: a vCDN's end deletes every
+    secret of it again, :func:`release_all`); ``call`` as for :func:`release_all`."""
+    try:
+        (call or _plain_call)("delete_secret", ref)
+        LOG.info("deleted secret %s: %s", ref, why)
+    except errors.CdnaasError as exc:
+        LOG.warning("secret %s (%s) could not be deleted now: %s", ref, why, exc)
+
+
+def release_all(owner, call=None):
+    """Delete every secret RO keeps for vCDN ``owner``; return how many.
+
+    :param call: ``call(method, *args)`` of an :class:`RoClient` method (SO's runner gives
+        its patient one, retried while RO is away); by default a plain client's.
+    :raises CdnaasError: RO refused or could not be reached (the vCDN's end is retried).
+    """
+    call = call or _plain_call
+    refs = [s["ref"] for s in call("secrets", owner)]
+    for ref in refs:
+        call("delete_secret", ref)
+    return len(refs)
+
+
+def accept(body, own_hostname, now):
+    """``(hostnames, bundle or None)`` of a create body, checked (nothing stored yet).
+
+    :raises BadRequest, Unprocessable: as :func:`parse_hostnames`, :func:`check_certificate`.
+    """
+    hostnames = parse_hostnames(body.get("hostnames", []), own_hostname)
+    bundle = check_certificate(body, hostnames, own_hostname, now) \
+        if body.get("certificate") is not None else None
+    return hostnames, bundle
+
+
+def record(service, hostnames, tls):
+    """``service`` (an instance's) with ``hostnames`` and the certificate facts ``tls``
+    (None: HTTP only) in place of its own; empty entries left out."""
+    out = {k: v for k, v in (service or {}).items() if k not in ("hostnames", "tls")}
+    if hostnames:
+        out["hostnames"] = hostnames
+    if tls:
+        out["tls"] = tls
+    return out
+
+
+def change(service, body, own_hostname, now, stored):
+    """An instance's ``service`` after a PATCH ``body``: ``(new service, superseded ref or
+    None)``. A new certificate is checked and kept through ``stored``; ``"certificate":
+    null`` ends HTTPS; changed hostnames alone must be covered by the certificate kept.
+
+    :raises BadRequest, Unprocessable, CdnaasError: as :func:`accept`, :meth:`Stored.keep`.
+    """
+    hostnames = parse_hostnames(body["hostnames"], own_hostname) if "hostnames" in body \
+        else hostnames_of(service)
+    current = tls_of(service)
+    tls = current
+    if "certificate" in body:
+        tls = None if body["certificate"] is None else stored.keep(
+            check_certificate(body, hostnames, own_hostname, now))
+    elif current and "hostnames" in body:
+        check_still_covered(current, hostnames, own_hostname)
+    old_ref = (current or {}).get("certificate_ref")
+    superseded = old_ref if old_ref and old_ref != (tls or {}).get("certificate_ref") else None
+    return record(service, hostnames, tls), superseded
