@@ -29,7 +29,7 @@ SYSTEM_MODULES = {
     "test_usage",
     "test_tls",
     "test_local_update",
-    "test_cache_rules", "test_purge",
+    "test_cache_rules", "test_purge", "test_origin_shield",
 }
 
 

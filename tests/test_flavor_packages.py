@@ -1,7 +1,8 @@
 """A flavor added as its own package to a RUNNING stack (local driver): the operator
 installs ``examples/cdnaas-small-objects`` with pip while the five services run,
 registers its template, and a vCDN of it runs the flavor's own nginx config and serves
-as that config says (gzip, browser caching of assets, its header). No service restarts.
+as that config says (gzip, browser caching of assets, its header), through the flavor's
+origin shield. No service restarts.
 The package is uninstalled at the end, so the environment is left as it was found."""
 import gzip
 import http.server
@@ -116,6 +117,10 @@ def test_a_flavor_package_installed_on_a_running_stack_runs_its_own_config(
             assert line in text, line
         assert "proxy_cache_valid 200 206 301 302 10m;" not in text  # the stock config's
         assert "proxy_cache_purge eu-west-cache-0" in text  # the shared purge listener
+        # the flavor's origin shield runs the stock cache config; the caches fetch from it
+        [shield] = stack.state_dir.glob(f"local/*/{vcdn['id']}/shield-0/nginx.conf")
+        assert "add_header X-Shield-Cache-Status" in shield.read_text()
+        assert f"server {vcdn['regions'][0]['load_balancer'].rsplit('.', 1)[0]}.4:80;" in text
 
         entry = vcdn["entry_point"]
         balancer = vcdn["regions"][0]["load_balancer"]
@@ -131,6 +136,8 @@ def test_a_flavor_package_installed_on_a_running_stack_runs_its_own_config(
             assert headers["cache-control"] == "max-age=604800"  # expires 7d, assets only
             assert gzip.decompress(payload) == CSS and len(payload) < len(CSS) / 4
         assert [h["x-cache-status"] for _, h, _ in fetched] == ["MISS", "HIT"]
+        # how the cache's copy was filled: through the shield, which had to ask the origin
+        assert [h["x-shield-cache-status"] for _, h, _ in fetched] == ["MISS", "MISS"]
         assert plain[0] == 200 and "content-encoding" not in plain[1] and plain[2] == CSS
 
         in_use = operator.call("DELETE", "/templates/small-objects/1")

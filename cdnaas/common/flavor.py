@@ -9,7 +9,27 @@ import dataclasses
 import inspect
 import pathlib
 
-from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph
+from cdnaas.common.sig import RegionPlan, ServiceInstanceGraph, Vnf
+
+
+def template_vnfs(template, role, region, prefix, count=None, vcpus=None) -> list[Vnf]:
+    """``count`` (default the template's ``instances.min``) unplaced VNFs of ``role`` in
+    ``region``, named ``<prefix>-<i>``, with ``vcpus`` (default ``vcpus.min``) and the
+    type's ``ram_mb.min``, image and config templates."""
+    spec = template["vnfs"][role]
+    return [Vnf(name=f"{prefix}-{index}", role=role, region=region, host=None,
+                vcpus=vcpus or spec["vcpus"]["min"], ram_mb=spec["ram_mb"]["min"],
+                image=spec["image"], config_templates=list(spec["config_templates"]))
+            for index in range(spec["instances"]["min"] if count is None else count)]
+
+
+def vcdn_vnfs(template, region) -> list[Vnf]:
+    """The VNFs a vCDN has once, all in its default ``region``: its DNS VNF(s) and, where
+    the template has one, its origin shield (``shield-0``)."""
+    vnfs = template_vnfs(template, "dns", region, "dns")
+    if "shield" in template["vnfs"]:
+        vnfs += template_vnfs(template, "shield", region, "shield")
+    return vnfs
 
 
 @dataclasses.dataclass

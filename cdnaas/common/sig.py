@@ -13,7 +13,7 @@ import jsonschema
 
 from cdnaas.common import config, errors
 
-ROLES = ("cache", "load_balancer", "dns")
+ROLES = ("cache", "load_balancer", "dns", "shield")
 
 
 @dataclasses.dataclass(frozen=True)

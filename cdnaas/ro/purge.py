@@ -188,10 +188,11 @@ def prefetch(address, paths, port=vnfconfig.MANAGEMENT_PORT):
     return len(answers), len(answers) - len(others), [f"{p}: {s}" for p, s in others]
 
 
-def on_every_cache(pool, deployment, action, progress=no_progress) -> list:
-    """``action(vnf) -> (requests, done, detail)`` on every cache of ``deployment`` at
-    once in ``pool``; one :class:`CacheResult` per cache, in the deployment's order. A
-    cache whose action raised :class:`VimError` is not ok, with the error as its detail.
+def on_every_cache(pool, deployment, action, progress=no_progress, role="cache") -> list:
+    """``action(vnf) -> (requests, done, detail)`` on every cache of ``deployment`` (or
+    every VNF of ``role``) at once in ``pool``; one :class:`CacheResult` per cache, in the
+    deployment's order. A cache whose action raised :class:`VimError` is not ok, with
+    the error as its detail.
 
     :param progress: a driver's Progress, told of :data:`CACHES_STEP` as caches end.
     """
@@ -206,17 +207,20 @@ def on_every_cache(pool, deployment, action, progress=no_progress) -> list:
         return CacheResult(name=vnf.name, region=vnf.region, ok=ok, requests=requests,
                            done=done, detail=detail,
                            seconds=round(time.monotonic() - started, 3))
-    return run_all(pool, run, [v for v in deployment.vnfs if v.role == "cache"],
+    return run_all(pool, run, [v for v in deployment.vnfs if v.role == role],
                    CACHES_STEP, progress)
 
 
 def invalidate_caches(pool, deployment, paths, prefixes, progress=no_progress) -> list:
     """:meth:`VimDriver.invalidate` for a driver whose RO reaches its caches' management
-    listeners: :func:`invalidate` on every cache (:func:`on_every_cache`)."""
+    listeners: :func:`invalidate` on the origin shield, if any, then on every cache
+    (:func:`on_every_cache`): a cache emptied first could fetch the old object again
+    from a shield that still has it."""
     def purge_one(vnf):
         requests, removed = invalidate(vnf.address, paths, prefixes)
         return requests, removed, f"{requests - removed} not cached"
-    return on_every_cache(pool, deployment, purge_one, progress)
+    return (on_every_cache(pool, deployment, purge_one, progress, role="shield")
+            + on_every_cache(pool, deployment, purge_one, progress))
 
 
 def prefetch_caches(pool, deployment, paths, progress=no_progress) -> list:

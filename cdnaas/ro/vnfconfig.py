@@ -419,7 +419,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  cache_max_size_mb: int = 1024, cache_inactive: str = "60m",
                  planned_connections: int | None = None, max_files: int | None = None,
                  daemon: bool = True, user: str | None = None,
-                 flavor: FlavorConfig | None = None, cache_rules: dict | None = None) -> str:
+                 flavor: FlavorConfig | None = None, cache_rules: dict | None = None,
+                 shield: bool = False, also_listen: list[str] = ()) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -446,8 +447,17 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         management listener purges (:data:`PURGE_PATH`), prefetches
         (:data:`PREFETCH_PATH`) and serves the keys log (:data:`KEYS_LOG_PATH`) with them
         where the template loads the purge module (:mod:`cdnaas.ro.purge`).
+    :param shield: this cache is the vCDN's origin shield (the tier its caches fetch
+        from): its answers say ``X-Shield-Cache-Status`` and ``X-Shield-Served-By``, which
+        the caches pass on beside their own ``X-Cache-Status`` and ``X-Served-By``.
+    :param also_listen: more addresses the public listener also takes, on
+        ``listen_port`` (a shield's leg in each region it serves).
     :raises ConfigError: a value is refused (named, with the reason).
     """
+    if not isinstance(also_listen, (list, tuple)):
+        _refuse("also_listen", also_listen, "is not a list of addresses")
+    more_listeners = [_host_port(_address(f"also_listen[{index}]", address), listen_port)
+                      for index, address in enumerate(also_listen)]
     origin_ip = _address("origin_address", origin_address)
     scheme, host, port = _origin(origin)
     workers = _int("workers", workers, 1, 64)
@@ -464,7 +474,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                               "is not an nginx time like 60m, 12h or 7d"),
         cache_rules=nginx_cache_rules(cache_rules), purge_path=PURGE_PATH,
         prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, usage_log=None,
-        daemon=_bool("daemon", daemon), user=_optional_name("user", user))
+        daemon=_bool("daemon", daemon), user=_optional_name("user", user),
+        shield=_bool("shield", shield), also_listen=more_listeners)
 
 
 def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,

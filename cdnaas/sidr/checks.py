@@ -140,7 +140,8 @@ def _check_dns(sig, vnf):
             prefix_dir=prefix, flavor=vnfconfig.flavor_config(sig, vnf)))
 
 
-_SAMPLES = {"cache": _check_cache, "load_balancer": _check_balancer, "dns": _check_dns}
+_SAMPLES = {"cache": _check_cache, "load_balancer": _check_balancer, "dns": _check_dns,
+            "shield": _check_cache}
 
 
 @contextlib.contextmanager

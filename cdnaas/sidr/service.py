@@ -21,13 +21,13 @@ import jsonschema
 from sqlalchemy.exc import IntegrityError
 
 from cdnaas.common import config, errors
+from cdnaas.common.sig import ROLES
 from cdnaas.planning import models
 from cdnaas.sidr import checks, repository
 from cdnaas.sidr.models import Template, utcnow
 
 LOG = logging.getLogger(__name__)
 
-ROLES = ("cache", "load_balancer", "dns")
 BOUNDS = ("instances", "vcpus", "ram_mb")
 AT_LEAST_ONE = {"cache": "a vCDN needs at least one cache in every requested region",
                 "load_balancer": "every requested region needs its load balancer",
@@ -62,6 +62,7 @@ def semantic_problems(document):
 
     - every bounds object has ``min <= max``;
     - cache, load_balancer and dns ``instances.min`` is at least 1;
+    - an origin shield, where the template has one, is exactly one instance;
     - ``placement.max_host_share`` is only set with ``placement.objective: spread``.
     """
     if not isinstance(document, dict):
@@ -78,7 +79,13 @@ def semantic_problems(document):
             if _is_int(low) and _is_int(high) and low > high:
                 problems.append({"field": f"vnfs.{role}.{name}",
                                  "problem": f"min ({low}) is greater than max ({high}); make min <= max"})
-            if name == "instances" and _is_int(low) and low < 1:
+            if role == "shield" and name == "instances" and (low, high) != (1, 1) \
+                    and _is_int(low) and _is_int(high):
+                problems.append({"field": "vnfs.shield.instances",
+                                 "problem": f"must be {{min: 1, max: 1}} (got {{min: {low}, "
+                                            f"max: {high}}}): a vCDN has one origin shield; "
+                                            "remove vnfs.shield for none"})
+            elif name == "instances" and _is_int(low) and low < 1:
                 problems.append({"field": f"vnfs.{role}.instances.min",
                                  "problem": f"must be at least 1 (got {low}): {AT_LEAST_ONE[role]}"})
     placement = document.get("placement")

@@ -24,8 +24,9 @@ import math
 from pathlib import Path
 
 from cdnaas.common import errors
-from cdnaas.common.flavor import FlavorPlugin, PlanRequest, RegionRequest
-from cdnaas.common.sig import ServiceInstanceGraph, Vnf
+from cdnaas.common.flavor import (FlavorPlugin, PlanRequest, RegionRequest, template_vnfs,
+                                  vcdn_vnfs)
+from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.planning import dimensioning, models, placement
 from cdnaas_plugins.qoe_video import policy as default_policy
 
@@ -140,11 +141,11 @@ class QoeVideoFlavor(FlavorPlugin):
                                             template["vnfs"]["cache"], min_caches)
             utilisation = model.utilisation(region.demand, sizing.vcpus,
                                             _video(model, region.quality))
-            vnfs = (_vnfs(template, "cache", region.name, f"{region.name}-cache",
-                          sizing.instances, sizing.vcpus_per_instance)
-                    + _vnfs(template, "load_balancer", region.name, f"{region.name}-lb"))
+            vnfs = (template_vnfs(template, "cache", region.name, f"{region.name}-cache",
+                                  sizing.instances, sizing.vcpus_per_instance)
+                    + template_vnfs(template, "load_balancer", region.name, f"{region.name}-lb"))
             if region.name == request.default_region:
-                vnfs += _vnfs(template, "dns", region.name, "dns")
+                vnfs += vcdn_vnfs(template, region.name)
             instances = [placement.Instance(v.name, v.vcpus, v.ram_mb,
                                             utilisation if v.role == "cache" else 1.0,
                                             serving=v.role == "cache") for v in vnfs]
@@ -191,15 +192,3 @@ def _predicted(model, quality, load):
     bound = found.curve.at(load) if found else None
     return {"predicted_mos": None,
             "predicted_response_ms": None if bound is None else round(bound, 1)}
-
-
-def _vnfs(template, role, region, prefix, count=None, vcpus=None):
-    """``count`` (default ``instances.min``) VNFs of ``role`` named ``<prefix>-<i>``.
-
-    vCPUs default to the type's ``vcpus.min``; RAM is its ``ram_mb.min``.
-    """
-    spec = template["vnfs"][role]
-    return [Vnf(name=f"{prefix}-{index}", role=role, region=region, host=None,
-                vcpus=vcpus or spec["vcpus"]["min"], ram_mb=spec["ram_mb"]["min"],
-                image=spec["image"], config_templates=list(spec["config_templates"]))
-            for index in range(spec["instances"]["min"] if count is None else count)]

@@ -2,13 +2,14 @@
 
 Every requested region gets the fixed number of caches its template states
 (``instances.min``), each with the template's minimum vCPUs and RAM, plus one
-load balancer; the vCDN gets its DNS VNF(s) in its default region. Demand and
+load balancer; the vCDN gets its DNS VNF(s), and its origin shield where the
+template has one, in its default region. Demand and
 quality are recorded but do not change the size, and the Instance Manager has
 no elasticity policy for it.
 """
-from cdnaas.common.flavor import FlavorPlugin, PlanRequest
+from cdnaas.common.flavor import FlavorPlugin, PlanRequest, template_vnfs, vcdn_vnfs
+from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.planning.placement import Instance, place
-from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 
 
 class StaticFlavor(FlavorPlugin):
@@ -23,7 +24,7 @@ class StaticFlavor(FlavorPlugin):
         for region in request.regions:
             wanted = self._region_vnfs(region.name, template)
             if region.name == request.default_region:
-                wanted += _instances(template, "dns", region.name, "dns")
+                wanted += vcdn_vnfs(template, region.name)
             share = template.get("placement", {}).get("max_host_share")
             hosts = place(region.name, [Instance(v.name, v.vcpus, v.ram_mb,
                                                  serving=v.role == "cache") for v in wanted],
@@ -35,13 +36,5 @@ class StaticFlavor(FlavorPlugin):
 
     @staticmethod
     def _region_vnfs(region, template):
-        return (_instances(template, "cache", region, f"{region}-cache")
-                + _instances(template, "load_balancer", region, f"{region}-lb"))
-
-
-def _instances(template, role, region, prefix):
-    spec = template["vnfs"][role]
-    return [Vnf(name=f"{prefix}-{index}", role=role, region=region, host=None,
-                vcpus=spec["vcpus"]["min"], ram_mb=spec["ram_mb"]["min"], image=spec["image"],
-                config_templates=list(spec["config_templates"]))
-            for index in range(spec["instances"]["min"])]
+        return (template_vnfs(template, "cache", region, f"{region}-cache")
+                + template_vnfs(template, "load_balancer", region, f"{region}-lb"))

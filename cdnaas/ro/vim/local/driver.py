@@ -25,6 +25,7 @@ import threading
 import time
 
 from cdnaas.common import config
+from cdnaas.common.sig import Origin
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim import logfiles
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, LogChunk,
@@ -97,6 +98,8 @@ class LocalDriver(VimDriver):
         layout = self._add_regions(owner, sig.vcdn_id, [r.name for r in sig.regions])
         addresses = _assign(sig, layout, {})
 
+        self._boot_caches(owner, sig, sig.vnfs_in(role="shield"), addresses, layout, progress,
+                          "boot origin shield")
         self._boot_caches(owner, sig, sig.vnfs_in(role="cache"), addresses, layout, progress)
         self._boot_balancers(owner, sig, addresses, layout, progress)
         dns_vnfs = sig.vnfs_in(role="dns")
@@ -125,13 +128,19 @@ class LocalDriver(VimDriver):
                                        "knowing the SIG it serves (RO passes it)")
             # what the balancers and DNS serve now: hostnames and certificate
             previous = dataclasses.replace(sig, service=deployment.resources.get("service", {}))
+        if change.regions_changed and sig.vnfs_in(role="shield"):
+            raise DeploymentFailed("the local driver cannot yet change the regions of a vCDN "
+                                   "with an origin shield (its legs are set at deployment); "
+                                   "lease a new vCDN with the regions wanted")
         old_layout = deployment.resources["layout"]
         kept_regions = [r.name for r in sig.regions if r.name in old_layout]
         touched = sorted({v.region for v in change.new_in("cache") + change.gone
                           if v.role == "cache"} & set(kept_regions))
         if previous.service != sig.service:  # a rotation reloads every balancer, gracefully
             touched = kept_regions
-        reconfigured = change.kept_in("cache") if previous.origin != sig.origin or \
+        # the shield first: a cache reloaded before it would fetch from its old config
+        reconfigured = change.kept_in("shield") + change.kept_in("cache") \
+            if previous.origin != sig.origin or \
             previous.service.get("cache_rules") != sig.service.get("cache_rules") else []
         reshaped = change.regions_changed or any(v.role == "dns" for v in change.moved)
         restarted = [] if reshaped or served_names(previous) == served_names(sig) \
@@ -208,14 +217,16 @@ class LocalDriver(VimDriver):
                 and v.name in recorded and not processes.answers_http(recorded[v.name].address)]
         for vnf in gone:  # whatever is left of them (a namespace, a group) goes first
             self._remove_vnf(owner, deployment.deployment_id, vnf.name)
-        self._boot_caches(owner, sig, [v for v in gone if v.role == "cache"], addresses, layout,
-                          progress)
-        listening = _assign(sig, layout, addresses)  # the DNS VNF's address in each region
+        listening = _assign(sig, layout, addresses)  # DNS and shield: an address per region
+        for role in ("shield", "cache"):
+            self._boot_caches(owner, sig, [v for v in gone if v.role == role], listening,
+                              layout, progress)
         self._boot_balancers(owner, sig, listening, layout, progress,
                              [v for v in gone if v.role == "load_balancer"])
-        running = [v for v in sig.vnfs_in(role="cache") if v.name in recorded and v not in gone]
+        running = [v for v in sig.vnfs_in(role="shield") + sig.vnfs_in(role="cache")
+                   if v.name in recorded and v not in gone]
         self._parallel("restore cache rules", progress, running,  # where the update got to
-                       lambda v: self._reload_cache(owner, sig, v, addresses, layout))
+                       lambda v: self._reload_cache(owner, sig, v, listening, layout))
         self._parallel("restore load balancers", progress, sorted(layout),
                        lambda region: self._reload_lb(owner, sig, region, addresses,
                                                       members=_members(deployment, region)))
@@ -354,16 +365,22 @@ class LocalDriver(VimDriver):
 
     # -- VNFs ----------------------------------------------------------------
 
-    def _boot_caches(self, owner, sig, caches, addresses, layout, progress):
-        """Start ``caches`` in parallel; each answers HTTP before this returns."""
-        origin = {r: _origin_address(sig.origin, layout[r]) for r in {c.region for c in caches}}
-
+    def _boot_caches(self, owner, sig, caches, addresses, layout, progress,
+                     step="boot caches"):
+        """Start ``caches`` (or the origin shield) in parallel; each answers HTTP before
+        this returns. A shield has a leg on every region's bridge, where that region's
+        caches reach it."""
         def config(vnf, prefix):
-            return _cache_text(sig, vnf, addresses[vnf.name], origin[vnf.region], prefix)
-        self._boot_nginx("boot caches", progress, owner, sig.vcdn_id, caches, config,
-                         lambda v: [(layout[v.region]["bridge"],
-                                     _cidr(addresses[v.name], layout[v.region]), [])],
-                         addresses)
+            return _cache_text(sig, vnf, addresses, layout, prefix)
+
+        def legs(vnf):
+            if vnf.role == "shield":
+                return [(layout[r.name]["bridge"], _cidr(address, layout[r.name]), [])
+                        for r, address in zip(sig.regions, addresses[vnf.name])]
+            return [(layout[vnf.region]["bridge"], _cidr(addresses[vnf.name],
+                                                         layout[vnf.region]), [])]
+        managed = {v.name: _managed_address(sig, v, addresses) for v in caches}
+        self._boot_nginx(step, progress, owner, sig.vcdn_id, caches, config, legs, managed)
 
     def _boot_balancers(self, owner, sig, addresses, layout, progress, balancers=None):
         """Start each region's balancer (or only ``balancers``) with all its region's caches
@@ -510,11 +527,11 @@ class LocalDriver(VimDriver):
         run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
 
     def _reload_cache(self, owner, sig, vnf, addresses, layout):
-        """Give the running cache ``vnf`` its config for ``sig`` (its cache rules), checked
-        in its namespace and reloaded gracefully; nothing when it has that config already."""
+        """Give the running cache (or shield) ``vnf`` its config for ``sig`` (origin, cache
+        rules), checked in its namespace and reloaded gracefully; nothing when it has that
+        config already."""
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
-        text = _cache_text(sig, vnf, addresses[vnf.name],
-                           _origin_address(sig.origin, layout[vnf.region]), prefix)
+        text = _cache_text(sig, vnf, addresses, layout, prefix)
         conf = prefix / "nginx.conf"
         if conf.exists() and conf.read_text() == text:
             return
@@ -629,6 +646,8 @@ class LocalDriver(VimDriver):
             if vnf.role == "dns":
                 dns_servers += address
                 address = address[0]
+            elif vnf.role == "shield":
+                address = _managed_address(sig, vnf, addresses)
             vnfs.append(VnfInstance(name=vnf.name, role=vnf.role, region=vnf.region,
                                     host=vnf.host, address=address, vcpus=vnf.vcpus,
                                     resource_id=network.namespace_name(owner, sig.vcdn_id,
@@ -642,14 +661,43 @@ class LocalDriver(VimDriver):
                                      "service": dict(sig.service)})
 
 
-def _cache_text(sig, vnf, address, origin_address, prefix):
-    """The nginx config of the cache ``vnf`` of ``sig`` at ``address``, under ``prefix``."""
+def _cache_text(sig, vnf, addresses, layout, prefix):
+    """The nginx config of the cache or origin shield ``vnf`` of ``sig``, under ``prefix``.
+
+    The shield fetches from the origin and also listens on its leg in every other
+    region; a cache fetches from the shield's leg in its own region where the vCDN has
+    a shield (plain HTTP, the origin's name as Host), else from the origin.
+    """
+    address = _managed_address(sig, vnf, addresses)
+    [shield] = sig.vnfs_in(role="shield") or [None]
+    origin, also_listen = sig.origin, []
+    if vnf.role == "shield":
+        also_listen = [a for a in addresses[vnf.name] if a != address]
+        origin_address = _origin_address(sig.origin, layout[vnf.region])
+    elif shield is not None:
+        origin = Origin(scheme="http", host=sig.origin.host, port=HTTP_PORT)
+        origin_address = _leg(sig, addresses[shield.name], vnf.region)
+    else:
+        origin_address = _origin_address(sig.origin, layout[vnf.region])
     return vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=HTTP_PORT,
-        origin=sig.origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=origin_address,
+        origin=origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=origin_address,
         planned_connections=vnfconfig.planned_connections(sig, vnf),
         max_files=processes.open_file_limit(), management_sources=_management_sources(address),
-        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"))
+        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
+        shield=vnf.role == "shield", also_listen=also_listen)
+
+
+def _leg(sig, legs, region):
+    """The address of a multi-homed VNF (DNS, shield) on ``region``'s bridge (``legs`` in
+    the SIG's region order)."""
+    return legs[[r.name for r in sig.regions].index(region)]
+
+
+def _managed_address(sig, vnf, addresses):
+    """Where RO manages ``vnf``: its address, or a multi-homed one's leg in its region."""
+    address = addresses[vnf.name]
+    return _leg(sig, address, vnf.region) if isinstance(address, list) else address
 
 
 def _steering(sig, ports=None):
@@ -685,9 +733,11 @@ def _assign(sig, layout, kept):
                 addresses[vnf.name] = str(subnet.network_address + 2)
             elif vnf.role == "cache":
                 addresses[vnf.name] = kept.get(vnf.name) or next(free)
-    for vnf in sig.vnfs_in(role="dns"):  # multi-homed: .3 on every region, in SIG order
-        addresses[vnf.name] = [str(ipaddress.ip_network(layout[r.name]["subnet"]).network_address + 3)
-                               for r in sig.regions]
+    for role, host in (("dns", 3), ("shield", 4)):  # multi-homed: on every region, SIG order
+        for vnf in sig.vnfs_in(role=role):
+            addresses[vnf.name] = [
+                str(ipaddress.ip_network(layout[r.name]["subnet"]).network_address + host)
+                for r in sig.regions]
     return addresses
 
 

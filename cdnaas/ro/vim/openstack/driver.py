@@ -88,6 +88,10 @@ class OpenStackDriver(VimDriver):
     def deploy(self, sig, progress=no_progress):
         """See :meth:`VimDriver.deploy`."""
         self.check_prerequisites()
+        if sig.vnfs_in(role="shield"):
+            raise DeploymentFailed("the openstack driver does not deploy an origin shield yet "
+                                   "(its flavor's template has vnfs.shield); use a flavor "
+                                   "without one on this cloud")
         cloud = self.cloud
         management = plan.management_cidrs()
         prepared = self._prepare(cloud, sig, sig.vnfs)
