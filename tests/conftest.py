@@ -18,7 +18,7 @@ UNIT_MODULES = {
     "test_im_qoe", "test_models", "test_placement", "test_portal", "test_qoe_video_plugin",
     "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
     "test_traffic_logs",
-    "test_certificates",
+    "test_certificates", "test_ports",
     "test_comforts_unit",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack

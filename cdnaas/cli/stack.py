@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import requests
 
 from cdnaas.common import config
+from cdnaas.common.ports import free_loopback_ports
 
 LOG = logging.getLogger(__name__)
 
@@ -70,16 +71,7 @@ def free_port_env(state_dir):
     The bind addresses are set too, so a ``CDNAAS_<SERVICE>_BIND`` inherited from
     the caller's environment cannot send a service elsewhere.
     """
-    sockets = []
-    try:
-        for _ in config.SERVICES:  # hold every socket until all are picked: five distinct ports
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        ports = [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    ports = free_loopback_ports(len(config.SERVICES))
     env = {"CDNAAS_STATE_DIR": str(state_dir)}
     for svc, port in zip(config.SERVICES, ports):
         env[f"CDNAAS_{svc.upper()}_URL"] = f"http://127.0.0.1:{port}"

@@ -11,12 +11,12 @@ the checks need no root and no network namespace; a cache is checked towards an
 roles take a few tens of milliseconds.
 """
 import contextlib
-import socket
 import tempfile
 
 import jinja2
 
 from cdnaas.common import errors, plugins
+from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin, RegionPlan, ServiceInstanceGraph, Vnf
 from cdnaas.ro import vnfconfig
 
@@ -110,7 +110,7 @@ def _file_problem(name, folders):
 def _check_cache(sig, vnf):
     flavor = vnfconfig.flavor_config(sig, vnf)
     for origin in _ORIGINS:
-        port, management = _free_ports(2)
+        port, management = free_loopback_ports(2)
         with _scratch() as prefix:
             text = vnfconfig.cache_config(
                 name=vnf.name, workers=vnf.vcpus, listen_address="127.0.0.1", listen_port=port,
@@ -121,7 +121,7 @@ def _check_cache(sig, vnf):
 
 def _check_balancer(sig, vnf):
     cache = sig.vnfs_in(role="cache")[0]
-    port, management, member = _free_ports(3)
+    port, management, member = free_loopback_ports(3)
     with _scratch() as prefix:
         text = vnfconfig.lb_config(
             name=vnf.name, workers=vnf.vcpus, listen_address="127.0.0.1", listen_port=port,
@@ -132,7 +132,7 @@ def _check_balancer(sig, vnf):
 
 
 def _check_dns(sig, vnf):
-    (port,) = _free_ports(1)
+    (port,) = free_loopback_ports(1)
     with _scratch() as prefix:
         vnfconfig.check_dnsmasq(vnfconfig.dns_config(
             name=f"{vnf.name}-{SAMPLE_REGION}", hostname=sig.hostname,
@@ -148,17 +148,3 @@ _SAMPLES = {"cache": _check_cache, "load_balancer": _check_balancer, "dns": _che
 def _scratch():
     with tempfile.TemporaryDirectory(prefix="cdnaas-sidr-check-") as folder:
         yield folder
-
-
-def _free_ports(count):
-    """``count`` distinct loopback ports free a moment ago (nginx -t binds them)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return tuple(s.getsockname()[1] for s in sockets)
-    finally:
-        for sock in sockets:
-            sock.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cdnaas.cli.stack import Stack, database_url_of, free_port_env, healthy
 from cdnaas.common import config, service_auth
+from cdnaas.common.ports import free_loopback_ports
 
 
 @dataclasses.dataclass
@@ -191,15 +192,6 @@ class ReplicaStack(Stack):
         return {svc: f"http://{self.env[f'CDNAAS_{svc.upper()}_BIND']}" for svc in self.services}
 
 
-def _free_ports(count):
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    try:
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 @contextlib.contextmanager
 def replicated_stack(database_url, tmp_path, extra_env=None, services=config.SERVICES,
                      replicas=2, mode="failover", timeout=60):
@@ -212,7 +204,7 @@ def replicated_stack(database_url, tmp_path, extra_env=None, services=config.SER
     Copies differ only in their bind addresses and state dirs (logs, pid file); they
     share the first copy's service key. ``extra_env`` is as for :func:`running_stack`.
     """
-    ports = iter(_free_ports(len(services) * replicas))
+    ports = iter(free_loopback_ports(len(services) * replicas))
     binds = [{svc: next(ports) for svc in services} for _ in range(replicas)]
     proxies = {svc: TcpProxy([("127.0.0.1", b[svc]) for b in binds], mode) for svc in services}
     first_dir = Path(tmp_path) / "state"
