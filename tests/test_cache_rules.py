@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from cdnaas.common import caching, errors
+from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
@@ -21,7 +22,7 @@ from tests.support.api import populate, vcdn_body
 from tests.support.sigs import sample_sig
 from tests.support.stack import running_stack
 from tests.test_comforts_unit import deployment_of
-from tests.test_vnfconfig import cache_values, free_port, need, start_nginx
+from tests.test_vnfconfig import cache_values, need, start_nginx
 
 HOSTILE = ["/a b", "/a;b", "/a{", "/$uri", "/a\nb", "/a\x00", '/a"', "/a'", "/../etc",
            "/é", "/" + "a" * 300, 7, None]
@@ -117,7 +118,7 @@ class LoopbackCache:
         stack.callback(thread.join, 5)
         stack.callback(self.origin.server_close)
         stack.callback(self.origin.shutdown)
-        self.port, self.management = free_port(), free_port()
+        self.port, self.management = free_loopback_ports(2)
         text = vnfconfig.cache_config(
             name="loop-cache", workers=1, listen_address="127.0.0.1", listen_port=self.port,
             origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
@@ -141,15 +142,20 @@ def loopback_cache(tmp_path, rules=None):
 
 def test_a_ttl_rule_expires_its_paths_while_others_stay(tmp_path):
     rules = {"ttl": [{"match": "prefix", "path": "/plain/short/", "ttl": "2s"},
-                     {"match": "prefix", "path": "/plain/", "ttl": "1h"}]}
+                     {"match": "prefix", "path": "/plain/", "ttl": "1h"},
+                     {"match": "prefix", "path": "/objects/", "ttl": "2s"}]}
     with loopback_cache(tmp_path, rules) as cache:
         assert [cache.get("/plain/short/a"), cache.get("/plain/short/a")] == ["MISS", "HIT"]
         assert [cache.get("/plain/long/b"), cache.get("/plain/long/b")] == ["MISS", "HIT"]
+        # the origin sends Cache-Control: public, max-age=3600 for /objects/small
+        assert [cache.get("/objects/small"), cache.get("/objects/small")] == ["MISS", "HIT"]
         time.sleep(3.5)  # nginx counts whole seconds: stale once 2 s are past a second edge
         assert cache.get("/plain/short/a") == "EXPIRED"  # the first rule that matched: 2 s
         assert cache.get("/plain/long/b") == "HIT"
-        # the origin's own lifetime still rules its answers (honour): an hour, not 2 s
-        assert [cache.get("/objects/small"), cache.get("/objects/small")] == ["MISS", "HIT"]
+        # the origin's own lifetime still rules its answers (honour): an hour, not the
+        # 2 s of the /objects/ rule that matches it
+        assert cache.get("/objects/small") == "HIT"
+        assert cache.origin.stats()["/objects/small"] == 1
 
 
 def test_ignoring_the_query_string_makes_one_object(tmp_path):

@@ -58,13 +58,19 @@ def sig_of(doc):
 def fetch(deployment, sig, region, path):
     """``(status, X-Cache-Status)`` of ``path`` fetched by a client of ``region`` through
     what the vCDN's DNS answers it."""
+    status, headers = fetch_headers(deployment, sig, region, path)
+    return status, headers.get("x-cache-status")
+
+
+def fetch_headers(deployment, sig, region, path):
+    """``(status, headers)`` of ``path`` fetched as :func:`fetch` does."""
     index = [r.name for r in sig.regions].index(region)
     with clients.client(sig.vcdn_id, region, CLIENT[region]) as viewer:
         answer = viewer.resolve(deployment.entry_point.dns_servers[index], sig.hostname)
         assert answer == [deployment.region_endpoints[region]], answer
         status, headers, _body = viewer.fetch(f"http://{sig.hostname}{path}",
                                               resolve=(sig.hostname, answer[0]))
-        return status, headers.get("x-cache-status")
+        return status, headers
 
 
 def owned(vcdn_id):
@@ -95,9 +101,20 @@ def test_a_new_origin_reaches_every_cache_which_keeps_what_it_cached(origin, sec
         assert ("reconfigure caches", 2, 2) in steps
         new_sig = sig_of(moved)
         before = fetches(origin, "/objects/chunk-low")
-        for _ in range(2):  # the balancer spreads paths: every cache is asked by one of them
-            assert fetch(updated, new_sig, "north", "/objects/chunk-low")[0] == 200
-        assert fetches(second_origin, "/objects/chunk-low") == 1
+        # the balancer spreads keys (the query string is part of them) over the caches:
+        # distinct ones until every cache has answered (bounded), each a MISS
+        caches = {v.name for v in updated.vnfs if v.role == "cache" and v.region == "north"}
+        assert len(caches) == 2
+        served, asked = set(), 0
+        while served != caches and asked < 32:
+            status, headers = fetch_headers(updated, new_sig, "north",
+                                            f"/objects/chunk-low?spread={asked}")
+            asked += 1
+            assert (status, headers.get("x-cache-status")) == (200, "MISS"), (status, headers)
+            served.add(headers.get("x-served-by"))
+        assert served == caches, (served, asked)  # every cache was asked...
+        # ...and each of its answers came from the new origin, none from the old one
+        assert fetches(second_origin, "/objects/chunk-low") == asked
         assert fetches(origin, "/objects/chunk-low") == before
         for vnf in (v for v in updated.vnfs if v.role == "cache"):
             text = (vnf_dir(vcdn_id, vnf.name) / "nginx.conf").read_text()

@@ -134,6 +134,8 @@ def test_two_regions_caches_fetch_through_one_shield(origin):
         # copy: the origin served the vCDN once
         assert answers[0] == ("north", 200, "MISS", "MISS", "shield-0")
         assert answers[1] == ("south", 200, "MISS", "HIT", "shield-0")
+        # north's balancer hashes by the key: the same cache answers again, from its copy
+        assert answers[2][:3] == ("north", 200, "HIT"), answers[2]
         assert origin.stats().get(path) == 1
 
         # a purge empties the shield too (first): the next fetch goes to the origin again

@@ -1,6 +1,7 @@
 """RO's secret store (cdnaas.ro.secrets) on SQLite and PostgreSQL, and its Barbican
 backend's translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager:
 the mini OpenStack has no Barbican, so the Barbican calls themselves are unproven."""
+import copy
 import datetime as dt
 import os
 import stat
@@ -186,11 +187,19 @@ def test_octavia_listeners_terminate_https_with_alpn_where_the_api_takes_it():
 # -- SO deletes references once no SIG uses them (its runner, with an RO in memory) -------
 
 class TlsRo(FakeRo):
-    """:class:`FakeRo` keeping secret references ``{ref: owner}`` too."""
+    """:class:`FakeRo` keeping secret references ``{ref: owner}`` too, and the SIG each
+    deployment runs: like RO (:meth:`cdnaas.ro.secrets.SecretStore.delete`), it refuses
+    (409) to delete a reference a running deployment's SIG still uses."""
 
     def __init__(self, kept):
         super().__init__()
         self.kept = dict(kept)
+        self.sigs = {}
+
+    def deploy(self, deployment_id, sig):
+        deployment = super().deploy(deployment_id, sig)
+        self.sigs[deployment_id] = copy.deepcopy(sig)
+        return deployment
 
     def secrets(self, owner):
         self._reach("secrets")
@@ -198,7 +207,14 @@ class TlsRo(FakeRo):
 
     def delete_secret(self, ref):
         self._reach("delete_secret")
-        self.kept.pop(ref, None)
+        if ref not in self.kept:
+            return
+        users = [i for i, sig in self.sigs.items()
+                 if self.deployments[i]["status"] in secrets.USING and secrets._uses(sig, ref)]
+        if users:
+            raise errors.Conflict(f"secret {ref} is used by deployment {users[0]}; delete it "
+                                  "once no SIG of the vCDN refers to it", field="ref")
+        del self.kept[ref]
 
 
 def _with_tls(sig, ref):
@@ -210,6 +226,17 @@ def _with_tls(sig, ref):
 def ro():
     """The RO of test_so_retry's ``runner`` fixture, keeping references too."""
     return TlsRo({"old": "t1", "new": "t1", "other": "t2"})
+
+
+def test_the_fake_ro_keeps_a_secret_a_running_deployment_uses_as_ro_does(ro):
+    ro.deploy("t1", _with_tls(sample_sig("t1"), "old"))
+    with pytest.raises(errors.Conflict):
+        ro.delete_secret("old")
+    ro.delete_secret("new")  # not in the running SIG
+    ro.undeploy("t1")
+    ro.delete_secret("old")
+    ro.delete_secret("old")  # gone already: success
+    assert ro.kept == {"other": "t2"}
 
 
 def test_a_completed_rotation_deletes_the_previous_secret(database, ro, runner):

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
+from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import isoformat, utcnow
 from cdnaas.db import migrate
@@ -41,12 +42,6 @@ from tests.support.stack import running_stack
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the local driver needs root")
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def fetch(address, port, path, host="vcdn.example", source=None):
@@ -70,7 +65,7 @@ def fetch(address, port, path, host="vcdn.example", source=None):
 def balancer(tmp_path, origin):
     """A balancer VNF's nginx on loopback (its rendered config) in front of the sample
     origin; yields ``(public port, management port, prefix)``."""
-    public, management = free_port(), free_port()
+    public, management = free_loopback_ports(2)
     prefix = tmp_path / "lb"
     text = vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
                                listen_port=public, management_port=management,

@@ -11,7 +11,7 @@ def overview():
     """``{"vcdns": [...], "totals": {...}}`` of every vCDN not deleted, in the SO's order."""
     measured = {v["vcdn_id"]: v for v in ImClient().vcdns()}
     views = [_vcdn(vcdn, measured.get(vcdn["id"]))
-             for vcdn in SoClient().instances() if vcdn["state"] != "DELETED"]
+             for vcdn in SoClient().instances()]
     return {"vcdns": views, "totals": {
         "vcdns": len(views),
         "viewers": sum(v["viewers"] or 0 for v in views),

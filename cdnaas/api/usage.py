@@ -20,9 +20,8 @@ USAGE_LONGEST = dt.timedelta(days=366)
 TRAFFIC_LONGEST = dt.timedelta(days=31)
 EXPORT_LONGEST = dt.timedelta(days=7)
 DEFAULT_WINDOW = dt.timedelta(hours=1)
-#: records an export sends by default, and at most
+#: records an export sends by default
 EXPORT_LIMIT = 100_000
-MAX_EXPORT_LIMIT = 1_000_000
 
 
 def usage(caller, vcdn_id, args):

@@ -14,12 +14,12 @@ VNF configuration, load generator). Two readings keep the planner's rules:
 import datetime
 import hashlib
 import re
-from pathlib import Path
 
 import yaml
 
 from cdnaas.calibration import qoe
-from cdnaas.common import config, plugins
+from cdnaas.common import plugins
+from cdnaas.ro import vnfconfig
 
 #: the sample origin's chunk sizes in KB (cdnaas/origin/server.py)
 CHUNK_KB = {"hd": 435, "low": 73}
@@ -35,12 +35,14 @@ def config_sha256(vnfs, folders=()):
     """
     cache = (vnfs or {}).get("cache") or {}
     digest = hashlib.sha256(f"image={cache.get('image')}\n".encode())
-    search = [*folders, config.REPO_ROOT / "templates"]
+    search = (*folders, vnfconfig.TEMPLATES_DIR)
     seen, pending = set(), list(cache.get("config_templates") or [])
     while pending:
         name = pending.pop(0)
-        path = next((Path(f) / name for f in search if (Path(f) / name).is_file()), None)
-        if name in seen or path is None:
+        if name in seen:
+            continue
+        path = vnfconfig.find_template(name, search)
+        if path is None:
             continue
         seen.add(name)
         text = path.read_text(encoding="utf-8")

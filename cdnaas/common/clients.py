@@ -71,11 +71,10 @@ class SoClient(JsonClient):
         return self.patch(f"/so/v1/regions/{region}/hosts/{host}", json=body)
 
     # vCDN instances
-    def instances(self, state=None, tenant=None, include_deleted=False):
-        """Every vCDN (DELETED ones only with ``include_deleted`` or that ``state``), only
-        those in ``state`` and/or of ``tenant`` when given, oldest first: all pages."""
-        params = {"state": state, "tenant": tenant,
-                  "include_deleted": "true" if include_deleted else None}
+    def instances(self, state=None, tenant=None):
+        """Every vCDN (DELETED ones only with that ``state``), only those in ``state``
+        and/or of ``tenant`` when given, oldest first: all pages."""
+        params = {"state": state, "tenant": tenant}
         return self.every_page("/so/v1/instances", "vcdns",
                                {k: v for k, v in params.items() if v is not None})
 

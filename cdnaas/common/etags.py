@@ -19,7 +19,7 @@ def etag(revision):
     return f'"{int(revision)}"'
 
 
-def check_if_match(header, revision, what="the vCDN"):
+def check_if_match(header, revision):
     """Raise unless the ``If-Match`` header ``header`` (None: absent) matches ``revision``.
 
     :raises BadRequest: the header is not ``*`` or a list of entity tags.
@@ -34,7 +34,7 @@ def check_if_match(header, revision, what="the vCDN"):
     current = str(int(revision))
     if not any(not weak and tag == current for weak, tag in tags):
         raise errors.PreconditionFailed(
-            f"{what} changed since you read it (its ETag is now {etag(revision)}, you sent "
+            f"the vCDN changed since you read it (its ETag is now {etag(revision)}, you sent "
             f"{text[:80]}); GET it again, check the change still makes sense, and send that "
             "ETag in If-Match", field="If-Match")
 

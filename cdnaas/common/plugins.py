@@ -29,10 +29,11 @@ def load(group, name):
     with _lock:
         found = _known.get(group, {}).get(name)
     if found is None:
-        found = _scan(group).get(name)
-    if found is None:
-        raise LookupError(f"no plugin {name!r} installed in {group} "
-                          f"(installed: {', '.join(names(group)) or 'none'})")
+        scanned = _scan(group)
+        found = scanned.get(name)
+        if found is None:
+            raise LookupError(f"no plugin {name!r} installed in {group} "
+                              f"(installed: {', '.join(sorted(scanned)) or 'none'})")
     return found.load()()
 
 

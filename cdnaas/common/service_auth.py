@@ -51,11 +51,16 @@ def ensure_key(path=None) -> Path:
 
     Safe when several processes start at once: the file appears complete or not at all.
     """
-    path = Path(path or key_file())
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_private_lines(path, [secrets.token_hex(KEY_BYTES)], replace=False)
+    return ensure_private_file(Path(path or key_file()), lambda: secrets.token_hex(KEY_BYTES))
+
+
+def ensure_private_file(path, new_line) -> Path:
+    """Create ``path`` (mode 0600) holding the one line ``new_line()`` unless it exists;
+    return it. Safe when several processes start at once (:func:`write_private_lines`)."""
+    path = Path(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private_lines(path, [new_line()], replace=False)
     return path
 
 

@@ -10,6 +10,18 @@ from cdnaas.common import errors
 from cdnaas.common.timeutil import parse
 
 
+def parse_time(text, field):
+    """The ISO 8601 time ``text`` (a query parameter or a field of a body) as aware UTC.
+
+    :raises BadRequest: (field ``field``) not an ISO 8601 time from 1970 to 9000.
+    """
+    try:
+        return parse(text)
+    except ValueError:
+        raise errors.BadRequest(f"{field} is not an ISO 8601 time between 1970 and 9000 "
+                                "like 2026-12-01T10:00:00Z", field=field) from None
+
+
 def moment(args, name, default):
     """The time in query parameter ``name`` of ``args``, or ``default`` when absent.
 
@@ -18,11 +30,7 @@ def moment(args, name, default):
     text = args.get(name)
     if not text:
         return default
-    try:
-        return parse(text)
-    except (ValueError, OverflowError):
-        raise errors.BadRequest(f"{name} is not an ISO 8601 time between 1970 and 9000 "
-                                "like 2026-12-01T10:00:00Z", field=name) from None
+    return parse_time(text, name)
 
 
 def window(args, start, end, now, default_start, longest):

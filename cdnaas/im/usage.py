@@ -29,7 +29,7 @@ import math
 from sqlalchemy import delete, select
 
 from cdnaas.common import config, errors
-from cdnaas.common.timeutil import aware, isoformat
+from cdnaas.common.timeutil import aware, isoformat, parse
 from cdnaas.im.models import Usage, UsageCursor
 
 LOG = logging.getLogger(__name__)
@@ -37,8 +37,9 @@ LOG = logging.getLogger(__name__)
 #: traffic reads per vCDN and pass at most (each up to 4 MB per balancer); the rest waits
 MAX_READS = 8
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
-COUNTERS = ("requests", "bytes_out", "hits", "misses",
-            *(f"status_{kind}" for kind in STATUS_CLASSES))
+#: the counters RO reports per minute as plain numbers (its status classes come apart)
+TRAFFIC = ("requests", "bytes_out", "hits", "misses")
+COUNTERS = (*TRAFFIC, *(f"status_{kind}" for kind in STATUS_CLASSES))
 LEVELS = ("viewer_seconds", "vcpu_seconds", "energy_wh")
 MINUTE = dt.timedelta(minutes=1)
 
@@ -93,14 +94,14 @@ def _add(added, region, minute):
     """Sum RO's figures of one minute into ``added[(region, minute start)]``."""
     key = (region, _minute(minute["minute"]))
     row = added.setdefault(key, dict.fromkeys(COUNTERS, 0))
-    for name in ("requests", "bytes_out", "hits", "misses"):
+    for name in TRAFFIC:
         row[name] += minute[name]
     for kind in STATUS_CLASSES:
         row[f"status_{kind}"] += minute["status"].get(kind, 0)
 
 
 def _minute(text):
-    return _minute_of(dt.datetime.fromisoformat(text.replace("Z", "+00:00")))
+    return _minute_of(parse(text))
 
 
 def _minute_of(moment):
@@ -232,7 +233,7 @@ def series(session, vcdn_id, since, until, step):
         index = int((aware(row.minute) - since).total_seconds() // step)
         if index < count:
             sums = buckets.setdefault(row.region, {}).setdefault(index, [0, 0, 0, 0])
-            for position, name in enumerate(("requests", "bytes_out", "hits", "misses")):
+            for position, name in enumerate(TRAFFIC):
                 sums[position] += getattr(row, name)
     return [{"region": region, "points": [_point(since, step, index, by_index.get(index))
                                           for index in range(count)]}

@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from cdnaas.common import clock, errors, windows
 from cdnaas.common.clients import SoClient
-from cdnaas.common.timeutil import aware, isoformat, parse
+from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.im import decisions, hosts, inventory, series, usage
 from cdnaas.im.models import Action
 
@@ -17,17 +17,6 @@ DEFAULT_WINDOW = dt.timedelta(hours=1)
 
 def _db():
     return current_app.extensions["db"]
-
-
-def _time(name, default):
-    text = request.args.get(name)
-    if not text:
-        return default
-    try:
-        return parse(text)
-    except ValueError:
-        raise errors.BadRequest(f"{name} is not an ISO 8601 time between 1970 and 9000 "
-                                "like 2026-12-01T10:00:00Z", field=name) from None
 
 
 @blueprint.post("/reconcile")
@@ -42,7 +31,7 @@ def list_actions():
                         ("region", Action.region), ("host", Action.host)):
         if request.args.get(arg):
             query = query.where(column == request.args[arg])
-    since = _time("since", None)
+    since = windows.moment(request.args, "since", None)
     if since is not None:
         query = query.where(Action.created_at >= since)
     with _db().sessions() as session:
@@ -51,8 +40,8 @@ def list_actions():
 
 @blueprint.get("/vcdns/<vcdn_id>/metrics")
 def vcdn_metrics(vcdn_id):
-    until = _time("until", clock.now())
-    since = _time("since", until - DEFAULT_WINDOW)
+    until = windows.moment(request.args, "until", clock.now())
+    since = windows.moment(request.args, "since", until - DEFAULT_WINDOW)
     if since > until:
         raise errors.BadRequest("since must not be after until", field="since")
     with _db().sessions() as session:

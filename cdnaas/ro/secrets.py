@@ -15,6 +15,7 @@ where the material itself lives is the driver's :class:`SecretBackend`
 Nothing here logs or answers key material.
 """
 import abc
+import functools
 import json
 import logging
 import uuid
@@ -43,12 +44,15 @@ def key_file() -> Path:
 def ensure_key(path=None) -> Path:
     """Create the secret key file (one Fernet key, mode 0600) unless it exists; return its
     path. Safe when several processes start at once."""
-    path = Path(path or key_file())
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        service_auth.write_private_lines(path, [Fernet.generate_key().decode("ascii")],
-                                         replace=False)
-    return path
+    return service_auth.ensure_private_file(Path(path or key_file()),
+                                            lambda: Fernet.generate_key().decode("ascii"))
+
+
+@functools.lru_cache(maxsize=8)
+def _fernet_of(path, _mtime_ns):
+    """The Fernet of the key file ``path`` as it was at that modification time (read once,
+    again when the file is replaced)."""
+    return Fernet(Path(path).read_text(encoding="ascii").split()[0])
 
 
 class SecretBackend(abc.ABC):
@@ -86,7 +90,8 @@ class FernetBackend(SecretBackend):
         self.path = path
 
     def _fernet(self):
-        return Fernet(Path(self.path or key_file()).read_text(encoding="ascii").split()[0])
+        path = Path(self.path or key_file())
+        return _fernet_of(str(path), path.stat().st_mtime_ns)
 
     def put(self, ref, owner, bundle):
         plain = json.dumps({"certificate": bundle.certificate, "private_key": bundle.private_key})

@@ -25,7 +25,7 @@ import json
 import re
 
 from cdnaas.common import errors
-from cdnaas.common.timeutil import isoformat
+from cdnaas.common.timeutil import LATEST, isoformat
 from cdnaas.ro.vim.base import LogPosition, VimError
 
 #: longest log line parsed (nginx refuses request lines past its header buffers, 8 KB)
@@ -42,7 +42,7 @@ _STATUS = re.compile(r"[0-9]{3}")
 _LOG_NAME = re.compile(r"[A-Za-z0-9_.-]{0,64}")
 _VNF_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 #: times a record may carry (seconds since the epoch): 1970 to 9000, as every API time
-_LATEST = 221845392000.0
+_LATEST = LATEST.timestamp()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,9 +189,8 @@ def decode_cursor(cursor: str | None) -> dict[str, LogPosition]:
 
 #: reads of every balancer one export makes at most (each up to the driver's read size)
 MAX_EXPORT_READS = 256
-#: records an export returns by default, and at most
+#: records an export returns by default (at most 1,000,000: api-spec/ro.yaml, checked at the gate)
 EXPORT_LIMIT = 100_000
-MAX_EXPORT_LIMIT = 1_000_000
 #: the longest window an export may ask for, and the default one
 EXPORT_LONGEST = dt.timedelta(days=7)
 EXPORT_DEFAULT = dt.timedelta(hours=1)

@@ -1,4 +1,5 @@
-"""VNF configurations: validated, rendered from ``templates/`` and checked by the real tools.
+"""VNF configurations: validated, rendered from ``templates/`` (or the flavor plugin's own
+``templates/`` first, :func:`flavor_config`) and checked by the real tools.
 
 The same templates serve the local driver (files under a VNF's prefix directory)
 and the OpenStack driver (cloud-init). Every value is checked here before it
@@ -9,9 +10,10 @@ itself (``nginx -t``, ``dnsmasq --test``, ``nft -c``) on the rendered text.
 
 nginx configs have two listeners on the VNF's address: the public one (``listen_port``)
 for viewers, where the status path answers 404, and the management one
-(:data:`MANAGEMENT_PORT`) serving ``stub_status`` at :data:`STATUS_PATH` only to the
-``management_sources`` (the RO side: the local driver's bridge gateway, the OpenStack
-operator's management CIDR) and 403 to anyone else.
+(:data:`MANAGEMENT_PORT`) serving only to the ``management_sources`` (the RO side: the
+local driver's bridge gateway, the OpenStack operator's management CIDR), 403 to anyone
+else: ``stub_status`` at :data:`STATUS_PATH`, a balancer's usage log, a cache's purges,
+prefetches and keys log (:mod:`cdnaas.ro.purge`).
 
 nginx configs are sized for the load the plan sends to the VNF (:func:`planned_connections`,
 :func:`nginx_limits`): connections per worker, the workers' open-file limit, the listen
@@ -473,8 +475,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
         cache_rules=nginx_cache_rules(cache_rules), purge_path=PURGE_PATH,
-        prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, usage_log=None,
-        daemon=_bool("daemon", daemon), user=_optional_name("user", user),
+        prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, purge_module_file=PURGE_MODULE,
+        usage_log=None, daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         shield=_bool("shield", shield), also_listen=more_listeners)
 
 

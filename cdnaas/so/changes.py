@@ -13,8 +13,9 @@ import datetime as dt
 
 from cdnaas.common import errors
 from cdnaas.common.sig import Origin
-from cdnaas.common.timeutil import isoformat, parse
+from cdnaas.common.timeutil import isoformat
 from cdnaas.common.validation import parse_origin
+from cdnaas.common.windows import parse_time
 
 
 @dataclasses.dataclass
@@ -27,18 +28,6 @@ class Change:
     lease_end: dt.datetime
     #: demand, quality or the set of regions changed: the vCDN is planned again
     replan: bool
-
-
-def parse_time(text, field):
-    """An ISO 8601 time of the body (``lease.start``, ``lease.end``).
-
-    :raises BadRequest: naming ``field``.
-    """
-    try:
-        return parse(text)
-    except ValueError:
-        raise errors.BadRequest(f"{field} is not an ISO 8601 time between 1970 and 9000 "
-                                "like 2026-12-01T10:00:00Z", field=field) from None
 
 
 def check_unique(names, field):

@@ -61,6 +61,3 @@ DELETING = "DELETING"
 DELETED = "DELETED"
 #: instance states while an operation works on the instance
 BUSY = (DEPLOYING, UPDATING, DELETING)
-#: operations that work on an ACTIVE instance's caches, not on its VNFs: they leave its
-#: state alone and may run beside one another
-CACHE_OPERATIONS = (INVALIDATE, PREFETCH)

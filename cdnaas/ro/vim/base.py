@@ -437,8 +437,9 @@ class VimDriver(abc.ABC):
     def invalidate(self, deployment: Deployment, paths: list[str], prefixes: list[str],
                    progress: Progress = no_progress) -> list[CacheResult]:
         """Remove ``paths`` and every object under ``prefixes`` from EVERY cache of
-        ``deployment``, the caches in parallel; return one :class:`CacheResult` per cache,
-        in the deployment's order, once each confirmed (or failed).
+        ``deployment``, the caches in parallel, after its origin shield if it has one;
+        return one :class:`CacheResult` per cache (the shield's first), in the
+        deployment's order, once each confirmed (or failed).
 
         A path names the object a viewer's request for it is served (the cache rules'
         key: with its query string, without it, or with the listed arguments); the next

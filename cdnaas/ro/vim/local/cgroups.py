@@ -229,22 +229,23 @@ def adopt(name, pid):
             procs.write_text(str(pid))
     except ProcessLookupError:
         raise VimError(f"process {pid} exited before it could join its CPU group") from None
-    pending = _children(pid)
+    pending = children(pid)
     while pending:
         child = pending.pop()
         with contextlib.suppress(ProcessLookupError):
             for procs in files:
                 procs.write_text(str(child))
-            pending += _children(child)
+            pending += children(child)
 
 
-def _children(pid):
-    children = []
+def children(pid):
+    """Process ids of ``pid``'s children, from every thread of it (none once it is gone)."""
+    found = []
     with contextlib.suppress(FileNotFoundError, ProcessLookupError):
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                children += [int(c) for c in (task / "children").read_text().split()]
-    return children
+                found += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 def pids(name):

@@ -1,13 +1,16 @@
 """The ``local`` VIM driver: a real vCDN on this one Linux machine.
 
 Each region of a deployment is a Linux bridge with its own /24 (RO's address
-management: gateway .1, load balancer .2, DNS .3, caches from .10); each VNF is
+management: gateway .1, load balancer .2, DNS .3, origin shield .4, caches from
+.10); each VNF is
 a network namespace on its region's bridge running the same nginx and dnsmasq
 configurations the OpenStack driver boots (``templates/``), with its vCPUs as a
 CPU quota of its cgroup, pinned to its planned host's CPUs where the operator maps
 hosts to CPU sets of this machine (:func:`.cgroups.host_cpus`). The DNS VNF is
 multi-homed (one leg per region) and steers queries by client prefix (nftables) to
-one dnsmasq per region, each answering with its region's balancer. Nothing has a
+one dnsmasq per region, each answering with its region's balancer; an origin shield,
+where the flavor has one, is multi-homed too, and each region's caches fetch from its
+leg in their region. Nothing has a
 route off the machine: origins must be on this machine (the caches reach it at
 their bridge's gateway).
 
@@ -116,8 +119,9 @@ class LocalDriver(VimDriver):
         time, when the origin or the cache rules change (what they cached stays: a new
         origin is taken to serve the same content, a purge empties them); balancers of
         regions whose caches or service changed reloaded; the DNS VNF built again when
-        regions come or go or it moves (:meth:`_reshape_dns`, in place), else its dnsmasq
-        restarted where the names changed, and then every region checked from a client. A failure puts everything back (:meth:`restore` to ``deployment``).
+        regions come or go or it moves (:meth:`_reshape_dns`, in place, then every region
+        checked from a client), else its dnsmasq restarted where the names changed. A
+        failure puts everything back (:meth:`restore` to ``deployment``).
         Last, removed caches drain and stop, and removed regions drain, lose their VNFs
         and their bridge."""
         owner = deployment.resources["owner"]
@@ -153,8 +157,9 @@ class LocalDriver(VimDriver):
             self._boot_balancers(owner, sig, addresses, layout, progress,
                                  change.new_in("load_balancer"))
             self._roll_caches(owner, sig, reconfigured, addresses, layout, progress)
+            bundle = self.tls_bundle(sig) if touched else None
             self._parallel("reconfigure load balancers", progress, touched,
-                           lambda region: self._reload_lb(owner, sig, region, addresses))
+                           lambda region: self._reload_lb(owner, sig, region, addresses, bundle))
             self._parallel("reconfigure DNS", progress, restarted,
                            lambda v: self._restart_dns(owner, sig, v, addresses))
             if reshaped:
@@ -227,8 +232,9 @@ class LocalDriver(VimDriver):
                    if v.name in recorded and v not in gone]
         self._parallel("restore cache rules", progress, running,  # where the update got to
                        lambda v: self._reload_cache(owner, sig, v, listening, layout))
+        bundle = self.tls_bundle(sig)
         self._parallel("restore load balancers", progress, sorted(layout),
-                       lambda region: self._reload_lb(owner, sig, region, addresses,
+                       lambda region: self._reload_lb(owner, sig, region, addresses, bundle,
                                                       members=_members(deployment, region)))
         self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
@@ -385,30 +391,19 @@ class LocalDriver(VimDriver):
     def _boot_balancers(self, owner, sig, addresses, layout, progress, balancers=None):
         """Start each region's balancer (or only ``balancers``) with all its region's caches
         as members (one config each)."""
-        def config(vnf, prefix):
-            members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(vnf.region, "cache")]
-            return self._lb_text(sig, vnf, addresses[vnf.name], members, prefix)
         if balancers is None:
             balancers = sig.vnfs_in(role="load_balancer")
+        bundle = self.tls_bundle(sig) if balancers else None  # read once for them all
+
+        def config(vnf, prefix):
+            members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(vnf.region, "cache")]
+            return _lb_text(sig, vnf, addresses[vnf.name], members, prefix, bundle)
         self._boot_nginx("configure load balancers", progress, owner, sig.vcdn_id,
                          balancers, config,
                          lambda v: [(layout[v.region]["bridge"],
                                      _cidr(addresses[v.name], layout[v.region]),
                                      sig.region(v.region).client_prefixes + ["default"])],
                          addresses)
-
-    def _lb_text(self, sig, vnf, address, members, prefix):
-        """The balancer ``vnf``'s config for ``sig``, its certificate files written first."""
-        return vnfconfig.lb_config(name=vnf.name, workers=vnf.vcpus, listen_address=address,
-                                   listen_port=HTTP_PORT, prefix_dir=str(prefix),
-                                   planned_connections=vnfconfig.planned_connections(sig, vnf),
-                                   max_files=processes.open_file_limit(),
-                                   members=[(name, addr, HTTP_PORT) for name, addr in members],
-                                   management_sources=_management_sources(address),
-                                   user=VNF_USER, flavor=vnfconfig.flavor_config(sig, vnf),
-                                   server_names=served_names(sig),
-                                   tls=tls_files.write(prefix, self.tls_bundle(sig), HTTPS_PORT),
-                                   cache_rules=sig.service.get("cache_rules"))
 
     def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses):
         """Plug every VNF's namespace in one ``ip`` run, then in parallel for each:
@@ -435,12 +430,14 @@ class LocalDriver(VimDriver):
             _injected_delay()
         self._parallel(step, progress, vnfs, start)
 
-    def _reload_lb(self, owner, sig, region, addresses, members=None):
+    def _reload_lb(self, owner, sig, region, addresses, bundle, members=None):
+        """Reload ``region``'s balancer on its config for ``sig`` (``bundle``: its
+        :meth:`tls_bundle`), with ``members`` or the region's caches."""
         lb = sig.vnfs_in(region, "load_balancer")[0]
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(region, "cache")]
-        text = self._lb_text(sig, lb, addresses[lb.name], members, prefix)
+        text = _lb_text(sig, lb, addresses[lb.name], members, prefix, bundle)
         namespace = network.namespace_name(owner, sig.vcdn_id, lb.name)
         with netns.entered(namespace):  # nginx -t binds the balancer's address
             vnfconfig.check_nginx(text, str(prefix))
@@ -550,9 +547,6 @@ class LocalDriver(VimDriver):
         for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses).items():
             path.write_text(text)
             configs[region] = path
-        ruleset = _steering(sig)
-        vnfconfig.check_nft(ruleset)
-        (prefix / "steering.nft").write_text(ruleset)
         links = []
         for index, region in enumerate(regions):
             routes = sig.region(region).client_prefixes
@@ -561,7 +555,7 @@ class LocalDriver(VimDriver):
             links.append((layout[region]["bridge"], _cidr(own[index], layout[region]), routes))
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         network.create_namespace(namespace, links)
-        run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
+        self._steer(namespace, prefix, sig)
         group = _group(owner, sig.vcdn_id, vnf.name)
         cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
         for region in regions:
@@ -603,12 +597,14 @@ class LocalDriver(VimDriver):
                        cgroups.host_cpus(vnf.host))
 
     def _drain_and_stop(self, owner, deployment_id, vnf):
-        """Wait (bounded) for the balancer's connections to a removed cache to end, then stop it."""
+        """Wait (bounded) for the connections to a removed cache or balancer to end, then
+        stop it."""
         timeout = config.setting("CDNAAS_LOCAL_DRAIN_SECONDS")
         try:
             processes.wait_until(lambda: _idle(vnf.address), f"drain of {vnf.name}", timeout)
         except VimError:
-            LOG.info("cache %s still had connections after %.0f s; stopping it", vnf.name, timeout)
+            LOG.info("%s %s still had connections after %.0f s; stopping it", vnf.role,
+                     vnf.name, timeout)
         self._remove_vnf(owner, deployment_id, vnf.name)
 
     def _remove_vnf(self, owner, deployment_id, vnf_name):
@@ -686,6 +682,21 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
         max_files=processes.open_file_limit(), management_sources=_management_sources(address),
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
         shield=vnf.role == "shield", also_listen=also_listen)
+
+
+def _lb_text(sig, vnf, address, members, prefix, bundle):
+    """The balancer ``vnf``'s config for ``sig``, its certificate files (of ``bundle``, or
+    none) written first."""
+    return vnfconfig.lb_config(name=vnf.name, workers=vnf.vcpus, listen_address=address,
+                               listen_port=HTTP_PORT, prefix_dir=str(prefix),
+                               planned_connections=vnfconfig.planned_connections(sig, vnf),
+                               max_files=processes.open_file_limit(),
+                               members=[(name, addr, HTTP_PORT) for name, addr in members],
+                               management_sources=_management_sources(address),
+                               user=VNF_USER, flavor=vnfconfig.flavor_config(sig, vnf),
+                               server_names=served_names(sig),
+                               tls=tls_files.write(prefix, bundle, HTTPS_PORT),
+                               cache_rules=sig.service.get("cache_rules"))
 
 
 def _leg(sig, legs, region):
@@ -798,8 +809,7 @@ def _verify_region(sig, region, addresses):
     lb = addresses[sig.vnfs_in(region.name, "load_balancer")[0].name]
     if not region.client_prefixes:
         return  # no client of this region can exist
-    index = [r.name for r in sig.regions].index(region.name)
-    dns_server = addresses[sig.vnfs_in(role="dns")[0].name][index]  # its leg in this region
+    dns_server = _leg(sig, addresses[sig.vnfs_in(role="dns")[0].name], region.name)
     probe = clients.probe_address(region.client_prefixes[0])
     with clients.client(sig.vcdn_id, region.name, probe) as viewer:
         # asked again for a while: one lost UDP answer on a loaded host is not a failure

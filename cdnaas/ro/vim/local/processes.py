@@ -23,7 +23,7 @@ import dns.query
 import dns.rdatatype
 
 from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local import netns
+from cdnaas.ro.vim.local import cgroups, netns
 from cdnaas.ro.vim.local.system import run
 from cdnaas.ro.vnfconfig import MANAGEMENT_PORT, STATUS_PATH, host_limits
 
@@ -110,25 +110,16 @@ def reload_nginx(namespace, prefix, conf, timeout=10.0, settle=False):
     """
     tune_for_nginx(namespace, conf)
     master = pid_in(f"{prefix}/nginx.pid")
-    before = _children(master)
+    before = set(cgroups.children(master))
     run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
-    wait_until(lambda: bool(_children(master) - before),
+    wait_until(lambda: bool(set(cgroups.children(master)) - before),
                f"nginx in {namespace} on its new configuration", timeout)
     if settle:
         try:
-            wait_until(lambda: not _children(master) & before,
+            wait_until(lambda: not set(cgroups.children(master)) & before,
                        f"the end of nginx's old workers in {namespace}", timeout)
         except VimError:
             LOG.info("old nginx workers in %s still serve after %.0f s", namespace, timeout)
-
-
-def _children(pid):
-    """Process ids of ``pid``'s children (an nginx master's workers and cache processes)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
-            return set(handle.read().split())
-    except OSError:
-        return set()
 
 
 def stop(pid, timeout=5.0):
