@@ -272,9 +272,9 @@ def test_points_follow_the_cache_cpu_quota(local_origin, monkeypatch):
     """A calibration is real: a tenth of the CPU quota, lower throughput measured."""
     driver = plugins.load(plugins.VIM_DRIVERS, "local")
     plan = _short_plan(local_origin)
-    full = campaign.run(driver, plan, "quota0001", lambda *a: None)[0]
+    full = campaign.run(driver, plan, "quotafull", lambda *a: None)[0]
     _cut_cache_quota(monkeypatch)
-    cut = campaign.run(driver, plan, "quota0002", lambda *a: None)[0]
+    cut = campaign.run(driver, plan, "quotacut", lambda *a: None)[0]
 
     def rps(run, kb):
         return next(p["per_vcpu"] for p in run["throughput"] if p["object_kb"] == kb)

@@ -85,3 +85,26 @@ def test_deleting_namespaces_kills_what_runs_in_them_and_spares_the_rest(namespa
         for process in (inside, outside):
             process.kill()
             process.wait()
+
+
+def test_a_namespace_made_again_while_its_old_self_is_still_freed_gets_its_veths():
+    """A deployment undone and deployed again under the same id: the old namespace's
+    veths outlive ``netns del`` while anything holds it (here an open handle, as a process
+    that is still exiting does), and the new one's ``link add`` must not fail on them."""
+    name = f"cdnt_{uuid.uuid4().hex[:8]}"
+    bridge = f"cdntb{uuid.uuid4().hex[:8]}"
+    run(["ip", "link", "add", bridge, "type", "bridge"])
+    links = [(bridge, "198.18.254.10/24", [])]
+    try:
+        before = links_seen()
+        network.create_namespaces([(name, links)])
+        [veth] = links_seen() - before
+        with open(f"{network.NETNS_DIR}/{name}", encoding="ascii"):
+            network.delete_namespaces([name])
+            assert veth in links_seen()  # the old namespace's veth is still here
+            network.create_namespaces([(name, links)])  # was: RTNETLINK "File exists"
+        inside = run(["ip", "-br", "-n", name, "link"])
+        assert "eth0" in inside
+    finally:
+        network.delete_namespaces([name])
+        run(["ip", "link", "del", bridge], check=False)

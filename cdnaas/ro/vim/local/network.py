@@ -169,13 +169,13 @@ def create_namespaces(specs):
     for namespace, links in specs:
         lines.append(f"netns add {namespace}")
         lines += _veth_lines(namespace, links)
-    ip_batch(lines)
+    ip_batch(_without_stale_veths(lines))
 
 
 def add_links(namespace, links, first):
     """Plug the running ``namespace`` into more bridges (links as :func:`create_namespaces`):
     the k-th becomes ``eth<first + k>``, configured as :func:`configure_namespace` does."""
-    ip_batch(_veth_lines(namespace, links, first))
+    ip_batch(_without_stale_veths(_veth_lines(namespace, links, first)))
     ip_batch(inside_commands(links, first), namespace=namespace)
 
 
@@ -187,6 +187,19 @@ def links_of(namespace):
             if info.get("family") == "inet" and link["ifname"].startswith("eth"):
                 found[info["local"]] = link["ifname"]
     return found
+
+
+def _without_stale_veths(lines):
+    """``lines`` preceded by the deletion of every host-side veth they add that exists
+    already: a namespace of the same name deleted a moment ago (a deployment undone and
+    deployed again) still has its veths while the kernel frees it, in the background or
+    once its last process has exited, and ``link add`` would fail on them ("File exists")."""
+    adding = [line.split()[2] for line in lines if line.startswith("link add ")]
+    if not adding:
+        return lines
+    present = {line.split(":")[1].strip().split("@")[0]
+               for line in run(["ip", "-o", "link", "show"]).splitlines() if ":" in line}
+    return [f"link del {name}" for name in adding if name in present] + lines
 
 
 def _veth_lines(namespace, links, first=0):
