@@ -158,8 +158,12 @@ class LocalDriver(VimDriver):
                                  change.new_in("load_balancer"))
             self._roll_caches(owner, sig, reconfigured, addresses, layout, progress)
             bundle = self.tls_bundle(sig) if touched else None
+            # new cache rules change the key the balancers hash on: none may route by the
+            # old one once the update is done
+            settle = previous.service.get("cache_rules") != sig.service.get("cache_rules")
             self._parallel("reconfigure load balancers", progress, touched,
-                           lambda region: self._reload_lb(owner, sig, region, addresses, bundle))
+                           lambda region: self._reload_lb(owner, sig, region, addresses, bundle,
+                                                          settle=settle))
             self._parallel("reconfigure DNS", progress, restarted,
                            lambda v: self._restart_dns(owner, sig, v, addresses))
             if reshaped:
@@ -430,9 +434,10 @@ class LocalDriver(VimDriver):
             _injected_delay()
         self._parallel(step, progress, vnfs, start)
 
-    def _reload_lb(self, owner, sig, region, addresses, bundle, members=None):
+    def _reload_lb(self, owner, sig, region, addresses, bundle, members=None, settle=False):
         """Reload ``region``'s balancer on its config for ``sig`` (``bundle``: its
-        :meth:`tls_bundle`), with ``members`` or the region's caches."""
+        :meth:`tls_bundle`), with ``members`` or the region's caches; with ``settle``,
+        return once its old workers have ended (:func:`.processes.reload_nginx`)."""
         lb = sig.vnfs_in(region, "load_balancer")[0]
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
@@ -442,7 +447,7 @@ class LocalDriver(VimDriver):
         with netns.entered(namespace):  # nginx -t binds the balancer's address
             vnfconfig.check_nginx(text, str(prefix))
         (prefix / "nginx.conf").write_text(text)
-        processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"))
+        processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"), settle=settle)
         tls_files.prune(prefix, text)  # the new master reads only the files it names
 
     def _dns_configs(self, sig, vnf, prefix, addresses, base=DNS_BASE_PORT, suffix=""):
