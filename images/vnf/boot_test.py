@@ -19,7 +19,6 @@ Needs qemu-system-x86, qemu-utils, mtools and dosfstools (Debian packages).
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.ro.vim.openstack import userdata
@@ -52,12 +52,6 @@ def kvm_usable():
         return True
     except OSError:
         return False
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def seed_disk(path, user_data, instance_id):
@@ -95,6 +89,7 @@ def run(image, timeout=None):
     accels = [os.environ["CDNAAS_QEMU_ACCEL"]] if os.environ.get("CDNAAS_QEMU_ACCEL") else \
         (["kvm", "tcg"] if kvm_usable() else ["tcg"])
     origin, _thread = serve_in_thread("0.0.0.0", 0)
+    failures = []
     try:
         for accel in accels:
             try:
@@ -102,10 +97,11 @@ def run(image, timeout=None):
                              origin.server_address[1])
             except AccelFailed as exc:
                 log(f"{accel} failed ({exc}); trying the next accelerator")
+                failures.append(f"{accel}: {exc}")
     finally:
         origin.shutdown()
         origin.server_close()
-    raise SystemExit("qemu could not boot the image with " + " or ".join(accels))
+    raise SystemExit("qemu could not boot the image: " + "; ".join(failures))
 
 
 def _boot(image, accel, timeout, origin_port):
@@ -123,7 +119,7 @@ def _boot(image, accel, timeout, origin_port):
                         str(Path(image).resolve()), str(overlay)], check=True)
         seed = Path(scratch, "seed.img")
         seed_disk(seed, user_data, "image-test")
-        port, management_port = free_port(), free_port()
+        port, management_port = free_loopback_ports(2)  # distinct, and no connect() takes them
         argv = ["qemu-system-x86_64", "-accel", accel, "-m", "1024", "-smp", "2",
                 "-cpu", "max" if accel == "tcg" else "qemu64",
                 "-drive", f"file={overlay},if=virtio,format=qcow2",
@@ -144,7 +140,8 @@ def _boot(image, accel, timeout, origin_port):
                     raise AccelFailed("KVM internal error (nested virtualisation?)")
                 if qemu.poll() is not None:
                     if time.monotonic() - started < 60:
-                        raise AccelFailed(f"qemu exited with {qemu.returncode}")
+                        said = errors.read_text(errors="replace").strip()[-500:]
+                        raise AccelFailed(f"qemu exited with {qemu.returncode}: {said}")
                     raise SystemExit(f"qemu exited with {qemu.returncode}")
                 try:
                     first = fetch(f"http://127.0.0.1:{port}{OBJECT}")
