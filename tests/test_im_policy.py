@@ -224,3 +224,16 @@ def test_packing_scales_in_by_every_cache_of_the_lightest_host_so_that_it_emptie
     [one] = policy.decide(stable(vnfs, hosts, 30000, caches=4))
     assert (one.kind, one.caches) == ("scale_in", 3)
     assert policy.decide(stable(vnfs, hosts, 10000, caches=4), UNPACKED)[0].caches == 3
+
+
+def test_a_lone_cache_moves_to_the_host_its_balancer_keeps_on():
+    """The balancer alone on h2, the one cache on h1: a cache more goes to h2 (SO puts
+    caches on the balancer's host when it costs the same, though h1 comes first by name),
+    so the next scale in empties h1; the region ends on one host instead of two."""
+    vnfs = [VnfState("r-lb-0", "load_balancer", "h2", 1, True),
+            VnfState("r-cache-0", "cache", "h1", 2, True)]
+    hosts = [host("h1", 2), host("h2", 1), host("h3", 0)]
+    [decided] = policy.decide(stable(vnfs, hosts, 5000, caches=1))
+    assert (decided.kind, decided.caches) == ("consolidate", 2)
+    assert decided.inputs["light_host"]["name"] == "h1"
+    assert decided.inputs["fuller_host"]["name"] == "h2"

@@ -127,6 +127,51 @@ def test_pruning_dominated_hosts_keeps_the_optimum():
             pytest.approx(placement.energy_watts(instances, hosts, full), rel=1e-9)
 
 
+def test_caches_go_with_the_balancer_when_it_costs_nothing_more():
+    """4 caches of 4 vCPUs and a balancer of 1 need two hosts of 16 either way: the
+    balancer's host takes three caches, so a scale in empties the other host first."""
+    instances = caches(4, vcpus=4) + [Instance("lb", 1, 256, 1.0, serving=False)]
+    hosts = [host("a", 16), host("b", 16), host("c", 16)]
+    mapping = placement.place("asia", instances, hosts)
+    assert_respects(instances, hosts, mapping)
+    on_lb_host = [n for n, h in mapping.items() if h == mapping["lb"] and n != "lb"]
+    assert len(on_lb_host) == 3
+    assert placement.energy_watts(instances, hosts, mapping) == pytest.approx(
+        placement.energy_watts(instances, hosts, placement.place_exact("asia", instances, hosts)))
+
+
+@pytest.mark.parametrize("anchored", ["a", "b"])
+def test_a_new_cache_goes_to_the_anchored_host_of_equal_cost(anchored):
+    """Both hosts are on with room: the cache goes where the region's balancer runs,
+    whichever comes first by name (pruning keeps the anchored host)."""
+    hosts = [host("a", 12), host("b", 15)]
+    assert placement.place("asia", caches(1, vcpus=4), hosts, anchors={anchored}) == \
+        {"c0": anchored}
+
+
+def test_an_anchored_host_of_dearer_watts_takes_nothing_more():
+    """Gathering never costs: a host of the same model only."""
+    hosts = [host("a", 12), host("b", 15, peak=400)]
+    assert placement.place("asia", caches(1, vcpus=4), hosts, anchors={"b"}) == {"c0": "a"}
+
+
+def test_gathering_keeps_the_cost_and_the_limits_on_random_cases():
+    rng = random.Random(13)
+    for _ in range(40):
+        share = rng.choice([None, 0.5])
+        instances, hosts = random_case(rng, share)
+        anchors = {h.name for h in hosts if rng.random() < 0.3}
+        try:
+            exact = placement.place_exact("eu", instances, hosts, share)
+        except InsufficientCapacity:
+            continue
+        gathered = placement.place("eu", instances, hosts, "spread" if share else
+                                   "fewest_hosts", share, anchors=anchors)
+        assert_respects(instances, hosts, gathered, share)
+        assert placement.energy_watts(instances, hosts, gathered) == \
+            pytest.approx(placement.energy_watts(instances, hosts, exact), rel=1e-9)
+
+
 def test_beyond_the_exact_limit_the_heuristic_places(monkeypatch):
     monkeypatch.setattr(placement, "EXACT_MAX_PAIRS", 0)
     hosts = [host(f"h{i}", 16) for i in range(3)]

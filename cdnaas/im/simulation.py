@@ -131,7 +131,7 @@ class Plant:
         if new:
             try:
                 placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new],
-                               self.free(region))
+                               self.free(region), anchors=resizing.anchors(sig.vnfs_in(region)))
             except InsufficientCapacity as exc:
                 raise errors.Conflict(f"not enough capacity: region {region} lacks "
                                       f"{exc.missing_vcpus} vCPUs", field="caches") from None

@@ -22,6 +22,14 @@ decide how many of each type go on each host, which removes the symmetry
 between identical caches, and both first drop hosts that can never be
 needed (:meth:`_Problem._undominated`), which keeps the optimum: with hosts
 of a few models, a region of 1,000 hosts shrinks to a few dozen.
+
+Among placements of equal cost, :func:`place` puts caches on the region's
+*anchored* hosts first (:func:`_gather`): those carrying VNFs a scale in never
+removes (a balancer, the DNS). A scale in takes caches off the hosts carrying
+the fewest of the region's VNFs first (:func:`cdnaas.planning.resizing.removal_order`),
+so a shrinking region ends on its anchored hosts and the others empty, to be
+switched off, rather than keeping one host for a lone balancer and another for
+the caches.
 """
 import dataclasses
 import logging
@@ -97,26 +105,30 @@ def share_limit(objective, max_host_share):
     return (max_host_share or DEFAULT_SPREAD_SHARE) if objective == "spread" else None
 
 
-def place(region, instances, hosts, objective="fewest_hosts", max_host_share=None):
-    """Place ``instances`` on ``hosts`` for ``objective``: exactly while small, else greedily.
+def place(region, instances, hosts, objective="fewest_hosts", max_host_share=None,
+          anchors=()):
+    """Place ``instances`` on ``hosts`` for ``objective``: exactly while small, else greedily;
+    then, at no cost, caches onto anchored hosts (:func:`_gather`).
 
     Should HiGHS not prove optimality within :data:`EXACT_TIME_LIMIT`, the
     cheaper of its best placement so far and the heuristic's is taken.
 
+    :param anchors: names of hosts already carrying VNFs of the region that a scale
+        in never removes (:func:`cdnaas.planning.resizing.anchors`); hosts taking a
+        non-serving instance of ``instances`` are anchored too.
     :returns: ``{instance name: host name}``.
     :raises InsufficientCapacity: no placement exists.
     """
     share = share_limit(objective, max_host_share)
-    problem = _Problem(region, instances, hosts, share)
+    problem = _Problem(region, instances, hosts, share, anchors=anchors)
     if problem.pairs > EXACT_MAX_PAIRS:
-        return problem.mapping(_solve_greedy(problem))
+        return problem.mapping(_gather(problem, _solve_greedy(problem)))
     counts, optimal = _solve_exact(problem, EXACT_TIME_LIMIT)
-    if optimal:
-        return problem.mapping(counts)
-    greedy = _solve_greedy(problem)
-    if counts is None or problem.cost(greedy) < problem.cost(counts):
-        counts = greedy
-    return problem.mapping(counts)
+    if not optimal:
+        greedy = _solve_greedy(problem)
+        if counts is None or problem.cost(greedy) < problem.cost(counts):
+            counts = greedy
+    return problem.mapping(_gather(problem, counts))
 
 
 def place_exact(region, instances, hosts, max_host_share=None, time_limit=None, prune=True):
@@ -151,7 +163,7 @@ class _Problem:
     :meth:`_undominated`), which keeps the optimum and shrinks the problem.
     """
 
-    def __init__(self, region, instances, hosts, max_host_share, prune=True):
+    def __init__(self, region, instances, hosts, max_host_share, prune=True, anchors=()):
         self.region, self.hosts = region, list(hosts)
         groups = {}
         for instance in instances:
@@ -169,6 +181,8 @@ class _Problem:
         self.on = np.array([is_on(h) for h in self.hosts], dtype=bool)
         self.idle = np.array([h.idle_watts for h in self.hosts], dtype=float)
         self.dynamic = np.array([dynamic_watts_per_vcpu(h) for h in self.hosts], dtype=float)
+        anchors = set(anchors)
+        self.anchored = np.array([h.name in anchors for h in self.hosts], dtype=bool)
         self.needed = int(self.vcpus @ self.count)
         serving_vcpus = int(self.vcpus[self.serving] @ self.count[self.serving])
         # no host may carry more serving vCPUs than this (the whole demand when unbounded)
@@ -201,7 +215,7 @@ class _Problem:
         n = int(self.count.sum())
         profile = np.column_stack([
             np.minimum(self.free_cpu, self.needed), np.minimum(self.free_ram, self.ram @ self.count),
-            -self.dynamic, -np.where(self.on, 0.0, self.idle)])
+            -self.dynamic, -np.where(self.on, 0.0, self.idle), self.anchored])
         unique, which, size = np.unique(profile, axis=0, return_inverse=True, return_counts=True)
         if len(unique) > PRUNE_MAX_PROFILES:  # the pairwise comparison would cost too much
             return np.ones(len(self.hosts), dtype=bool)
@@ -219,7 +233,7 @@ class _Problem:
 
     def _restrict(self, keep):
         self.hosts = [h for h, kept in zip(self.hosts, keep) if kept]
-        for field in ("free_cpu", "free_ram", "on", "idle", "dynamic"):
+        for field in ("free_cpu", "free_ram", "on", "idle", "dynamic", "anchored"):
             setattr(self, field, getattr(self, field)[keep])
         self.limit = self.limit[:, keep]
 
@@ -296,6 +310,30 @@ def _solve_exact(problem, time_limit=None):
     counts = np.zeros(problem.limit.shape, dtype=np.int64)
     counts[types, hosts] = np.rint(result.x[:n_vars]).astype(np.int64)
     return counts, result.status == 0
+
+
+def _gather(problem, counts):
+    """``counts`` with serving instances moved onto anchored hosts, at no cost.
+
+    Anchored hosts: those the caller named, and those taking a non-serving instance
+    here. A serving instance moves from a host that is not anchored onto an anchored
+    host already paid for (on before, or used by ``counts``) with the same dynamic
+    watts, while that host has room: the cost never rises.
+    """
+    state = _State(problem, counts)
+    anchored = problem.anchored | (counts[~problem.serving].sum(axis=0) > 0)
+    for target in np.flatnonzero(anchored & state.paid):
+        same = np.isclose(problem.dynamic, problem.dynamic[target]) & ~anchored
+        for t in np.flatnonzero(problem.serving):
+            for donor in np.flatnonzero(same & (state.counts[t] > 0)):
+                move = min(state.counts[t, donor], state.fits(t)[target],
+                           problem.limit[t, target] - state.counts[t, target])
+                if move > 0:
+                    column = np.zeros(len(problem.keys), dtype=np.int64)
+                    column[t] = move
+                    state.put(column, donor, sign=-1)
+                    state.put(column, target)
+    return state.counts
 
 
 class _Rows:

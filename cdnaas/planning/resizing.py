@@ -46,6 +46,13 @@ def removal_order(caches, region_vnfs):
     return sorted(caches, key=lambda v: (load[v.host], -_number(v.name)))
 
 
+def anchors(region_vnfs):
+    """Hosts of ``region_vnfs`` carrying a VNF a scale in never removes (all but caches):
+    new caches go there first when it costs nothing more
+    (:func:`cdnaas.planning.placement.place`), so they are removed last."""
+    return {v.host for v in region_vnfs if v.role != "cache"}
+
+
 def replace(sig, vnf_name):
     """Put a cache of a new name on the host of cache ``vnf_name``, in place; return it.
 

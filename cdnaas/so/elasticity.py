@@ -55,7 +55,8 @@ def _place(session, instance, sig, region, new):
     hosts = capacity.lock_hosts(session, [region])
     free = capacity.free_capacity(session, hosts, *window).get(region, [])
     try:
-        placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new], free)
+        placed = place(region, [Instance(v.name, v.vcpus, v.ram_mb) for v in new], free,
+                       anchors=resizing.anchors(sig.vnfs_in(region)))
     except InsufficientCapacity as exc:
         raise errors.Conflict(f"not enough capacity: region {region} lacks {exc.missing_vcpus} "
                               f"vCPUs for {len(new)} more cache(s)", field="caches",

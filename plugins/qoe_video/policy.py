@@ -229,7 +229,8 @@ def _consolidation(observation, region, size, settings):
                          peak_watts=h.peak_watts)
             for h in sorted(hosts.values(), key=lambda h: h.name) if h.enabled]
     try:
-        chosen = placement.place(region.name, [placement.Instance(_PROBE, size, 0)], free)
+        chosen = placement.place(region.name, [placement.Instance(_PROBE, size, 0)], free,
+                                 anchors=resizing.anchors(region.vnfs))
     except InsufficientCapacity:
         return None
     fuller = hosts[chosen[_PROBE]]
