@@ -3,6 +3,7 @@ controllable clock, on SQLite and PostgreSQL: time series, QoE and power figures
 scale decisions through SO with their inputs, healing, refusals, host marks,
 retention and gauges."""
 import datetime as dt
+import threading
 
 import pytest
 from prometheus_client import REGISTRY
@@ -292,3 +293,35 @@ def test_the_metrics_window_lists_each_series_oldest_first(database):
     assert set(region["points"][0]) == {"at", *series.FIGURES}
     with database.sessions() as session:
         assert session.scalars(select(Action).where(Action.kind == "heal")).all() == []
+
+
+@pytest.mark.parametrize("workers, overlap", [("8", True), ("1", False)])
+def test_a_pass_reads_its_vcdns_at_once(database, monkeypatch, workers, overlap):
+    """Two vCDNs (the plant's, and a twin of it under another id): with workers their reads
+    (RO's counters and health) are in flight together; with one they come one by one.
+    Either way each is read and recorded."""
+    from cdnaas.im import reconcile
+
+    monkeypatch.setenv("CDNAAS_IM_WORKERS", workers)
+    world = World(database, [("eu", 20000), ("us", 5000)], TWO_REGIONS)
+    view = world.plant.view
+    monkeypatch.setattr(world.plant.so, "instances", lambda state=None: [
+        view(), {**view(), "id": "vcdn-twin"}] if state in (None, "ACTIVE") else [])
+    both = threading.Barrier(2, timeout=2)
+    met = []
+    observe = reconcile._observe
+
+    def meet(*args):
+        try:
+            both.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+        return observe(*args)
+    monkeypatch.setattr(reconcile, "_observe", meet)
+    found = world.step(eu=10000, us=3000)
+    assert met == [overlap, overlap]
+    assert not [d for d in found if d["kind"] == "reconcile"]
+    with world.database.sessions() as session:
+        assert set(session.scalars(select(Sample.vcdn_id).where(
+            Sample.scope == "vcdn"))) == {"vcdn-sim", "vcdn-twin"}

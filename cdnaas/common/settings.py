@@ -197,6 +197,8 @@ DECLARED = (
             "point per series and 10 minutes (means of the passes)", "im"),
     Setting("CDNAAS_IM_RETRY_SECONDS", "number", 60.0, "how long IM waits before asking SO "
             "again for a change SO refused", "im"),
+    Setting("CDNAAS_IM_WORKERS", "integer", 8, "threads on which an IM pass reads its vCDNs "
+            "(RO's counters, health and traffic) at once", "im"),
     Setting("CDNAAS_IM_HEADROOM_VCPUS", "integer", 4, "spare vCPUs each region keeps awake "
             "(at least its biggest cache)", "im"),
     Setting("CDNAAS_IM_WAKE_LEAD_SECONDS", "number", 600.0, "how early a marked host is woken "
