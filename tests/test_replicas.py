@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from cdnaas.common.clients import RoClient
 from cdnaas.common.timeutil import aware
-from cdnaas.db import migrate
+from cdnaas.db import leases, migrate
 from cdnaas.db.engine import Database
 from cdnaas.im.models import Action, Sample
 from cdnaas.so import operations, states
@@ -359,6 +359,30 @@ def test_a_claim_is_taken_over_only_once_its_lease_expired(so_database, monkeypa
         assert operation(so_database, operation_id).claimed_by is None
     finally:
         runner.shutdown()
+
+
+def test_a_claim_renewed_before_its_transaction_commits_is_not_lost(so_database, monkeypatch):
+    """A runner takes an operation's claim in an open transaction and holds it at once; its
+    lease thread may renew meanwhile, seeing the row still unclaimed. That row is not lost
+    (it was: the runner then left its own operation PROCESSING for good, 1 in 1,000 in
+    benchmarks/control_plane.py); one a peer claimed is."""
+    monkeypatch.setenv("CDNAAS_LEASE_SECONDS", str(LEASE))
+    operation_id = add_instance(so_database, states.INSTANTIATE, sample_sig("young"),
+                                states.DEPLOYING)
+    claims = leases.Claims(so_database, Operation, "so", owner="replica:1#0")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            with so_database.transaction() as session:
+                claims.take(session.get(Operation, operation_id, with_for_update=True))
+                assert pool.submit(claims.renew).result(timeout=10) == set()
+            assert not claims.lost(operation_id)
+            assert operation(so_database, operation_id).claimed_by == "replica:1#0"
+            with so_database.transaction() as session:  # a peer took it over
+                session.get(Operation, operation_id).claimed_by = "peer:2#0"
+            assert pool.submit(claims.renew).result(timeout=10) == {operation_id}
+            assert claims.lost(operation_id)
+    finally:
+        claims.stop()
 
 
 def test_on_sqlite_a_starting_so_takes_every_claim(tmp_path, monkeypatch):

@@ -175,7 +175,10 @@ class Claims:
             return set(self._held)
 
     def renew(self):
-        """Push the lease of every held row a lease further; return the ids found lost."""
+        """Push the lease of every held row a lease further; return the ids found lost:
+        claimed by another replica. A held row still unclaimed, or not there, is not lost:
+        its claim is being taken in a transaction not committed yet (:meth:`take` holds
+        the row at once), and a lease that then runs short is renewed on the next turn."""
         held = self.held()
         if not held:
             return set()
@@ -185,9 +188,9 @@ class Claims:
                                                 model.id.in_(held))
                             .values(claim_expires=utcnow() + dt.timedelta(
                                 seconds=lease_seconds())))
-            kept = set(session.scalars(select(model.id).where(model.claimed_by == self.owner,
-                                                               model.id.in_(held))))
-        lost = held - kept
+            lost = set(session.scalars(select(model.id).where(
+                model.id.in_(held), model.claimed_by.is_not(None),
+                model.claimed_by != self.owner)))
         with self._guard:
             lost &= self._held  # dropped meanwhile: ended, not lost
             self._held -= lost
