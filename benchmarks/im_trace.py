@@ -42,9 +42,10 @@ For scale, at every period, perfect foresight and no boot time:
 - **bound, filled**: the same hosts filled with caches (more caches draw less
   busy power in this model: fewer connections per vCPU): the least any policy
   can draw in this plant;
-- **floor**: bound, filled, keeping the same headroom on hosts that are on as
-  the IM, and paying the idle power of each host's shutdown and boot: the least a
-  policy with the IM's constraints can draw.
+- **bound, switched**: bound, filled, paying the idle power of each host's shutdown
+  and boot (the plant's physics, with perfect foresight: no headroom);
+- **floor**: bound, switched, keeping the same headroom on hosts that are on as
+  the IM: the least a policy with the IM's constraints can draw.
 
 An interval below target is a region and control period whose viewers get
 MOS < 4.0 from the model at the caches that serve them then. The surge figures
@@ -362,6 +363,8 @@ def run_trace(args, document, shape):
     static = next((r["kwh"] for r in results if r["policy"] == "static peak"), None)
     floors = {"bound": bound(document, demand, args.period),
               "bound, filled": bound(document, demand, args.period, fill=True),
+              "bound, switched": bound(document, demand, args.period, fill=True,
+                                       transitions=True),
               "floor": bound(document, demand, args.period, fill=True,
                              headroom=config.setting("CDNAAS_IM_HEADROOM_VCPUS"),
                              transitions=True)}

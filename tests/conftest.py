@@ -20,11 +20,13 @@ UNIT_MODULES = {
     "test_traffic_logs",
     "test_certificates", "test_ports",
     "test_comforts_unit",
+    "test_loadgen_agent",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
     "test_crash", "test_im_local", "test_local_driver", "test_local_netns", "test_local_stack",
     "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnfconfig",
+    "test_openstack_tls",
     "test_flavor_packages", "test_sidr_checks",
     "test_usage",
     "test_tls",

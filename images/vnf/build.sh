@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the CDNaaS cache/DNS VNF image: a Debian 12 qcow2 with nginx, dnsmasq,
-# nftables and cloud-init, from Debian packages only.
+# Build the CDNaaS VNF image: a Debian 12 qcow2 with nginx, dnsmasq, nftables,
+# cloud-init (and its python3) and wrk, from Debian packages only. The caches, DNS
+# servers and calibration load generators of the openstack driver all boot it.
 #
 #   images/vnf/build.sh [OUTPUT.qcow2]      (default: var/images/cdnaas-vnf.qcow2)
 #
@@ -13,7 +14,11 @@
 # into one MBR disk (sfdisk on a plain file) converted to qcow2. It boots under
 # BIOS (OpenStack's default) with console on ttyS0; cloud-init reads NoCloud,
 # ConfigDrive or the OpenStack metadata service. nginx and dnsmasq ship disabled:
-# the VNF's user-data (cdnaas.ro.vim.openstack.userdata) writes and starts them.
+# the VNF's user-data (cdnaas.ro.vim.openstack.userdata) writes and starts them;
+# a load generator's user-data starts the agent that runs wrk and the viewer
+# simulator (cdnaas.calibration.agent). Beside the image, OUTPUT.inputs holds the
+# sha256sum of this script and customize.sh: images/vnf/boot_test.py rebuilds an
+# image whose inputs changed (a package added here, say).
 #
 # Needs root and the Debian packages: mmdebstrap syslinux syslinux-common mtools
 # dosfstools qemu-utils fdisk e2fsprogs (installed when missing).
@@ -51,6 +56,7 @@ PACKAGES=(
   linux-image-cloud-amd64 initramfs-tools systemd-sysv udev dbus
   ifupdown isc-dhcp-client iproute2 netbase ca-certificates
   cloud-init nginx-light libnginx-mod-http-cache-purge dnsmasq-base nftables curl
+  python3 wrk
 )
 
 log "debootstrapping $SUITE into $ROOTFS"
@@ -102,4 +108,5 @@ dd if="$ROOT" of="$DISK" conv=notrunc bs=1M seek=$((BOOT_MB + 1)) status=none
 mkdir -p "$(dirname "$OUT")"
 qemu-img convert -c -f raw -O qcow2 "$DISK" "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
+(cd "$HERE" && sha256sum build.sh customize.sh) > "$OUT.inputs"
 log "built $OUT ($(du -h "$OUT" | cut -f1)) in $(( $(date +%s) - started )) s"

@@ -11,10 +11,9 @@ import ipaddress
 import itertools
 import os
 import resource
-import subprocess
-import tempfile
 import threading
 
+from cdnaas.calibration import agent
 from cdnaas.ro.vim.local import netns, network
 from cdnaas.ro.vim.local.system import run
 
@@ -80,24 +79,11 @@ class Client:
 
     def run_measured(self, command, timeout, cpus=None):
         """Run a load generator ``command`` on the client, on ``cpus`` (CPU numbers; None:
-        any) with a file limit for thousands of sockets; return ``(exit status, stdout,
-        stderr, CPU seconds it used)``. Killed after ``timeout`` seconds (status -9)."""
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            with netns.entered(self.namespace):
-                process = subprocess.Popen(  # pylint: disable=consider-using-with
-                    command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                    preexec_fn=lambda: _generator_limits(cpus))
-            timer = threading.Timer(timeout, process.kill)
-            timer.start()
-            try:
-                _pid, status, usage = os.wait4(process.pid, 0)
-            finally:
-                timer.cancel()
-            process.returncode = os.waitstatus_to_exitcode(status)
-            out.seek(0)
-            err.seek(0)
-            return (process.returncode, out.read().decode(errors="replace"),
-                    err.read().decode(errors="replace"), usage.ru_utime + usage.ru_stime)
+        any) with a file limit for thousands of sockets, as the OpenStack generators'
+        agent runs one (:func:`cdnaas.calibration.agent.measure`, whose answer this is).
+        Killed after ``timeout`` seconds (status -9)."""
+        with netns.entered(self.namespace):
+            return agent.measure(command, timeout, lambda: _generator_limits(cpus))
 
 
 @contextlib.contextmanager

@@ -6,6 +6,8 @@
 - ``plan``: pure decisions (subnets, addresses, flavors, tags), testable without a cloud;
 - ``userdata``: cloud-init user-data rendered from the same ``templates/`` as the
   local driver (through :mod:`cdnaas.ro.vnfconfig`);
+- ``loadgen``: a calibration's load generator, a server whose agent runs wrk and the
+  viewer simulator in a region's network (:meth:`OpenStackDriver.load_test`);
 - ``undo``: each step's revert, run in reverse when a later step fails;
 - ``translate``: openstacksdk objects in, our dataclasses out (nothing of
   openstacksdk leaves this package).

@@ -15,10 +15,22 @@ process, and starts them:
 - DNS: one ``dnsmasq-<region>.conf`` per region (``dns_config``, each answering
   with its region's balancer), on ports 5300+ of the VNF's address, and the
   nftables ruleset steering port 53 by client prefix (``steering_rules``);
-  units ``cdnaas-steering`` and ``cdnaas-dns@<region>``.
+  units ``cdnaas-steering`` and ``cdnaas-dns@<region>``;
+- load generator (a calibration's, not a SIG VNF): the agent
+  (:mod:`cdnaas.calibration.agent`) and the modules it runs (``loads``, ``wrk``,
+  ``viewers``: the files of this package, gzip-compressed so the user-data stays far
+  below Nova's 64 KB) under ``/opt/cdnaas-loadgen``, unit ``cdnaas-loadgen`` on the
+  management port as a user of its own with room for a socket per viewer, and
+  ``/etc/sysctl.d/60-cdnaas-loadgen.conf`` widening the ephemeral ports.
 """
+import base64
+import gzip
+import ipaddress
+from pathlib import Path
+
 import yaml
 
+from cdnaas.calibration import agent
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.openstack import plan
 
@@ -27,6 +39,13 @@ CONF_DIR = "/etc/cdnaas"
 NGINX_USER = "www-data"  # Debian's nginx user
 
 _SYSCTL_FILE = "/etc/sysctl.d/60-cdnaas-vnf.conf"
+#: where a load generator keeps the agent: ``cdnaas/calibration/*.py`` below it
+LOADGEN_DIR = "/opt/cdnaas-loadgen"
+#: the package files a load generator runs (the agent and what it imports), from this tree
+LOADGEN_MODULES = ("agent", "loads", "wrk", "viewers")
+_LOADGEN_SYSCTL_FILE = "/etc/sysctl.d/60-cdnaas-loadgen.conf"
+_LOADGEN_SYSCTL = ("# CDNaaS load generator: an ephemeral port per viewer's connection\n"
+                   "net.ipv4.ip_local_port_range = 10000 65535\n")
 
 _CACHE_UNIT = """\
 [Unit]
@@ -79,6 +98,25 @@ ExecStart=/usr/sbin/nft -f {CONF_DIR}/steering.nft
 WantedBy=multi-user.target
 """
 
+_LOADGEN_UNIT = """\
+[Unit]
+Description=CDNaaS load generator agent (wrk and the viewer simulator)
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Environment=PYTHONPATH={dir} PYTHONDONTWRITEBYTECODE=1
+ExecStart=/usr/bin/python3 -m cdnaas.calibration.agent --address {address} --port {port} \\
+  --management {management} --targets {targets}
+DynamicUser=yes
+LimitNOFILE=1048576
+Restart=on-failure
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+"""
+
 
 def cache(sig, vnf, address, origin_address, management=()):
     """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``.
@@ -99,12 +137,12 @@ def cache(sig, vnf, address, origin_address, management=()):
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
               f"net.ipv4.tcp_max_syn_backlog = {limits['somaxconn']}\n")
-    return _cloud_config(sig, vnf, [
+    return _cloud_config(vnf.name, _described(sig, vnf), [
         (f"{CONF_DIR}/nginx.conf", nginx),
         (_SYSCTL_FILE, sysctl),
         ("/etc/systemd/system/cdnaas-cache.service",
          _CACHE_UNIT.format(nofile=limits["nofile"], prefix=PREFIX, conf_dir=CONF_DIR)),
-    ], ["cdnaas-cache.service"], sysctl=True)
+    ], ["cdnaas-cache.service"], sysctl=_SYSCTL_FILE)
 
 
 def dns(sig, vnf, address, balancers):
@@ -130,19 +168,62 @@ def dns(sig, vnf, address, balancers):
     files.append(("/etc/systemd/system/cdnaas-steering.service", _STEERING_UNIT))
     files.append(("/etc/systemd/system/cdnaas-dns@.service", _DNS_UNIT))
     mkdirs = [f"{PREFIX}/{r.name}" for r in sig.regions]
-    return _cloud_config(sig, vnf, files, units, mkdirs)
+    return _cloud_config(vnf.name, _described(sig, vnf), files, units, mkdirs)
 
 
-def _cloud_config(sig, vnf, files, units, mkdirs=(), sysctl=False):
+def _described(sig, vnf):
+    return f"{vnf.role} VNF {vnf.name} of vCDN {sig.vcdn_id}"
+
+
+def load_generator(vcdn_id, name, address, targets, management):
+    """User-data of load generator ``name`` of vCDN ``vcdn_id`` on ``address``: the agent on
+    the management port, answering ``management`` prefixes only, loading addresses of
+    ``targets`` (prefixes) only.
+
+    :raises ValueError: an address or prefix is refused.
+    """
+    try:  # the unit's command line takes them: each checked, written as Python reads it
+        listen = ipaddress.ip_address(address)
+    except ValueError:
+        raise ValueError(f"{address!r} is not an IP address") from None
+    if getattr(listen, "scope_id", None):
+        raise ValueError(f"{address!r} has a zone")
+    unit = _LOADGEN_UNIT.format(
+        dir=LOADGEN_DIR, address=listen, port=vnfconfig.MANAGEMENT_PORT,
+        management=" ".join(map(str, agent.prefixes(management))),
+        targets=" ".join(map(str, agent.prefixes(targets))))
+    package = Path(agent.__file__).resolve().parent
+    sources = [(f"{LOADGEN_DIR}/cdnaas/{module}", "") for module in
+               ("__init__.py", "calibration/__init__.py")]
+    sources += [(f"{LOADGEN_DIR}/cdnaas/calibration/{module}.py",
+                 (package / f"{module}.py").read_text()) for module in LOADGEN_MODULES]
+    files = [{"path": path, "encoding": "gz+b64", "content": _packed(text)}
+             for path, text in sources]
+    return _cloud_config(name, f"load generator {name} of vCDN {vcdn_id}", [
+        (_LOADGEN_SYSCTL_FILE, _LOADGEN_SYSCTL),
+        ("/etc/systemd/system/cdnaas-loadgen.service", unit),
+    ], ["cdnaas-loadgen.service"], sysctl=_LOADGEN_SYSCTL_FILE, packed=files)
+
+
+def _packed(text):
+    """``text`` as cloud-init's ``gz+b64`` content (the same bytes every time)."""
+    return base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+
+
+def _cloud_config(hostname, what, files, units, mkdirs=(), sysctl=None, packed=()):
+    """A ``#cloud-config`` document for ``what``: write ``files`` (``(path, text)``) and
+    ``packed`` (cloud-init ``write_files`` entries), make ``mkdirs``, load the ``sysctl``
+    file and start ``units``."""
     document = {
-        "hostname": vnf.name,
+        "hostname": hostname,
         "write_files": [{"path": path, "content": content, "owner": "root:root",
-                         "permissions": "0644"} for path, content in files],
+                         "permissions": "0644"} for path, content in files] + [
+                             {**entry, "owner": "root:root", "permissions": "0644"}
+                             for entry in packed],
         "runcmd": [["mkdir", "-p", *mkdirs, PREFIX],
-                   *([["sysctl", "-p", _SYSCTL_FILE]] if sysctl else []),
+                   *([["sysctl", "-p", sysctl]] if sysctl else []),
                    ["systemctl", "daemon-reload"], ["systemctl", "enable", "--now", *units]],
     }
-    header = (f"#cloud-config\n# CDNaaS {vnf.role} VNF {vnf.name} of vCDN {sig.vcdn_id} "
-              f"(rendered by cdnaas.ro.vim.openstack.userdata)\n")
+    header = f"#cloud-config\n# CDNaaS {what} (rendered by cdnaas.ro.vim.openstack.userdata)\n"
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False,
                                    width=1000)
