@@ -1,6 +1,7 @@
 """RO's secret store (cdnaas.ro.secrets) on SQLite and PostgreSQL, and its Barbican
-backend's translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager:
-the mini OpenStack has no Barbican, so the Barbican calls themselves are unproven."""
+backend's translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager;
+the Barbican calls themselves run against the mini OpenStack's Barbican in
+tests/test_openstack_tls.py."""
 import copy
 import datetime as dt
 import os

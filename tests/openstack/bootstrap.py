@@ -1,8 +1,10 @@
 """Fill the mini cloud with what the tests expect; run by ``minicloud.py`` with its venv's Python.
 
 ``MINICLOUD_STAGE=catalog`` (keystone only is up): service project and users,
-catalog, the ``cdnaas`` project and user (roles ``member`` and
-``load-balancer_member``). ``MINICLOUD_STAGE=resources`` (every API is up):
+catalog, the ``cdnaas`` project and user (roles ``member``, ``load-balancer_member`` and
+``creator``: Barbican's shipped policy lets that role store secrets and containers, and
+their creator set the ACLs Octavia's service user reads them with).
+``MINICLOUD_STAGE=resources`` (every API is up):
 compute hosts mapped into the cell, one host aggregate per availability zone,
 flavors, unlimited quotas for ``cdnaas``, placeholder VNF images. Idempotent:
 what exists is kept. One openstacksdk connection instead of ``openstack`` CLI
@@ -78,7 +80,8 @@ def catalog(conn):
                 conn.identity.create_endpoint(service_id=service.id, interface=interface,
                                               url=configs.url(user) + path,
                                               region_id=configs.REGION)
-    _user(conn, "cdnaas", _project(conn, "cdnaas"), ["member", "reader", "load-balancer_member"])
+    _user(conn, "cdnaas", _project(conn, "cdnaas"), ["member", "reader", "load-balancer_member",
+                                                      "creator"])
 
 
 def resources(conn):

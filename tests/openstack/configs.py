@@ -15,7 +15,7 @@ PASSWORD = "minicloud"  # loopback-only throwaway cloud: one password for everyt
 PORTS = {
     "mariadb": 13306, "rabbitmq": 15682, "rabbitmq_dist": 15683, "epmd": 14369,
     "keystone": 5000, "glance": 9292, "placement": 8778, "nova": 8774,
-    "neutron": 9696, "octavia": 9876,
+    "neutron": 9696, "octavia": 9876, "barbican": 9311,
 }
 
 #: nova-compute processes: (host name, availability zone): two "regional data centers" of
@@ -25,7 +25,7 @@ COMPUTE_HOSTS = (("mc-north-1", "north-az"), ("mc-north-2", "north-az"),
                  ("mc-south-1", "south-az"), ("mc-south-2", "south-az"))
 
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron",
-             "octavia")
+             "octavia", "barbican")
 
 #: (service user, catalog type, catalog name, URL path after host:port)
 SERVICES = (
@@ -34,6 +34,7 @@ SERVICES = (
     ("nova", "compute", "nova", "/v2.1"),
     ("neutron", "network", "neutron", ""),
     ("octavia", "load-balancer", "octavia", ""),
+    ("barbican", "key-manager", "barbican", ""),
 )
 
 
@@ -82,8 +83,9 @@ def _common(run, service, *, messaging=True):
     return text
 
 
-def render(run, venv):
-    """``{path relative to run/etc: text}`` of every config file."""
+def render(run, venv, kek):
+    """``{path relative to run/etc: text}`` of every config file (``kek``: Barbican's
+    key-encryption key, a Fernet key kept in its state: the secrets are encrypted with it)."""
     files = {}
     files["keystone/keystone.conf"] = _common(run, "keystone", messaging=False) + textwrap.dedent(f"""\
         [database]
@@ -232,6 +234,12 @@ def render(run, venv):
         [task_flow]
         jobboard_enabled = false
         [certificates]
+        # the tenants' certificates (TERMINATED_HTTPS listeners): Barbican containers, read
+        # with the service user once the API gave it read ACLs with the tenant's token
+        cert_manager = barbican_cert_manager
+        barbican_auth = barbican_acl_auth
+        region_name = {REGION}
+        endpoint_type = public
         ca_certificate = {run}/state/octavia/ca.pem
         ca_private_key = {run}/state/octavia/ca.key
         ca_private_key_passphrase = minicloud
@@ -248,6 +256,24 @@ def render(run, venv):
         [oslo_messaging_notifications]
         driver = noop
         """) + _authtoken("octavia") + _auth_section("service_auth", "octavia")
+    # Barbican as shipped (its policy's legacy defaults: the ``creator`` role stores secrets),
+    # in-process tasks (no queue, no worker), secrets encrypted by the simple_crypto plugin
+    files["barbican/barbican.conf"] = _common(run, "barbican", messaging=False) + \
+        textwrap.dedent(f"""\
+        host_href = {url('barbican')}
+        [database]
+        connection = {db_url('barbican')}
+        [queue]
+        enable = false
+        [secretstore]
+        enabled_secretstore_plugins = store_crypto
+        [crypto]
+        enabled_crypto_plugins = simple_crypto
+        [simple_crypto_plugin]
+        kek = {kek}
+        [oslo_messaging_notifications]
+        driver = noop
+        """) + _authtoken("barbican")
     files["rabbitmq/rabbitmq.conf"] = textwrap.dedent(f"""\
         listeners.tcp.default = {HOST}:{PORTS['rabbitmq']}
         log.console = false

@@ -13,6 +13,9 @@
   the nova-compute service of the zone the host's region maps to (``<region>-az``),
   so a server placed there really fails to schedule (NoValidHost); it is enabled
   again after the test.
+- ``minicloud_outage``: ``.stop(name)`` stops one of the mini cloud's APIs (e.g.
+  ``barbican``) as a service that dies, ``.start(name)`` starts it again; what is still
+  stopped is started again, and answers, after the test.
 - ``_openstack_contract_env`` (autouse): gives a contract test parametrized with
   ``driver_name=openstack`` the mini cloud before its ``driver`` fixture runs.
 
@@ -22,6 +25,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import types
 import uuid
 from pathlib import Path
 
@@ -36,6 +40,7 @@ __all__ = [
     "admin_conn",
     "fail_host_openstack",
     "minicloud",
+    "minicloud_outage",
     "minicloud_sql",
     "openstack_env",
     "origin_openstack",
@@ -144,6 +149,22 @@ def minicloud_sql(minicloud):
     only a peer outside it would write (e.g. a provider's balancer statistics)."""
     import minicloud as script
     return script.Cloud(BASE).sql
+
+
+@pytest.fixture
+def minicloud_outage(minicloud):
+    """``.stop(name)``: the mini cloud's API ``name`` stops; ``.start(name)`` starts it
+    again and returns once it answers (done after the test for what is still stopped)."""
+    import minicloud as script
+    cloud = script.Cloud(BASE)
+    stopped = []
+
+    def stop(name):
+        stopped.append(name)
+        cloud.stop_api(name)
+    yield types.SimpleNamespace(stop=stop, start=cloud.start_api)
+    for name in stopped:
+        cloud.start_api(name)  # nothing to do for one running again
 
 
 @pytest.fixture

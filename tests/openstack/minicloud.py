@@ -9,15 +9,17 @@
 keystone, glance, placement, nova (fake virt driver; four nova-compute processes
 standing for two regional data centers of two compute hosts each, one availability
 zone per data center), neutron (ML2, no agents, the test-only ``cdnaas_bindall`` mechanism
-driver of ``plugins/``) and octavia (noop drivers, throwaway CA), each API
-served by gunicorn; with a MariaDB, a RabbitMQ and an epmd of its own on ports
-that do not clash with the machine's (``configs.PORTS``). ``../shared/openstack/NOTES.md``
-records why it is built this way.
+driver of ``plugins/``), octavia (noop drivers, throwaway CA, tenants' certificates from
+Barbican) and barbican (simple_crypto plugin, in-process tasks), each API served by
+gunicorn; with a MariaDB, a RabbitMQ and an epmd of its own on ports that do not clash
+with the machine's (``configs.PORTS``). ``../shared/openstack/NOTES.md`` records why it is
+built this way.
 
 Everything lives under ``$CDNAAS_MINICLOUD_DIR`` (default ``/opt/cdnaas-minicloud``):
 ``venv/`` (the services, installed with uv from PyPI under the 2026.1 upper
 constraints), ``run/`` (configs, data, logs, pid files) and ``clouds.yaml``
-(clouds ``minicloud``: project ``cdnaas``, member roles; ``minicloud-admin``).
+(clouds ``minicloud``: project ``cdnaas``, member roles and Barbican's ``creator``;
+``minicloud-admin``).
 Every step is idempotent: a second ``start`` does what is missing only. Debian
 packages it needs (mariadb-server, rabbitmq-server, openssl) are installed with
 apt-get when absent, without letting apt start their system services.
@@ -25,6 +27,7 @@ apt-get when absent, without letting apt start their system services.
 Standard library only: it runs under the system ``python3`` before any venv exists.
 """
 import argparse
+import base64
 import concurrent.futures
 import hashlib
 import os
@@ -46,13 +49,14 @@ REPO = HERE.parents[1]
 #: OpenStack 2026.1 upper constraints (a copy of ../shared/openstack/'s)
 CONSTRAINTS = HERE / "upper-constraints-2026.1.txt"
 SERVER_PACKAGES = ["keystone==29.1.0", "glance==32.0.0", "openstack-placement==15.0.0",
-                   "nova==33.0.2", "neutron==28.0.2", "octavia==18.0.1", "gunicorn",
-                   "PyMySQL", "openstacksdk"]
+                   "nova==33.0.2", "neutron==28.0.2", "octavia==18.0.1", "barbican==22.0.0",
+                   "gunicorn", "PyMySQL", "openstacksdk"]
 APT_PACKAGES = {"mariadb-server": "/usr/sbin/mariadbd", "rabbitmq-server":
                 "/usr/lib/rabbitmq/bin/rabbitmq-server", "openssl": "/usr/bin/openssl",
                 "erlang-base": "/usr/bin/epmd"}
 
 #: APIs served by gunicorn: name -> (wsgi module, environment naming its config)
+#: (``{etc}``, ``{state}``: the run directory's)
 WSGI = {
     "keystone": ("keystone.wsgi.api", {"OS_KEYSTONE_CONFIG_DIR": "{etc}/keystone"}),
     "glance": ("glance.wsgi.api", {"OS_GLANCE_CONFIG_DIR": "{etc}/glance"}),
@@ -60,6 +64,10 @@ WSGI = {
     "nova": ("nova.wsgi.osapi_compute", {"OS_NOVA_CONFIG_DIR": "{etc}/nova"}),
     "neutron": ("neutron.wsgi.api", {"OS_NEUTRON_CONFIG_DIR": "{etc}/neutron"}),
     "octavia": ("octavia.wsgi.api", {}),
+    # barbican.wsgi.api loads /etc/barbican's paste file and barbican reads its config from
+    # oslo.config's default places only (~/.barbican/ first): the wrapper loads ours, HOME
+    # points at a home whose .barbican/ is our config folder
+    "barbican": (None, {"HOME": "{state}/barbican/home"}),
 }
 
 
@@ -180,8 +188,8 @@ class Cloud:
         """Process names in start order (stop goes the other way)."""
         computes = [f"nova-compute-{host}" for host, _zone in configs.COMPUTE_HOSTS]
         return ["epmd", "rabbitmq", "mariadb", "keystone", "glance", "placement", "neutron",
-                "nova-conductor", "nova-scheduler", "nova", *computes, "octavia-worker",
-                "octavia"]
+                "nova-conductor", "nova-scheduler", "nova", *computes, "barbican",
+                "octavia-worker", "octavia"]
 
     # -- start ---------------------------------------------------------------
 
@@ -190,40 +198,53 @@ class Cloud:
         self.install()
         self._write_configs()
         fresh = not (self.run / "state/.initialized").exists()
+        # a cloud initialized before Barbican was part of it gets Barbican's database,
+        # catalog entry and roles on its next start
+        barbican_fresh = not (self.run / "state/barbican/.initialized").exists()
         self._start_backends(fresh)
-        if fresh:
-            self._init_databases()
+        if fresh or barbican_fresh:
+            self._init_databases(keystone=fresh)
         self._start_wsgi("keystone")
         self._wait_http("keystone", "/v3")
-        if fresh:
+        if fresh or barbican_fresh:
             self._bootstrap("catalog")
-            self._sync_schemas()
-        for name in ("glance", "placement", "neutron"):
+            self._sync_schemas(None if fresh else ["barbican"])
+        for name in ("glance", "placement", "neutron", "barbican"):
             self._start_wsgi(name)
         self._start_nova()
         self._start_octavia()
-        for name in ("glance", "placement", "neutron", "nova", "octavia"):
+        for name in ("glance", "placement", "neutron", "nova", "barbican", "octavia"):
             self._wait_http(name, "/")
         self._bootstrap("resources")
         dead = [name for name in self.names() if not self.alive(name)]
         if dead:
             raise SystemExit(f"exited: {', '.join(dead)}; see their logs in {self.logs}")
         (self.run / "state/.initialized").touch()
+        (self.run / "state/barbican/.initialized").touch()
         self._write_clouds_yaml()
         log(f"every API answers ({time.monotonic() - started:.0f} s); "
             f"OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD=minicloud")
 
     def _write_configs(self):
-        for relative, text in configs.render(str(self.run), str(self.venv)).items():
+        run_state = self.run / "state"
+        for relative, text in configs.render(str(self.run), str(self.venv),
+                                             self._barbican_kek()).items():
             path = self.etc / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         shutil.copy(self.venv / "etc/nova/api-paste.ini", self.etc / "nova/api-paste.ini")
         shutil.copy(self.venv / "etc/glance/glance-api-paste.ini",
                     self.etc / "glance/glance-api-paste.ini")
-        for service in ("keystone", "glance", "nova", "neutron", "octavia", "placement"):
+        shutil.copy(self.venv / "etc/barbican/barbican-api-paste.ini",
+                    self.etc / "barbican/barbican-api-paste.ini")
+        for service in ("keystone", "glance", "nova", "neutron", "octavia", "placement",
+                        "barbican"):
             for sub in ("", "/locks"):
-                (self.run / f"state/{service}{sub}").mkdir(parents=True, exist_ok=True)
+                (run_state / f"{service}{sub}").mkdir(parents=True, exist_ok=True)
+        (run_state / "barbican/home").mkdir(exist_ok=True)
+        home_config = run_state / "barbican/home/.barbican"
+        if not home_config.is_symlink():
+            home_config.symlink_to(self.etc / "barbican")
         for host, _zone in configs.COMPUTE_HOSTS:
             state = self.run / f"state/nova-{host}"
             (state / "instances").mkdir(parents=True, exist_ok=True)
@@ -237,9 +258,24 @@ class Cloud:
             argv = [name] if name != "octavia" else \
                 [name, "--config-file", str(self.etc / "octavia/octavia.conf")]
             # The services parse the process's command line as their own options.
-            (wsgi / f"wsgi_{name}.py").write_text(
-                f"import sys\nsys.argv = {argv!r}\nfrom {module} import application  # noqa\n")
+            if module:
+                load = f"from {module} import application  # noqa\n"
+            else:  # its paste pipeline, from our copy
+                paste = f"config:{self.etc}/{name}/{name}-api-paste.ini"
+                load = f"from paste import deploy\napplication = deploy.loadapp({paste!r})\n"
+            (wsgi / f"wsgi_{name}.py").write_text(f"import sys\nsys.argv = {argv!r}\n{load}")
         self._octavia_certificates()
+
+    def _barbican_kek(self):
+        """Barbican's key-encryption key: made once, kept with its state (the secrets in its
+        database are encrypted with it)."""
+        path = self.run / "state/barbican/kek"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # a Fernet key: 32 random bytes, URL-safe base64
+            path.write_text(base64.urlsafe_b64encode(os.urandom(32)).decode("ascii"))
+            path.chmod(0o600)
+        return path.read_text().strip()
 
     def _octavia_certificates(self):
         """A throwaway CA and client certificate: octavia reads them even with noop drivers."""
@@ -299,13 +335,16 @@ class Cloud:
                         f"--socket={self.run}/state/mariadb/mysqld.sock", "-e", statement],
                        check=True)
 
-    def _init_databases(self):
+    def _init_databases(self, keystone=True):
+        """Every service's database (those missing), then keystone's schema and bootstrap."""
         statements = [f"CREATE DATABASE IF NOT EXISTS {db} CHARACTER SET utf8mb3;"
                       for db in configs.DATABASES]
         statements.append(f"CREATE USER IF NOT EXISTS 'openstack'@'{configs.HOST}' "
                           f"IDENTIFIED BY '{configs.PASSWORD}';")
         statements.append(f"GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'{configs.HOST}';")
         self.sql(" ".join(statements))
+        if not keystone:
+            return
         manage = [str(self.venv / "bin/keystone-manage"),
                   "--config-file", str(self.etc / "keystone/keystone.conf")]
         self._run(manage + ["db_sync"], "keystone-db")
@@ -318,8 +357,9 @@ class Cloud:
                             "--bootstrap-public-url", configs.url("keystone") + "/v3",
                             "--bootstrap-region-id", configs.REGION], "keystone-db")
 
-    def _sync_schemas(self):
-        """Schema migrations of every other service, side by side (they share no table)."""
+    def _sync_schemas(self, only=None):
+        """Schema migrations of every other service (or of those named in ``only``), side by
+        side (they share no table)."""
         bin_, etc = self.venv / "bin", self.etc
         nova = [str(bin_ / "nova-manage"), "--config-file", str(etc / "nova/nova.conf")]
         jobs = {
@@ -334,7 +374,13 @@ class Cloud:
                          str(etc / "neutron/plugins/ml2/ml2_conf.ini"), "upgrade", "heads"]],
             "octavia": [[str(bin_ / "octavia-db-manage"), "--config-file",
                          str(etc / "octavia/octavia.conf"), "upgrade", "head"]],
+            # its "upgrade" takes the database from the URL only (else: sqlite in the cwd)
+            "barbican": [[str(bin_ / "barbican-manage"), "--config-file",
+                          str(etc / "barbican/barbican.conf"), "db", "upgrade",
+                          "--db-url", configs.db_url("barbican")]],
         }
+        jobs = {name: commands for name, commands in jobs.items()
+                if only is None or name in only}
 
         def sync(item):
             name, commands = item
@@ -352,7 +398,8 @@ class Cloud:
                              f"see {self.logs / f'{log_name}.log'}")
 
     def _start_wsgi(self, name):
-        module_env = {k: v.format(etc=self.etc) for k, v in WSGI[name][1].items()}
+        module_env = {k: v.format(etc=self.etc, state=self.run / "state")
+                      for k, v in WSGI[name][1].items()}
         self._spawn(name, [
             str(self.venv / "bin/gunicorn"), "--no-control-socket", "-k", "gthread",
             "--workers", "1", "--threads", "8", "--bind", f"{configs.HOST}:{configs.PORTS[name]}",
@@ -423,6 +470,15 @@ class Cloud:
 
     def status(self):
         return {name: self._pid(name) for name in self.names()}
+
+    def stop_api(self, name):
+        """Stop the API ``name`` (of :data:`WSGI`) alone: a test's outage of one service."""
+        self._stop(name, grace=5)
+
+    def start_api(self, name):
+        """Start the API ``name`` again (if it is not running); return once it answers."""
+        self._start_wsgi(name)
+        self._wait_http(name, "/")
 
 
 def _group_alive(pgid):

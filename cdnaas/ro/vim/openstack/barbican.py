@@ -10,11 +10,16 @@ driver gives it to Octavia (``default_tls_container_ref``); RO never reads the k
 :func:`secret_specs` and :func:`container_spec` are the pure translation (unit-tested);
 :class:`BarbicanBackend` makes the calls through openstacksdk's ``key_manager``.
 """
+import logging
 import re
 
 from cdnaas.ro.secrets import SecretBackend
 from cdnaas.ro.vim.base import VimError
 
+LOG = logging.getLogger(__name__)
+
+#: names of a certificate container's refs, as Octavia reads them
+ROLES = ("certificate", "private_key", "intermediates")
 _PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n?", re.S)
 
 
@@ -22,10 +27,9 @@ def secret_specs(ref, bundle):
     """``[(container ref name, create_secret attributes)]`` of ``bundle`` (a checked
     :class:`~cdnaas.common.certificates.Bundle`) kept as RO secret ``ref``."""
     blocks = _PEM_CERTIFICATE.findall(bundle.certificate)
-    parts = [("certificate", blocks[0], "certificate"),
-             ("private_key", bundle.private_key, "private")]
+    parts = [(ROLES[0], blocks[0], "certificate"), (ROLES[1], bundle.private_key, "private")]
     if blocks[1:]:
-        parts.append(("intermediates", "".join(blocks[1:]), "opaque"))
+        parts.append((ROLES[2], "".join(blocks[1:]), "opaque"))
     return [(role, {"name": f"cdnaas-{ref}-{role}", "payload": payload,
                     "payload_content_type": "text/plain", "secret_type": kind})
             for role, payload, kind in parts]
@@ -37,6 +41,11 @@ def container_spec(ref, secret_refs):
     return {"name": f"cdnaas-{ref}", "type": "certificate",
             "secret_refs": [{"name": role, "secret_ref": href}
                             for role, href in secret_refs.items()]}
+
+
+def _line(text):
+    """``text`` ending with one line break."""
+    return text.rstrip("\n") + "\n"
 
 
 def _id(href):
@@ -54,7 +63,8 @@ class BarbicanBackend(SecretBackend):
 
     def put(self, ref, owner, bundle):
         """See :meth:`SecretBackend.put`: the secrets, then their container; a failure
-        deletes the secrets already made."""
+        deletes the secrets already made (those it cannot delete, Barbican being away,
+        are named in the error)."""
         conn = self.connect()
         made = {}
         try:
@@ -62,10 +72,20 @@ class BarbicanBackend(SecretBackend):
                 made[role] = conn.key_manager.create_secret(**attrs).secret_ref
             container = conn.key_manager.create_container(**container_spec(ref, made))
         except Exception as exc:  # openstacksdk's errors, or the cloud away
+            stays = []
             for href in made.values():
-                self._delete_secret(conn, href)
-            raise VimError(f"Barbican did not keep the certificate: {type(exc).__name__}") \
-                from None
+                try:
+                    self._delete_secret(conn, href)
+                except Exception:  # pylint: disable=broad-except
+                    stays.append(href)
+            status = getattr(exc, "status_code", None)  # Barbican's answer, never its text
+            why = type(exc).__name__ + (f" {status}" if status else "")
+            if stays:
+                LOG.warning("secrets of %s left in Barbican after a failed put: %s", ref,
+                            ", ".join(stays))
+                why += (f"; {len(stays)} secret(s) named cdnaas-{ref}-* it made could not be "
+                        "deleted: delete them once it answers")
+            raise VimError(f"Barbican did not keep the certificate: {why}") from None
         return None, container.container_ref
 
     def get(self, record):
@@ -78,20 +98,26 @@ class BarbicanBackend(SecretBackend):
         except Exception as exc:
             raise VimError(f"Barbican did not give certificate {record.id}: "
                            f"{type(exc).__name__}") from None
-        return (payloads["certificate"] + payloads.get("intermediates", ""),
-                payloads["private_key"])
+        # Barbican strips each payload's final line break: one PEM block per line again
+        return ("".join(_line(payloads[p]) for p in ("certificate", "intermediates")
+                        if p in payloads), _line(payloads["private_key"]))
 
     def remove(self, record):
-        """See :meth:`SecretBackend.remove`: the container, then its secrets."""
+        """See :meth:`SecretBackend.remove`: the container, then its secrets (found by
+        name when the container is gone: a removal cut short between the two)."""
         from openstack import exceptions  # pylint: disable=import-outside-toplevel
         conn = self.connect()
         try:
-            container = conn.key_manager.get_container(_id(record.external_ref))
-            conn.key_manager.delete_container(container, ignore_missing=True)
-            for item in container.secret_refs or []:
-                self._delete_secret(conn, item["secret_ref"])
-        except exceptions.NotFoundException:
-            return
+            try:
+                container = conn.key_manager.get_container(_id(record.external_ref))
+            except exceptions.NotFoundException:
+                hrefs = [s.secret_ref for role in ROLES for s in conn.key_manager.secrets(
+                    name=f"cdnaas-{record.id}-{role}")]
+            else:
+                conn.key_manager.delete_container(container, ignore_missing=True)
+                hrefs = [item["secret_ref"] for item in container.secret_refs or []]
+            for href in hrefs:
+                self._delete_secret(conn, href)
         except Exception as exc:
             raise VimError(f"Barbican did not delete {record.id}: {type(exc).__name__}") \
                 from None

@@ -1,0 +1,278 @@
+"""HTTPS on the ``openstack`` VIM driver against the mini cloud's Barbican and Octavia.
+
+RO's secret flow as ``cdnaas.ro.app`` wires it: the driver's secret backend (Barbican)
+under RO's :class:`~cdnaas.ro.secrets.SecretStore`, which the driver reads the
+certificate container's href from. What only a cloud shows: the container and secrets
+Barbican keeps, Octavia's TERMINATED_HTTPS listeners taking that container (Octavia's API
+gives its service user read ACLs with the tenant's token and reads the certificate from
+Barbican before it accepts a listener), a rotation swapping the container under the
+listeners, HTTPS on or off refused before anything changes, and Barbican refusing or
+dying in the middle of a put. Certificates come from ``tests/support/certs.py``.
+"""
+import datetime as dt
+import uuid
+
+import pytest
+
+from cdnaas.common import certificates, errors
+from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.db import migrate
+from cdnaas.db.engine import Database
+from cdnaas.ro import secrets
+from cdnaas.ro.vim.base import DeploymentFailed
+from cdnaas.ro.vim.openstack import plan
+from cdnaas.ro.vim.openstack.barbican import _id
+from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from tests.openstack.fixtures import ORIGIN
+from tests.support.certs import TestCA, pem_cert
+from tests.support.sigs import sample_sig
+from tests.test_openstack_driver import nothing_left
+
+#: Barbican's default ``max_allowed_secret_in_bytes``
+BARBICAN_MAX_SECRET = 20000
+
+
+@pytest.fixture
+def driver(openstack_env, tmp_path):
+    """The driver with RO's secret store (its own database, the material in Barbican)."""
+    url = f"sqlite:///{tmp_path / 'ro.db'}"
+    migrate.upgrade("ro", url)
+    database = Database(url)
+    driver = OpenStackDriver()
+    driver.check_prerequisites()
+    driver.secrets = secrets.SecretStore(database, driver.secret_backend())
+    yield driver
+    database.dispose()
+
+
+@pytest.fixture
+def key_manager(driver):
+    """openstacksdk's key_manager as the driver's account (project ``cdnaas``) sees it."""
+    return driver.cloud.conn().key_manager
+
+
+def https_sig(vcdn_id, caches, kept=None):
+    """A SIG serving HTTPS with the certificate RO ``kept`` (None: HTTP only)."""
+    document = sample_sig(vcdn_id, caches, cache_hosts=1)
+    document["origin"] = dict(ORIGIN)
+    if kept is not None:
+        document["service"] = {"tls": {"certificate_ref": kept["ref"],
+                                       "fingerprint_sha256": kept["fingerprint_sha256"]}}
+    return ServiceInstanceGraph.from_dict(document)
+
+
+def store_certificate(driver, vcdn_id):
+    """A certificate for the vCDN's name, checked as SO does, kept by RO: ``(issued, kept)``."""
+    issued = TestCA().issue([f"{vcdn_id}.cdn.example.net"])
+    certificates.check(issued.chain_pem, issued.key_pem, [f"{vcdn_id}.cdn.example.net"],
+                       dt.datetime.now(dt.timezone.utc))
+    return issued, driver.secrets.store(vcdn_id, issued.chain_pem, issued.key_pem)
+
+
+def in_barbican(key_manager, prefix="cdnaas-"):
+    """Names of the secrets and containers whose name starts with ``prefix``."""
+    return sorted([s.name for s in key_manager.secrets() if (s.name or "").startswith(prefix)]
+                  + [c.name for c in key_manager.containers()
+                     if (c.name or "").startswith(prefix)])
+
+
+def listeners(admin_conn, lb_id):
+    """``{protocol: listener}`` of balancer ``lb_id``."""
+    lb = admin_conn.load_balancer.get_load_balancer(lb_id)
+    found = [admin_conn.load_balancer.get_listener(item["id"]) for item in lb.listeners]
+    return {listener.protocol: listener for listener in found}
+
+
+def read_acl(key_manager, href):
+    """The users Barbican's ACL of ``href`` (a secret or container) lets read it."""
+    kind = "containers" if "/containers/" in href else "secrets"
+    answer = key_manager.get(f"/{kind}/{_id(href)}/acl")
+    assert answer.status_code == 200, answer.text
+    return set(answer.json()["read"].get("users", []))
+
+
+def test_an_https_vcdn_serves_barbicans_certificate_rotates_it_and_leaves_nothing(
+        driver, key_manager, admin_conn):
+    store = driver.secrets
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    caches = {"north": 1, "south": 1}
+    first, kept = store_certificate(driver, vcdn_id)
+    container_ref = store.external_ref(kept["ref"])
+    deployment = renewed = None
+    try:
+        # Barbican keeps it as Octavia reads it: a certificate container of three secrets
+        assert kept["backend"] == "barbican"
+        container = key_manager.get_container(_id(container_ref))
+        assert (container.type, container.name) == ("certificate", f"cdnaas-{kept['ref']}")
+        refs = {item["name"]: item["secret_ref"] for item in container.secret_refs}
+        assert set(refs) == {"certificate", "private_key", "intermediates"}
+        secret = {name: key_manager.get_secret(_id(href)) for name, href in refs.items()}
+        assert {name: s.secret_type for name, s in secret.items()} == {
+            "certificate": "certificate", "private_key": "private", "intermediates": "opaque"}
+        assert [pem_cert(first.cert).strip(), first.key_pem.strip()] == [
+            secret["certificate"].payload.strip(), secret["private_key"].payload.strip()]
+        assert "BEGIN CERTIFICATE" in secret["intermediates"].payload
+        # and gives the chain and key back as RO stored them (PEM blocks one per line)
+        loaded = store.load(kept["ref"])
+        assert (loaded.certificate, loaded.private_key) == (first.chain_pem, first.key_pem)
+
+        sig = https_sig(vcdn_id, caches, kept)
+        deployment = driver.deploy(sig)
+        octavia = admin_conn.identity.find_user("octavia", domain_id="default").id
+        https_ids = {}
+        for region in sig.regions:
+            info = deployment.resources["regions"][region.name]
+            found = listeners(admin_conn, info["lb_id"])
+            assert set(found) == {"HTTP", "TERMINATED_HTTPS"}
+            https = found["TERMINATED_HTTPS"]
+            # Octavia took the container: its API read it from Barbican to accept it
+            assert (https.protocol_port, https.default_tls_container_ref,
+                    https.provisioning_status) == (443, container_ref, "ACTIVE")
+            assert https.alpn_protocols == ["h2", "http/1.1"]  # Octavia 18: API 2.2x
+            assert (info["tls_listener_id"], info["tls_pool_id"]) == (
+                https.id, https.default_pool_id)
+            https_ids[region.name] = https.id
+            caches_here = sorted(v.address for v in deployment.vnfs
+                                 if v.region == region.name and v.role == "cache")
+            for pool_id in (info["pool_id"], info["tls_pool_id"]):
+                assert sorted(m.address for m in admin_conn.load_balancer.members(pool_id)) \
+                    == caches_here
+        # ...with its service user, once it let it read each (the tenant's token set the ACLs)
+        for href in [container_ref, *refs.values()]:
+            assert octavia in read_acl(key_manager, href), href
+
+        # rotation: a renewed certificate, the update RO runs for a PATCH
+        second, renewed = store_certificate(driver, vcdn_id)
+        new_ref = store.external_ref(renewed["ref"])
+        rotated = https_sig(vcdn_id, caches, renewed)
+        reports = []
+        deployment = driver.update(deployment, rotated, lambda *r: reports.append(r),
+                                   previous=sig)
+        assert ("rotate certificates", 2, 2) in reports
+        for region in sig.regions:
+            info = deployment.resources["regions"][region.name]
+            https = listeners(admin_conn, info["lb_id"])["TERMINATED_HTTPS"]
+            assert (https.id, https.default_tls_container_ref, https.provisioning_status) == (
+                https_ids[region.name], new_ref, "ACTIVE")
+        assert store.load(renewed["ref"]).facts.fingerprint_sha256 == second.fingerprint
+        # the previous certificate is no longer used: SO deletes it, and Barbican lets it go
+        store.delete(kept["ref"])
+        assert in_barbican(key_manager, f"cdnaas-{kept['ref']}") == []
+        assert len(in_barbican(key_manager, f"cdnaas-{renewed['ref']}")) == 4
+
+        # HTTPS off on the live vCDN: refused before the cloud is asked anything
+        calls = driver.cloud.total_calls()
+        with pytest.raises(DeploymentFailed, match="cannot turn HTTPS on or off on a live "
+                                                   "vCDN.*rotate the certificate, or deploy"):
+            driver.update(deployment, https_sig(vcdn_id, caches), previous=rotated)
+        assert driver.cloud.total_calls() == calls
+        for region in sig.regions:
+            found = listeners(admin_conn, deployment.resources["regions"][region.name]["lb_id"])
+            assert found["TERMINATED_HTTPS"].default_tls_container_ref == new_ref
+    finally:
+        if deployment is not None:
+            driver.terminate(deployment)
+        for done in (kept, renewed):  # what SO deletes when the vCDN ends
+            if done is not None:
+                store.delete(done["ref"])
+    assert nothing_left(admin_conn, vcdn_id) == {}
+    assert [l.name for l in admin_conn.load_balancer.listeners()
+            if (l.name or "").startswith(plan.resource_name(vcdn_id, ""))] == []
+    assert in_barbican(key_manager, f"cdnaas-{kept['ref']}") == []
+    assert in_barbican(key_manager, f"cdnaas-{renewed['ref']}") == []
+    assert store.list(vcdn_id) == []
+
+
+def test_https_cannot_be_turned_on_on_a_live_plain_vcdn(driver, admin_conn):
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    plain = https_sig(vcdn_id, {"north": 1})
+    deployment = driver.deploy(plain)
+    _issued, kept = store_certificate(driver, vcdn_id)
+    try:
+        lb_id = deployment.resources["regions"]["north"]["lb_id"]
+        calls = driver.cloud.total_calls()
+        with pytest.raises(DeploymentFailed, match="cannot turn HTTPS on or off"):
+            driver.update(deployment, https_sig(vcdn_id, {"north": 1}, kept), previous=plain)
+        assert driver.cloud.total_calls() == calls
+        assert list(listeners(admin_conn, lb_id)) == ["HTTP"]
+    finally:
+        driver.terminate(deployment)
+        driver.secrets.delete(kept["ref"])
+    assert nothing_left(admin_conn, vcdn_id) == {}
+
+
+def test_octavia_refuses_a_container_barbican_no_longer_has(driver, key_manager, admin_conn):
+    """The proof the listeners' container is checked: deleted in Barbican behind RO's back
+    (an operator's cleanup), Octavia refuses the listener and the deployment is undone."""
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    _issued, kept = store_certificate(driver, vcdn_id)
+    container_ref = driver.secrets.external_ref(kept["ref"])
+    key_manager.delete_container(_id(container_ref), ignore_missing=False)
+    with pytest.raises(DeploymentFailed, match="(?s)certificate.*everything created was "
+                                               "removed"):
+        driver.deploy(https_sig(vcdn_id, {"north": 1}, kept))
+    assert nothing_left(admin_conn, vcdn_id) == {}
+    driver.secrets.delete(kept["ref"])  # its container gone already: its secrets go
+    assert in_barbican(key_manager, f"cdnaas-{kept['ref']}") == []
+
+
+def test_a_chain_barbican_refuses_leaves_no_secret(driver, key_manager):
+    """RO takes chains up to 64 KiB; Barbican (as shipped) keeps secrets up to 20000 bytes:
+    the intermediates of a chain SO accepts are refused after two secrets were made."""
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    name = f"{vcdn_id}.cdn.example.net"
+    ca = TestCA()
+    issued = ca.issue([name], with_chain=False)
+    now = dt.datetime.now(dt.timezone.utc)
+    # the same intermediate (subject and key) signed again, listing many names
+    bulky = TestCA._sign(ca.inter.subject, ca.inter_key.public_key(), ca.root.subject,
+                         ca.root_key, now, ca=True,
+                         names=[f"edge-{i:04d}.cdn.example.net" for i in range(575)])
+    chain = issued.chain_pem + pem_cert(bulky)
+    certificates.check(chain, issued.key_pem, [name], now)  # SO takes it
+    assert BARBICAN_MAX_SECRET < len(pem_cert(bulky)) < certificates.MAX_CHAIN_CHARS
+    before = in_barbican(key_manager)
+    with pytest.raises(errors.UpstreamError, match="Barbican did not keep the certificate: "
+                                                   "HttpException 413"):
+        driver.secrets.store(vcdn_id, chain, issued.key_pem)
+    assert in_barbican(key_manager) == before
+    assert driver.secrets.list(vcdn_id) == []
+
+
+def test_barbican_dying_mid_put_is_an_upstream_error_naming_what_stays(
+        driver, key_manager, minicloud_outage):
+    """Barbican stops after the certificate and key secrets were made: RO keeps no
+    reference and says which secrets stay (nothing can delete them while it is away)."""
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    issued = TestCA().issue([f"{vcdn_id}.cdn.example.net"])
+    before = in_barbican(key_manager)
+    session = driver.cloud.conn().session.session  # requests' session of the driver's calls
+    made = []
+
+    def stop_after_two_secrets(response, *_args, **_kwargs):
+        if response.request.method == "POST" and response.request.url.endswith("/secrets"):
+            made.append(response.status_code)
+            if len(made) == 2:
+                minicloud_outage.stop("barbican")
+    session.hooks["response"].append(stop_after_two_secrets)
+    try:
+        with pytest.raises(errors.UpstreamError) as refused:
+            driver.secrets.store(vcdn_id, issued.chain_pem, issued.key_pem)
+    finally:
+        session.hooks["response"].remove(stop_after_two_secrets)
+    assert made == [201, 201]
+    message = str(refused.value)
+    assert "Barbican did not keep the certificate: ConnectFailure" in message
+    assert "BEGIN" not in message
+    assert driver.secrets.list(vcdn_id) == []
+    minicloud_outage.start("barbican")
+    stays = sorted(set(in_barbican(key_manager)) - set(before))
+    try:
+        prefix = stays[0].rsplit("-", 1)[0]  # cdnaas-<ref>
+        assert stays == [f"{prefix}-certificate", f"{prefix}-private_key"]
+        assert f"2 secret(s) named {prefix}-* it made could not be deleted" in message
+    finally:  # the operator's cleanup the message asks for
+        for secret in key_manager.secrets():
+            if secret.name in stays:
+                key_manager.delete_secret(_id(secret.secret_ref))
+    assert in_barbican(key_manager) == before
