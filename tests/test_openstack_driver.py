@@ -455,34 +455,19 @@ def test_plan_flavors_addresses_and_tags():
     assert plan.vcdn_from_tags(["cdnaas", plan.vcdn_tag("abc")]) == "abc"
 
 
-IMAGE_PACKAGES = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
-                  "mcopy": "mtools", "mkfs.vfat": "dosfstools"}
-
-
 def test_vnf_image_boots_and_serves_through_its_cache():
-    """images/vnf: build the qcow2 (if absent), boot it with qemu configured by the driver's
-    cache user-data (NoCloud seed), fetch an object through its nginx: MISS, then HIT."""
-    import importlib.util
+    """images/vnf: build the qcow2 (if absent, or built from other inputs), boot it with
+    qemu configured by the driver's cache user-data (NoCloud seed), fetch an object
+    through its nginx: MISS, then HIT."""
     import os
-    import shutil
-    import subprocess
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "images/vnf/boot_test.py"
-    spec = importlib.util.spec_from_file_location("cdnaas_vnf_boot_test", path)
-    boot_test = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(boot_test)
+    from images.vnf import boot_test
 
     if os.geteuid() != 0:
         pytest.skip("building the VNF image needs root (mmdebstrap)")
-    missing = [package for tool, package in IMAGE_PACKAGES.items()
-               if not (shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin"))]
-    if missing:
-        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
-                       check=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    boot_test.ensure_tools()
     image = boot_test.REPO / "var/images/cdnaas-vnf.qcow2"
-    if not image.exists():
-        subprocess.run([str(boot_test.REPO / "images/vnf/build.sh"), str(image)], check=True)
+    boot_test.ensure_image(image)
     served = boot_test.run(str(image))
     assert served < 900
 

@@ -85,8 +85,10 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
 
     with _readers() as workers:
         for observed, decision in workers.map(read, so.instances(state="ACTIVE")):
-            seen += [observed] if observed is not None else []
-            recorded += [decision] if decision is not None else []
+            if observed is not None:
+                seen.append(observed)
+            if decision is not None:
+                recorded.append(decision)
     hosts_now = inventory.hosts(so)
     measured = {}
     if meter is not None and (watts := meter.watts()) is not None:

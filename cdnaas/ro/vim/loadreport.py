@@ -3,7 +3,7 @@ driver's ``load_test`` returns: one reading of wrk's and the viewer simulator's 
 import dataclasses
 import json
 
-from cdnaas.calibration import viewers, wrk
+from cdnaas.calibration import loads, viewers, wrk
 from cdnaas.ro.vim.base import GeneratorLimit, LoadReport, VimError
 
 _VIEWER_FIGURES = ("seconds", "requests", "errors", "non_2xx", "latency_ms", "windows")
@@ -24,6 +24,21 @@ class Run:
     cpu_seconds: float
     seconds: float
     tool: str
+
+
+def checked(test, address, port=None):
+    """``test`` (a :class:`~cdnaas.ro.vim.base.LoadTest`) aimed at ``address`` (and
+    ``port``, default 80) as a generator runs it (:func:`cdnaas.calibration.loads.check`).
+
+    :raises VimError: the test is refused, naming the field.
+    """
+    fields = {**dataclasses.asdict(test), "address": address}
+    if port is not None:
+        fields["port"] = port
+    try:
+        return loads.check(fields)
+    except ValueError as exc:
+        raise VimError(f"load test refused: {exc}") from None
 
 
 def report(test, run, target_cpu_seconds, isolated):

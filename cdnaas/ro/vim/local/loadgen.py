@@ -10,14 +10,12 @@ report says ``isolated: false``). Its own CPU time comes from the kernel's accou
 of the child process; the VNF's from its CPU group.
 """
 import contextlib
-import dataclasses
 import ipaddress
 import logging
 import os
 
 from cdnaas.calibration import loads
 from cdnaas.ro.vim import loadreport
-from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, clients, network
 
 LOG = logging.getLogger(__name__)
@@ -27,12 +25,9 @@ def run(deployment, vnf, group, test):
     """Drive ``test`` at ``vnf`` of ``deployment`` (its CPU group ``group``); see the module doc.
 
     :raises GeneratorLimit: the viewer simulator cannot drive that many viewers.
-    :raises VimError: the generator failed or printed no report.
+    :raises VimError: the test was refused, or the generator failed or printed no report.
     """
-    try:
-        checked = loads.check({**dataclasses.asdict(test), "address": vnf.address})
-    except ValueError as exc:
-        raise VimError(f"load test refused: {exc}") from None
+    checked = loadreport.checked(test, vnf.address)
     _bridge, subnet = network.find_bridge(deployment.deployment_id, vnf.region)
     address = ipaddress.ip_network(subnet).broadcast_address - 1
     with clients.client(deployment.deployment_id, vnf.region, address) as host, \

@@ -20,7 +20,6 @@ test's own time bound (:func:`cdnaas.calibration.loads.timeout`) plus
 though Nova may place it on the cache's compute host.
 """
 import base64
-import dataclasses
 import http.client
 import ipaddress
 import json
@@ -220,11 +219,7 @@ def measure(address, test, target, target_port=plan.HTTP_PORT,
     :raises Unreachable: the agent could not be reached, or broke off.
     :raises VimError: the test was refused (here or by the agent).
     """
-    try:
-        checked = loads.check({**dataclasses.asdict(test), "address": target,
-                               "port": target_port})
-    except ValueError as exc:
-        raise VimError(f"load test refused: {exc}") from None
+    checked = loadreport.checked(test, target, target_port)
     status, document = call(address, port, "POST", agent.LOAD_PATH, checked,
                             loads.timeout(checked) + ANSWER_SECONDS)
     if status != 200:
