@@ -115,15 +115,19 @@ class LocalDriver(VimDriver):
     def update(self, deployment, sig, progress=no_progress, previous=None):
         """See :meth:`VimDriver.update`. What changes is worked out first
         (:func:`~cdnaas.ro.vim.changes.sig_change`), then applied in order: bridges of new
-        regions; new caches and new regions' balancers; kept caches reconfigured, one at a
-        time, when the origin or the cache rules change (what they cached stays: a new
-        origin is taken to serve the same content, a purge empties them); balancers of
-        regions whose caches or service changed reloaded; the DNS VNF built again when
+        regions; the origin shield, when regions come or go or it moves, given a leg in
+        each new region and reloaded to listen on it (:meth:`_reshape_shield`: a shield
+        whose region goes moves to the one ``sig`` puts it in), so that caches of new
+        regions find it; new caches and new regions' balancers; kept caches reconfigured,
+        one at a time, when the origin or the cache rules change (what they cached stays:
+        a new origin is taken to serve the same content, a purge empties them); balancers
+        of regions whose caches or service changed reloaded; the DNS VNF built again when
         regions come or go or it moves (:meth:`_reshape_dns`, in place, then every region
         checked from a client), else its dnsmasq restarted where the names changed. A
         failure puts everything back (:meth:`restore` to ``deployment``).
-        Last, removed caches drain and stop, and removed regions drain, lose their VNFs
-        and their bridge."""
+        Last, removed caches drain and stop, removed regions drain, lose their VNFs and
+        their bridge, and then the shield stops listening on its legs there (which their
+        caches fetched from as they drained) and loses them."""
         owner = deployment.resources["owner"]
         change = sig_change(deployment, sig)
         if previous is None:
@@ -132,19 +136,18 @@ class LocalDriver(VimDriver):
                                        "knowing the SIG it serves (RO passes it)")
             # what the balancers and DNS serve now: hostnames and certificate
             previous = dataclasses.replace(sig, service=deployment.resources.get("service", {}))
-        if change.regions_changed and sig.vnfs_in(role="shield"):
-            raise DeploymentFailed("the local driver cannot yet change the regions of a vCDN "
-                                   "with an origin shield (its legs are set at deployment); "
-                                   "lease a new vCDN with the regions wanted")
         old_layout = deployment.resources["layout"]
         kept_regions = [r.name for r in sig.regions if r.name in old_layout]
         touched = sorted({v.region for v in change.new_in("cache") + change.gone
                           if v.role == "cache"} & set(kept_regions))
         if previous.service != sig.service:  # a rotation reloads every balancer, gracefully
             touched = kept_regions
-        # the shield first: a cache reloaded before it would fetch from its old config
-        reconfigured = change.kept_in("shield") + change.kept_in("cache") \
-            if previous.origin != sig.origin or \
+        shields = change.kept_in("shield") \
+            if change.regions_changed or any(v.role == "shield" for v in change.moved) else []
+        # the shield first: a cache reloaded before it would fetch from its old config (a
+        # reshaped shield has its new one already)
+        reconfigured = [v for v in change.kept_in("shield") if v not in shields] \
+            + change.kept_in("cache") if previous.origin != sig.origin or \
             previous.service.get("cache_rules") != sig.service.get("cache_rules") else []
         reshaped = change.regions_changed or any(v.role == "dns" for v in change.moved)
         restarted = [] if reshaped or served_names(previous) == served_names(sig) \
@@ -153,6 +156,9 @@ class LocalDriver(VimDriver):
             layout = {**old_layout, **self._add_regions(owner, sig.vcdn_id, change.added_regions)}
             layout = {r.name: layout[r.name] for r in sig.regions}
             addresses = _assign(sig, layout, {v.name: v.address for v in deployment.vnfs})
+            self._parallel("reshape origin shield", progress, shields,
+                           lambda v: self._reshape_shield(owner, sig, v, layout, addresses,
+                                                          draining=True))
             self._boot_caches(owner, sig, change.new_in("cache"), addresses, layout, progress)
             self._boot_balancers(owner, sig, addresses, layout, progress,
                                  change.new_in("load_balancer"))
@@ -179,7 +185,12 @@ class LocalDriver(VimDriver):
                        [v for v in change.gone if v.role == "cache" and v.region in layout],
                        lambda v: self._drain_and_stop(owner, sig.vcdn_id, v))
         self._parallel("remove regions", progress, change.removed_regions,
-                       lambda region: self._remove_region(owner, deployment, region))
+                       lambda region: self._remove_region(
+                           owner, deployment.deployment_id, region,
+                           [v for v in change.gone if v.region == region]))
+        self._parallel("remove origin shield legs", progress,
+                       shields if change.removed_regions else [],
+                       lambda v: self._reshape_shield(owner, sig, v, layout, addresses))
         return self._deployment(owner, sig, layout, addresses)
 
     def _add_regions(self, owner, deployment_id, regions):
@@ -197,13 +208,13 @@ class LocalDriver(VimDriver):
             self._reload_cache(owner, sig, vnf, addresses, layout)
             progress("reconfigure caches", done, len(caches))
 
-    def _remove_region(self, owner, deployment, region):
-        """Drain the region's balancer (bounded, as a cache), then remove its VNFs and bridge.
-        The DNS no longer answers its clients by then."""
-        vnfs = [v for v in deployment.vnfs if v.region == region and v.role != "dns"]
+    def _remove_region(self, owner, deployment_id, region, vnfs):
+        """Drain the region's balancer (bounded, as a cache), then remove ``vnfs`` (its
+        VNFs that go: not the DNS or the shield, which move) and its bridge. The DNS no
+        longer answers its clients by then."""
         for vnf in sorted(vnfs, key=lambda v: v.role != "load_balancer"):  # balancer first
-            self._drain_and_stop(owner, deployment.deployment_id, vnf)
-        network.delete_bridges([network.bridge_name(owner, deployment.deployment_id, region)])
+            self._drain_and_stop(owner, deployment_id, vnf)
+        network.delete_bridges([network.bridge_name(owner, deployment_id, region)])
 
     def restore(self, deployment, sig, progress=no_progress):
         """See :meth:`VimDriver.restore`: the deployment's VNFs that it does not record
@@ -211,8 +222,9 @@ class LocalDriver(VimDriver):
         removed, recorded bridges that are gone come back on their subnet, recorded caches
         and balancers that do not answer are booted again at their recorded address, every
         cache gets its config for ``sig`` again, every balancer is reloaded with the
-        recorded caches as members, and the DNS VNF is given ``sig``'s regions again
-        (:meth:`_reshape_dns`)."""
+        recorded caches as members, and the origin shield and the DNS VNF are given
+        ``sig``'s regions again (:meth:`_reshape_shield`, :meth:`_reshape_dns`): their legs
+        in others deleted, the shield managed at its leg in its region again."""
         self.check_prerequisites()
         owner = deployment.resources["owner"]
         layout = deployment.resources["layout"]
@@ -222,8 +234,8 @@ class LocalDriver(VimDriver):
         self._parallel("remove VNFs the update added", progress, strays,
                        lambda name: self._remove_vnf(owner, deployment.deployment_id, name))
         self._restore_bridges(owner, deployment.deployment_id, layout)
-        gone = [v for v in sig.vnfs if v.role != "dns"
-                and v.name in recorded and not processes.answers_http(recorded[v.name].address)]
+        gone = [v for v in sig.vnfs if v.role != "dns" and v.name in recorded
+                and not self._answers(owner, deployment.deployment_id, recorded[v.name])]
         for vnf in gone:  # whatever is left of them (a namespace, a group) goes first
             self._remove_vnf(owner, deployment.deployment_id, vnf.name)
         listening = _assign(sig, layout, addresses)  # DNS and shield: an address per region
@@ -232,9 +244,11 @@ class LocalDriver(VimDriver):
                               layout, progress)
         self._boot_balancers(owner, sig, listening, layout, progress,
                              [v for v in gone if v.role == "load_balancer"])
-        running = [v for v in sig.vnfs_in(role="shield") + sig.vnfs_in(role="cache")
-                   if v.name in recorded and v not in gone]
-        self._parallel("restore cache rules", progress, running,  # where the update got to
+        running = {role: [v for v in sig.vnfs_in(role=role) if v.name in recorded
+                          and v not in gone] for role in ("shield", "cache")}
+        self._parallel("restore origin shield", progress, running["shield"],  # before caches
+                       lambda v: self._reshape_shield(owner, sig, v, layout, listening))
+        self._parallel("restore cache rules", progress, running["cache"],  # where it got to
                        lambda v: self._reload_cache(owner, sig, v, listening, layout))
         bundle = self.tls_bundle(sig)
         self._parallel("restore load balancers", progress, sorted(layout),
@@ -243,6 +257,16 @@ class LocalDriver(VimDriver):
         self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
         return deployment
+
+    def _answers(self, owner, deployment_id, vnf):
+        """Whether the recorded nginx VNF ``vnf`` answers on its management listener: at its
+        recorded address, or for the shield at any of its legs (an update that failed may
+        have moved it to another region's)."""
+        if vnf.role != "shield":
+            return processes.answers_http(vnf.address)
+        namespace = network.namespace_name(owner, deployment_id, vnf.name)
+        return namespace in network.list_namespaces() and \
+            any(processes.answers_http(leg) for leg in network.links_of(namespace))
 
     def _restore_bridges(self, owner, deployment_id, layout):
         """This deployment's bridges become exactly those of ``layout``'s regions: others go,
@@ -385,8 +409,7 @@ class LocalDriver(VimDriver):
 
         def legs(vnf):
             if vnf.role == "shield":
-                return [(layout[r.name]["bridge"], _cidr(address, layout[r.name]), [])
-                        for r, address in zip(sig.regions, addresses[vnf.name])]
+                return _legs(sig, layout, addresses[vnf.name])
             return [(layout[vnf.region]["bridge"], _cidr(addresses[vnf.name],
                                                          layout[vnf.region]), [])]
         managed = {v.name: _managed_address(sig, v, addresses) for v in caches}
@@ -552,12 +575,8 @@ class LocalDriver(VimDriver):
         for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses).items():
             path.write_text(text)
             configs[region] = path
-        links = []
-        for index, region in enumerate(regions):
-            routes = sig.region(region).client_prefixes
-            if region == sig.default_region:
-                routes = routes + ["default"]
-            links.append((layout[region]["bridge"], _cidr(own[index], layout[region]), routes))
+        links = _legs(sig, layout, own, lambda r: r.client_prefixes
+                      + (["default"] if r.name == sig.default_region else []))
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         network.create_namespace(namespace, links)
         self._steer(namespace, prefix, sig)
@@ -586,18 +605,30 @@ class LocalDriver(VimDriver):
             self._start_dns(owner, sig, vnf, layout, addresses)
             return
         own = addresses[vnf.name]
-        regions = [r.name for r in sig.regions]
-        legs = network.links_of(namespace)
-        network.add_links(namespace, [
-            (layout[r]["bridge"], _cidr(own[i], layout[r]), sig.region(r).client_prefixes)
-            for i, r in enumerate(regions) if own[i] not in legs],
-            first=1 + max((int(name[3:]) for name in legs.values()), default=-1))
+        legs = _add_legs(namespace, _legs(sig, layout, own, lambda r: r.client_prefixes))
         self._restart_dns(owner, sig, vnf, addresses)
-        legs = network.links_of(namespace)
-        default = legs[own[regions.index(sig.default_region)]]
-        ip_batch([f"route replace default dev {default}"]
-                        + [f"link del {name}" for address, name in legs.items()
-                           if address not in own], namespace=namespace)
+        default = legs[_leg(sig, own, sig.default_region)]
+        ip_batch([f"route replace default dev {default}"] + _stale_legs(legs, own),
+                 namespace=namespace)
+        cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus,
+                       cgroups.host_cpus(vnf.host))
+
+    def _reshape_shield(self, owner, sig, vnf, layout, addresses, draining=False):
+        """Bring the running origin shield ``vnf`` to ``sig``'s regions in place, as
+        :meth:`_reshape_dns` does the DNS VNF: a leg on each new region's bridge, its
+        config reloaded (:meth:`_reload_cache`) to listen on each leg, its legs in regions
+        ``sig`` lacks deleted, its CPU group moved to its host. A shield ``sig`` puts in
+        another region (its own removed) is handled, not refused: it is managed at its
+        leg there and reaches the origin through that region's bridge from then on.
+        With ``draining``, the legs in regions ``sig`` lacks stay and it keeps listening
+        on them, for their caches still draining: call it again without, once those
+        regions are gone."""
+        namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
+        own = addresses[vnf.name]
+        legs = _add_legs(namespace, _legs(sig, layout, own))
+        served = own + [a for a in legs if a not in own] if draining else own
+        self._reload_cache(owner, sig, vnf, {**addresses, vnf.name: served}, layout)
+        ip_batch(_stale_legs(legs, served), namespace=namespace)
         cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus,
                        cgroups.host_cpus(vnf.host))
 
@@ -708,6 +739,33 @@ def _leg(sig, legs, region):
     """The address of a multi-homed VNF (DNS, shield) on ``region``'s bridge (``legs`` in
     the SIG's region order)."""
     return legs[[r.name for r in sig.regions].index(region)]
+
+
+def _legs(sig, layout, addresses, routes=lambda region: []):
+    """The links of a multi-homed VNF (DNS, shield) as :func:`.network.create_namespaces`
+    takes them: its address (``addresses``, in the SIG's region order) on each region's
+    bridge, with the on-link routes ``routes(region)`` gives."""
+    return [(layout[r.name]["bridge"], _cidr(address, layout[r.name]), routes(r))
+            for r, address in zip(sig.regions, addresses)]
+
+
+def _add_legs(namespace, links):
+    """Give the running multi-homed VNF in ``namespace`` a leg for each of ``links`` (as
+    :func:`_legs` makes them) whose address it lacks, numbered after its last one; return
+    its legs then (:func:`.network.links_of`)."""
+    legs = network.links_of(namespace)
+    missing = [link for link in links if link[1].split("/")[0] not in legs]
+    if not missing:
+        return legs
+    network.add_links(namespace, missing,
+                      first=1 + max((int(name[3:]) for name in legs.values()), default=-1))
+    return network.links_of(namespace)
+
+
+def _stale_legs(legs, kept):
+    """``ip`` lines deleting those of ``legs`` (:func:`.network.links_of`) whose address is
+    not one of ``kept``."""
+    return [f"link del {name}" for address, name in legs.items() if address not in kept]
 
 
 def _managed_address(sig, vnf, addresses):
