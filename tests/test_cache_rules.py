@@ -1,6 +1,8 @@
 """Cache rules: checked strictly (400 naming the field), rendered into real nginx caches
 (TTL per path, query strings in the key, origin Cache-Control ignored) and changed on a
-live vCDN by a PATCH that reloads every cache gracefully (local driver)."""
+live vCDN by a PATCH that reloads every cache gracefully (local driver) or rebuilds
+every cache (OpenStack driver: which servers here, the rebuild itself in
+``tests/test_openstack_driver.py``)."""
 import contextlib
 import dataclasses
 import os
@@ -11,17 +13,14 @@ import requests
 
 from cdnaas.common import caching, errors
 from cdnaas.common.ports import free_loopback_ports
-from cdnaas.common.sig import Origin, ServiceInstanceGraph
+from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.local import clients
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vnfconfig import ConfigError
 from tests.support.api import populate, vcdn_body
-from tests.support.sigs import sample_sig
 from tests.support.stack import running_stack
-from tests.test_comforts_unit import deployment_of
+from tests.test_comforts_unit import openstack_sig, rebuilt
 from tests.test_vnfconfig import cache_values, need, start_nginx
 
 HOSTILE = ["/a b", "/a;b", "/a{", "/$uri", "/a\nb", "/a\x00", '/a"', "/a'", "/../etc",
@@ -99,12 +98,16 @@ def test_rules_become_regex_locations_in_order(tmp_path):
     assert f"load_module {vnfconfig.PURGE_MODULE};" in text
 
 
-def test_the_openstack_driver_refuses_new_rules_before_touching_the_cloud():
-    sig = ServiceInstanceGraph.from_dict(sample_sig("v"))
-    ruled = dataclasses.replace(sig, service={"cache_rules": {**caching.DEFAULTS,
-                                                              "query_string": "ignore"}})
-    with pytest.raises(DeploymentFailed, match="cannot change the cache rules.*cloud-init"):
-        OpenStackDriver().update(deployment_of(sig), ruled, previous=sig)
+def test_new_rules_rebuild_every_openstack_cache_and_nothing_else():
+    sig = openstack_sig()
+    rules = {**caching.DEFAULTS, "query_string": "ignore"}
+    ruled = dataclasses.replace(sig, service={"cache_rules": rules})
+    new = rebuilt(sig, ruled)
+    assert sorted(new) == ["north-cache-1", "north-cache-2", "south-cache-1"]
+    assert all("proxy_cache_key $uri;" in text for text in new.values())
+    # the defaults written out render as no rules at all: the same user-data, no rebuild
+    assert rebuilt(sig, dataclasses.replace(sig, service={"cache_rules": caching.DEFAULTS})) \
+        == {}
 
 
 # --- real nginx on loopback ---------------------------------------------------------------

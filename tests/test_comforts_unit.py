@@ -1,8 +1,9 @@
 """In-process checks of the change machinery: If-Match matching, what a PATCH body
-changes of a vCDN, what an update changes of a deployment, the OpenStack driver's
-refusals, and the CLI's update options."""
+changes of a vCDN, what an update changes of a deployment, which servers the OpenStack
+driver rebuilds (and in what waves), and the CLI's update options."""
 import datetime as dt
 import json
+import types
 
 import pytest
 from click.testing import CliRunner
@@ -12,6 +13,7 @@ from cdnaas.common import errors, etags
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
 from cdnaas.ro.vim.changes import sig_change
+from cdnaas.ro.vim.openstack import rebuild
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.so.changes import parse_change
 from tests.support.sigs import sample_sig
@@ -107,12 +109,95 @@ def test_sig_change_says_which_regions_and_vnfs_come_stay_go_and_move():
     assert [v.name for v in found.moved] == ["dns-1"] and found.regions_changed
 
 
-def test_the_openstack_driver_refuses_a_new_origin_before_touching_the_cloud():
-    sig = ServiceInstanceGraph.from_dict(sample_sig("v"))
-    moved = ServiceInstanceGraph.from_dict({**sample_sig("v"), "origin": {
-        "scheme": "http", "host": "new.example.com", "port": 80}})
-    with pytest.raises(DeploymentFailed, match="cannot change the origin.*cloud-init"):
-        OpenStackDriver().update(deployment_of(sig), moved, previous=sig)
+class FakeCloud:
+    """A cloud whose compute API offers microversions up to ``top`` (``held``: the one
+    clouds.yaml holds it at), as :func:`openstack.utils.supports_microversion` reads them."""
+
+    def __init__(self, top="2.96", held=None):
+        endpoint = types.SimpleNamespace(min_microversion="2.1", max_microversion=top)
+        self.compute = types.SimpleNamespace(default_microversion=held,
+                                             get_endpoint_data=lambda: endpoint)
+
+    def conn(self, _vim_region=None):
+        return self
+
+
+def openstack_sig(caches=None, origin="192.0.2.10", **service):
+    document = sample_sig("v", caches or {"north": 2, "south": 1})
+    document["origin"] = {"scheme": "http", "host": origin, "port": 8080}
+    return ServiceInstanceGraph.from_dict({**document, "service": service})
+
+
+def rebuilt(previous, sig, recorded=None, cloud=None):
+    """Names of the servers the OpenStack driver rebuilds to bring a deployment of
+    ``previous`` (digests ``recorded``: name -> user-data) to ``sig``, and their user-data."""
+    deployment = deployment_of(previous)
+    deployment.resources["servers"] = {
+        v.name: {"server_id": f"id-{v.name}", "region": v.region,
+                 rebuild.DIGEST_KEY: rebuild.digest((recorded or {})[v.name])
+                 if v.name in (recorded or {}) else None}
+        for v in previous.vnfs if v.role != "load_balancer"}
+    kept = [v for v in sig.vnfs if v.role != "load_balancer"]
+    prepared = {"origin_address": sig.origin.host,
+                "images": {(None, v.image): f"image-{v.image}" for v in kept}}
+    addresses = {v.name: v.address for v in deployment.vnfs}
+    found = OpenStackDriver()._rebuilds(cloud or FakeCloud(), deployment, sig, previous, kept,
+                                        prepared, addresses)
+    assert all(r.image_id == f"image-{r.vnf.image}" for r in found)
+    return {r.vnf.name: r.user_data for r in found}
+
+
+def test_the_openstack_driver_rebuilds_the_servers_whose_user_data_changes():
+    sig = openstack_sig()
+    caches = ["north-cache-1", "north-cache-2", "south-cache-1"]
+    moved = openstack_sig(origin="192.0.2.20")
+    assert rebuild.reconfigured(sig, moved)
+    new = rebuilt(sig, moved)  # no digest recorded (older deployments): the previous SIG's
+    assert sorted(new) == caches
+    assert all("server 192.0.2.20:8080;" in text for text in new.values())
+    named = openstack_sig(hostnames=["www.example.org"])
+    assert rebuild.reconfigured(sig, named)
+    assert list(rebuilt(sig, named)) == ["dns-1"]
+    assert "www.example.org" in rebuilt(sig, named)["dns-1"]
+    assert rebuilt(sig, sig) == {} and not rebuild.reconfigured(sig, sig)
+    # recorded digests decide: a server already given the new origin is not rebuilt
+    assert sorted(rebuilt(sig, moved, {"north-cache-1": new["north-cache-1"]})) == caches[1:]
+    # a size alone (a cache more in north) changes user-data but rebuilds nothing
+    assert not rebuild.reconfigured(sig, openstack_sig({"north": 3, "south": 1}))
+
+
+def test_without_compute_api_2_57_a_new_origin_is_refused_before_anything_changes():
+    sig, moved = openstack_sig(), openstack_sig(origin="192.0.2.20")
+    for cloud in (FakeCloud(top="2.56"), FakeCloud(top="2.96", held="2.53")):
+        with pytest.raises(DeploymentFailed, match="needs compute API 2.57.*nothing was changed"):
+            rebuilt(sig, moved, cloud=cloud)
+    assert rebuilt(sig, sig, cloud=FakeCloud(top="2.56")) == {}  # nothing to rebuild: no need
+    assert len(rebuilt(sig, moved, cloud=FakeCloud(top="2.57"))) == 3
+
+
+@pytest.mark.parametrize("region, changed, expected", [
+    (1, 1, [[1]]),  # in place: nothing else serves
+    (2, 2, [[1], [2]]),
+    (3, 3, [[1], [2], [3]]),
+    (4, 4, [[1, 2], [3, 4]]),
+    (5, 5, [[1, 2], [3, 4], [5]]),
+    (4, 1, [[1]]),
+    (6, 3, [[1], [2], [3]]),
+])
+def test_caches_are_rebuilt_in_waves_that_never_empty_their_pool(region, changed, expected):
+    found = rebuild.waves(list(range(1, changed + 1)), region)
+    assert found == expected
+    if region > 1:
+        assert all(len(wave) <= max(1, region // 2) for wave in found)
+
+
+def test_a_restore_sees_which_servers_an_interrupted_update_rebuilt():
+    entry = {rebuild.DIGEST_KEY: rebuild.digest("old")}
+    assert rebuild.rebuilt_since({rebuild.METADATA_KEY: rebuild.digest("new")}, entry)
+    assert rebuild.rebuilt_since({rebuild.METADATA_KEY: rebuild.digest("new")}, {})
+    assert not rebuild.rebuilt_since({rebuild.METADATA_KEY: rebuild.digest("old")}, entry)
+    assert not rebuild.rebuilt_since({"cdnaas_role": "cache"}, entry)  # booted before digests
+    assert not rebuild.rebuilt_since(None, entry)
 
 
 def test_the_cli_update_sends_every_change_in_one_body(monkeypatch):

@@ -6,20 +6,24 @@ on loopback, installing what is missing (a few minutes the first time), and
 stops them at the end. The driver contract runs on it as the ``[openstack]``
 cases of ``tests/test_vim_contract.py``; here is what only a cloud shows: zones,
 flavors, user-data, networks, ports, security groups, balancers and their
-members, scaling, teardown by tag, a quota refusal mid-deployment rolled back,
+members, scaling, a new origin, cache rules and names by rolling rebuilds (undone, and restored
+after an interruption), teardown by tag, a quota refusal mid-deployment rolled back,
 servers on their planned hosts (or, where Nova's policy refuses, in their zone with
 the difference recorded), and the VNF image booted in qemu.
 """
 import base64
+import dataclasses
 import uuid
 
 import pytest
 import yaml
 
-from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.common import caching
+from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, VimError
-from cdnaas.ro.vim.openstack import cloud, placement, plan, userdata
+from cdnaas.ro.vim.openstack import cloud, placement, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.openstack.undo import Undo
 from tests.openstack import configs
 from tests.openstack.fixtures import ORIGIN
 from tests.support.sigs import sample_sig
@@ -189,6 +193,209 @@ def test_two_regions_measure_scale_and_terminate(driver, admin_conn, minicloud_s
         driver.terminate(deployment)
     assert nothing_left(admin_conn, sig.vcdn_id) == {}
     driver.terminate(deployment)  # gone already: still success
+
+
+# --- a new origin, cache rules or names: rolling rebuilds ---------------------------------
+
+NEW_ORIGIN = Origin("http", "192.0.2.20", 8081)
+NEW_NAME = "cdn.customer.example"
+
+
+def reconfigured(sig):
+    """``sig`` with a new origin, new cache rules and one more served name."""
+    return dataclasses.replace(sig, origin=NEW_ORIGIN, service={
+        "cache_rules": {**caching.DEFAULTS, "query_string": "ignore"}, "hostnames": [NEW_NAME]})
+
+
+def servers_of(admin_conn, deployment):
+    """``{VNF name: server}`` of the recorded servers, as Nova's admin sees them (user-data,
+    compute host)."""
+    return {name: admin_conn.compute.get_server(entry["server_id"])
+            for name, entry in deployment.resources["servers"].items()}
+
+
+def user_data(server):
+    return base64.b64decode(server.user_data).decode()
+
+
+def written(server):
+    """The files the server's user-data writes: ``{path: content}``."""
+    return {f["path"]: f["content"] for f in yaml.safe_load(user_data(server))["write_files"]}
+
+
+def members_of(admin_conn, deployment):
+    """``{region: sorted member addresses}`` of each region's HTTP pool (all ACTIVE)."""
+    found = {}
+    for region, info in deployment.resources["regions"].items():
+        members = list(admin_conn.load_balancer.members(info["pool_id"]))
+        assert all(m.provisioning_status == "ACTIVE" for m in members), region
+        found[region] = sorted(m.address for m in members)
+    return found
+
+
+def caches_of(deployment):
+    found = {}
+    for vnf in deployment.vnfs:
+        if vnf.role == "cache":
+            found.setdefault(vnf.region, []).append(vnf.address)
+    return {region: sorted(addresses) for region, addresses in found.items()}
+
+
+def batches(monkeypatch):
+    """Record every batch member update: a list of (pool id, member addresses)."""
+    calls, real = [], cloud.batch_update_members
+
+    def recording(conn, pool_id, members):
+        calls.append((pool_id, sorted(m["address"] for m in members)))
+        real(conn, pool_id, members)
+    monkeypatch.setattr(cloud, "batch_update_members", recording)
+    return calls
+
+
+def rebuilds(monkeypatch):
+    """Record the ids of the servers Nova is asked to rebuild."""
+    from openstack.compute.v2 import _proxy
+    asked, real = [], _proxy.Proxy.rebuild_server
+
+    def recording(self, server, image, **attrs):
+        asked.append(server)
+        return real(self, server, image, **attrs)
+    monkeypatch.setattr(_proxy.Proxy, "rebuild_server", recording)
+    return asked
+
+
+def test_a_new_origin_rules_and_name_rebuild_the_servers_while_pools_serve(
+        driver, admin_conn, monkeypatch):
+    """A new origin, new cache rules and a new name on a live vCDN: every cache and the
+    DNS server rebuilt with new user-data, each the same server (id, port address,
+    compute host); north's three caches leave their pool one at a time (it never
+    empties), south's only cache is rebuilt in place."""
+    monkeypatch.setenv("OS_CLOUD", "minicloud-admin")  # Nova shows compute hosts to admins
+    monkeypatch.setenv("CDNAAS_OS_HOSTS", HOSTS)
+    sig = make_sig({"north": 3, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        before = servers_of(admin_conn, deployment)
+        calls, reports = batches(monkeypatch), []
+        changed = reconfigured(sig)
+        updated = driver.update(deployment, changed, lambda *r: reports.append(r), previous=sig)
+        after = servers_of(admin_conn, updated)
+        assert set(after) == set(before) == {"north-cache-1", "north-cache-2", "north-cache-3",
+                                             "south-cache-1", "dns-1"}
+        for name, server in after.items():
+            entry = updated.resources["servers"][name]
+            assert (server.id, server.compute_host, server.status) == (
+                before[name].id, before[name].compute_host, "ACTIVE"), name
+            assert admin_conn.network.get_port(entry["port_id"]).fixed_ips[0]["ip_address"] \
+                == next(v.address for v in deployment.vnfs if v.name == name)
+            assert user_data(server) != user_data(before[name]), name
+            digest = rebuild.digest(user_data(server))
+            assert entry[rebuild.DIGEST_KEY] == server.metadata[rebuild.METADATA_KEY] == digest
+            if name.startswith("dns"):
+                for region in sig.regions:
+                    lb = updated.region_endpoints[region.name]
+                    assert f"host-record={sig.hostname},{NEW_NAME},{lb}" in written(server)[
+                        f"{userdata.CONF_DIR}/dnsmasq-{region.name}.conf"]
+            else:
+                nginx = written(server)[f"{userdata.CONF_DIR}/nginx.conf"]
+                assert "server 192.0.2.20:8081;" in nginx and "192.0.2.10" not in nginx
+                assert "proxy_cache_key $uri;" in nginx
+        assert members_of(admin_conn, updated) == caches_of(updated) == caches_of(deployment)
+        # the pool always had members: north's caches left it one at a time, south's none
+        north = updated.resources["regions"]["north"]["pool_id"]
+        assert calls and all(members for _pool, members in calls)
+        assert {pool for pool, _members in calls} == {north}
+        left = [set(caches_of(deployment)["north"]) - set(members) for _pool, members in calls]
+        assert [len(out) for out in left] == [1, 0] * 3
+        assert set().union(*left) == set(caches_of(deployment)["north"])
+        assert ("rebuild caches", 4, 4) in reports and ("rebuild DNS", 1, 1) in reports
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
+        driver, admin_conn, monkeypatch):
+    """north-cache-2 is locked by the admin, so Nova refuses to rebuild it (409) after
+    north-cache-1 and south-cache-1 were: the update is undone (each server rebuilt with
+    its old user-data, members back). The same update, its undo lost (the RO died), leaves
+    rebuilt servers that :meth:`restore` rebuilds with the recorded configuration."""
+    sig = make_sig({"north": 3, "south": 1})
+    deployment = driver.deploy(sig)
+    locked = deployment.resources["servers"]["north-cache-2"]["server_id"]
+    try:
+        before = {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()}
+        admin_conn.compute.lock_server(locked)
+        with pytest.raises(DeploymentFailed, match="(?i)locked.*the previous caches still serve"):
+            driver.update(deployment, reconfigured(sig), previous=sig)
+        assert {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()} == before
+        assert members_of(admin_conn, deployment) == caches_of(deployment)
+
+        with monkeypatch.context() as dying:
+            dying.setattr(Undo, "run", lambda self: [])
+            with pytest.raises(DeploymentFailed):
+                driver.update(deployment, reconfigured(sig), previous=sig)
+        now = {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()}
+        assert sorted(n for n in now if now[n] != before[n]) == ["north-cache-1",
+                                                                 "south-cache-1"]
+        calls = batches(monkeypatch)
+        restored = driver.restore(deployment, sig)
+        servers = servers_of(admin_conn, restored)
+        assert {n: user_data(s) for n, s in servers.items()} == before
+        assert all(restored.resources["servers"][n][rebuild.DIGEST_KEY] ==
+                   s.metadata[rebuild.METADATA_KEY] == rebuild.digest(before[n])
+                   for n, s in servers.items())
+        assert all(members for _pool, members in calls)  # north-cache-1 left its pool alone
+        assert members_of(admin_conn, restored) == caches_of(deployment)
+    finally:
+        admin_conn.compute.unlock_server(locked)
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_an_update_rebuilds_only_servers_whose_user_data_changes(driver, admin_conn, monkeypatch):
+    """The same SIG again rebuilds nothing and touches no pool; a new name alone
+    rebuilds the DNS server only (the caches' user-data does not hold names)."""
+    sig = make_sig({"north": 2})
+    deployment = driver.deploy(sig)
+    try:
+        before = {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()}
+        asked, calls = rebuilds(monkeypatch), batches(monkeypatch)
+        same = driver.update(deployment, sig, previous=sig)
+        assert (asked, calls, same.resources) == ([], [], deployment.resources)
+        named = dataclasses.replace(sig, service={"hostnames": [NEW_NAME]})
+        deployment = driver.update(same, named, previous=sig)
+        assert asked == [deployment.resources["servers"]["dns-1"]["server_id"]] and calls == []
+        now = {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()}
+        assert sorted(n for n in now if now[n] != before[n]) == ["dns-1"]
+        assert NEW_NAME in now["dns-1"]
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
+def test_without_compute_api_2_57_a_new_origin_is_refused(
+        driver, admin_conn, minicloud, monkeypatch, tmp_path):
+    """A compute API held below 2.57 (``compute_api_version`` in clouds.yaml, as an older
+    Nova) cannot rebuild with user-data: a new origin is refused, nothing changes."""
+    clouds = yaml.safe_load(minicloud.read_text())
+    (tmp_path / "clouds.yaml").write_text(yaml.safe_dump({"clouds": {"old-nova": {
+        **clouds["clouds"]["minicloud"], "compute_api_version": "2.56"}}}))
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(tmp_path / "clouds.yaml"))
+    monkeypatch.setenv("OS_CLOUD", "old-nova")
+    sig = make_sig({"north": 1})
+    deployment = driver.deploy(sig)
+    try:
+        before = {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()}
+        asked = rebuilds(monkeypatch)
+        with pytest.raises(DeploymentFailed, match="needs compute API 2.57; region default "
+                                                   ".*nothing was changed"):
+            driver.update(deployment, reconfigured(sig), previous=sig)
+        assert asked == []
+        assert {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()} == before
+    finally:
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
 
 
 def placed(admin_conn, vcdn_id):

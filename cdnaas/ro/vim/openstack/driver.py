@@ -19,7 +19,9 @@ every wait has a timeout (``CDNAAS_OS_*_TIMEOUT``). Every resource carries the
 tags ``cdnaas``, ``cdnaas-owner:<owner>`` and ``cdnaas-vcdn:<id>``; each step
 records its undo (:class:`.undo.Undo`), a failed deploy undoes everything and
 then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
-strays by tag.
+strays by tag. An update adds and removes caches, rotates the certificate, and
+gives a new origin, cache rules or names by rebuilding the servers whose user-data
+changes, caches in waves that keep their balancer serving (:mod:`.rebuild`).
 
 Settings (read at call time): ``CDNAAS_OS_CLOUD`` / ``OS_CLOUD`` (the clouds.yaml
 entry), ``CDNAAS_OS_OWNER``, ``CDNAAS_OS_POOL``, ``CDNAAS_OS_MANAGEMENT_CIDR``
@@ -30,7 +32,6 @@ first IPv4 subnet holds the VNFs and Neutron picks their addresses),
 admin role), ``CDNAAS_OS_FLAVOR_DISK_GB``, ``CDNAAS_OS_HOSTS`` (CDNaaS host to Nova
 compute host, :func:`.placement.compute_host`).
 """
-import base64
 import concurrent.futures
 import ipaddress
 import logging
@@ -48,11 +49,11 @@ from cdnaas.ro.vim.base import (
     check_origin_policy,
     no_progress,
     run_all,
-    served_names,
     tls_ref,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack import barbican, loadgen, placement, plan, translate, userdata
+from cdnaas.ro.vim.openstack import (barbican, loadgen, placement, plan, rebuild, translate,
+                                     userdata)
 from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
@@ -284,21 +285,20 @@ class OpenStackDriver(VimDriver):
             conn = cloud.conn(region.vim_region)
             name = plan.resource_name(sig.vcdn_id, vnf.name)
             compute_host = placement.compute_host(vnf.host, hosts)
+            user_data = self._user_data(sig, vnf, addresses, prepared,
+                                        record.get("management_cidrs", []))
             server, way, refused = self._create_server(
                 cloud, conn, region, compute_host, name=name,
                 image_id=prepared["images"][(region.vim_region, vnf.image)],
                 flavor_id=prepared["flavors"][(region.vim_region, vnf.vcpus, vnf.ram_mb)],
-                networks=[{"port": ports[vnf.name].id}],
-                user_data=base64.b64encode(self._user_data(
-                    sig, vnf, addresses, prepared, record.get("management_cidrs", []))
-                    .encode()).decode(),
-                tags=tags, metadata={"cdnaas_vcdn": sig.vcdn_id[:255], "cdnaas_vnf": vnf.name,
-                                     "cdnaas_role": vnf.role})
+                networks=[{"port": ports[vnf.name].id}], user_data=rebuild.encoded(user_data),
+                tags=tags, metadata=_metadata(sig, vnf, user_data))
             undo.push(f"server {name}", oscloud.gone, conn.compute.delete_server, server.id)
             server_ids[vnf.name] = server.id
             record["servers"][vnf.name] = {
                 "server_id": server.id, "port_id": ports[vnf.name].id, "region": vnf.region,
-                "placement": placement.outcome(vnf.host, compute_host, way, refused, None)}
+                "placement": placement.outcome(vnf.host, compute_host, way, refused, None),
+                rebuild.DIGEST_KEY: rebuild.digest(user_data)}
             return server.id
 
         self._parallel(create, vnfs)
@@ -414,45 +414,36 @@ class OpenStackDriver(VimDriver):
                 lb = conn.load_balancer.get_load_balancer(lbs[region])
                 info.update(_pools(conn, lb) if tls_ref(sig) else {"pool_id": lb.pools[0]["id"]})
                 info["vip_address"] = lb.vip_address
-            for pool_id in _pool_ids(info):  # Octavia locks the balancer during each batch
-                oscloud.batch_update_members(conn, pool_id, self._members(
-                    sig, region, info, addresses))
-                oscloud.load_balancer_active(conn, lbs[region], oscloud.timeout("lb"))
+            _set_members(conn, info, self._members(sig, region, info, addresses))
         self._parallel(register, regions, step, progress)
 
     @staticmethod
-    def _members(sig, region, info, addresses):
+    def _members(sig, region, info, addresses, leaving=()):
+        """Pool members of ``region``'s caches, but those named in ``leaving``."""
         return [{"name": plan.resource_name(sig.vcdn_id, v.name), "address": addresses[v.name],
                  "protocol_port": plan.HTTP_PORT, "subnet_id": info["subnet_id"],
-                 "tags": plan.tags(sig.vcdn_id)} for v in sig.vnfs_in(region, "cache")]
+                 "tags": plan.tags(sig.vcdn_id)} for v in sig.vnfs_in(region, "cache")
+                if v.name not in leaving]
 
     # -- update ------------------------------------------------------------------
 
     def update(self, deployment, sig, progress=no_progress, previous=None):
         """See :meth:`VimDriver.update`: caches are added or removed, with their pool members
-        (one batch call per region); other VNFs and the regions stay as they are. A new
-        origin or a change of regions is refused before anything changes: caches take
-        their origin from cloud-init at boot, and regions are networks and balancers this
-        update does not make."""
+        (one batch call per region); a new origin, new cache rules or new served names
+        rebuild the kept servers whose user-data changes (:meth:`_reconfigure`: caches in
+        waves that keep each balancer's pool serving, then the DNS servers; compute API
+        2.57); a new certificate is given to the HTTPS listeners. Adding or removing
+        regions, and turning HTTPS on or off, are refused before anything changes:
+        regions are networks and balancers, and HTTPS listeners, this update does not
+        make. With ``previous`` None, nothing is rebuilt."""
         record = _copy(deployment.resources)
         if set(record["regions"]) != {r.name for r in sig.regions}:
             raise DeploymentFailed("the openstack driver cannot add or remove regions of a live "
                                    "vCDN; deploy a new one")
-        if previous is not None and previous.origin != sig.origin:
-            raise DeploymentFailed(f"the openstack driver cannot change the origin of a live "
-                                   f"vCDN ({previous.origin.url} to {sig.origin.url}): its "
-                                   "caches are configured by cloud-init when they boot; "
-                                   "deploy a new vCDN with the new origin")
-        if previous is not None and \
-                previous.service.get("cache_rules") != sig.service.get("cache_rules"):
-            raise DeploymentFailed("the openstack driver cannot change the cache rules of a live "
-                                   "vCDN: its caches are configured by cloud-init when they "
-                                   "boot (replacing them one by one is not implemented); "
-                                   "deploy a new vCDN with the new rules")
-        self.check_prerequisites()
-        cloud = self.cloud
         if previous is not None:
             _check_https_change(previous, sig)
+        self.check_prerequisites()
+        cloud = self.cloud
         old = {v.name: v for v in deployment.vnfs}
         new_names = {v.name for v in sig.vnfs}
         added = [v for v in sig.vnfs if v.name not in old]
@@ -461,12 +452,15 @@ class OpenStackDriver(VimDriver):
         removed = [v for v in deployment.vnfs if v.name not in new_names]
         if any(v.role != "cache" for v in removed):
             raise DeploymentFailed("only caches can be removed by an update")
-        prepared = self._prepare(cloud, sig, added)
+        kept = [v for v in sig.vnfs if v.name in old and v.role in SERVER_ROLES] \
+            if previous is not None and rebuild.reconfigured(previous, sig) else []
+        prepared = self._prepare(cloud, sig, added + kept)
         cidrs = {r: info["cidr"] for r, info in record["regions"].items()}
         addresses = plan.addresses(sig, cidrs, {n: v.address for n, v in old.items()
                                                 if n in new_names})
         if any(i.get("operator_network") for i in record["regions"].values()):
             addresses.update({v.name: None for v in added})
+        rebuilds = self._rebuilds(cloud, deployment, sig, previous, kept, prepared, addresses)
         touched = sorted({v.region for v in added + removed})
         lbs = {r: record["regions"][r]["lb_id"] for r in touched}
         undo = Undo()
@@ -478,14 +472,125 @@ class OpenStackDriver(VimDriver):
                           region)
             self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
                                    regions=touched, step="update load balancers")
+            self._reconfigure(cloud, deployment, sig, rebuilds, addresses, undo, progress)
             if previous is not None and tls_ref(previous) != tls_ref(sig):
                 self._rotate(cloud, sig, previous, record, undo, progress)
         except Exception as exc:
             LOG.warning("update of %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo), exc)
             undo.run()
             raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
+        for item in rebuilds:  # only now: a failed update leaves the record as it was
+            record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
         self._remove_servers(cloud, sig, removed, record, progress)
         return self._deployment(sig, record, addresses)
+
+    # -- reconfigure: rolling rebuilds -------------------------------------------
+
+    def _rebuilds(self, cloud, deployment, sig, previous, kept, prepared, addresses):
+        """Those of ``kept`` (cache and DNS VNFs of ``deployment`` and ``sig``) whose
+        user-data ``sig`` changes (:func:`.rebuild.changed`: against the digest recorded at
+        boot or rebuild, else the user-data ``previous`` renders, its origin resolved
+        again), each with its new image (``sig``'s, found by :meth:`_prepare` as
+        ``prepared``) and user-data. Nothing changes here.
+
+        :raises DeploymentFailed: the previous origin does not resolve, or a region's
+            compute API is below :data:`.rebuild.MICROVERSION`.
+        """
+        if not kept:
+            return []
+        record = deployment.resources
+        management = record.get("management_cidrs", [])
+        before = {"origin_address": prepared["origin_address"]}
+        if previous.origin != sig.origin and any(v.role == "cache" for v in kept):
+            try:
+                before["origin_address"] = _resolve(previous.origin)
+            except VimError as exc:
+                raise DeploymentFailed(f"{exc} (the previous origin, what a failed update "
+                                       "goes back to); nothing was changed") from exc
+        earlier = {v.name: v for v in previous.vnfs}
+        addresses_before = {v.name: v.address for v in deployment.vnfs}
+        items = [self._rebuild_of(sig, vnf, record, prepared, addresses, self._user_data(
+            previous, earlier.get(vnf.name, vnf), addresses_before, before, management))
+            for vnf in kept]
+        changed = rebuild.changed(items, {n: e.get(rebuild.DIGEST_KEY)
+                                          for n, e in record["servers"].items()})
+        for vim_region in {sig.region(r.vnf.region).vim_region for r in changed}:
+            rebuild.check_compute(cloud.conn(vim_region), vim_region)
+        return changed
+
+    def _rebuild_of(self, sig, vnf, record, prepared, addresses, previous=None):
+        """The :class:`.rebuild.Rebuild` of ``vnf``'s recorded server to ``sig``'s image
+        and user-data (``previous``: what it had, if known)."""
+        user_data = self._user_data(sig, vnf, addresses, prepared,
+                                    record.get("management_cidrs", []))
+        return rebuild.Rebuild(
+            vnf=vnf, server_id=record["servers"][vnf.name]["server_id"],
+            image_id=prepared["images"][(sig.region(vnf.region).vim_region, vnf.image)],
+            user_data=user_data, previous=user_data if previous is None else previous)
+
+    def _reconfigure(self, cloud, deployment, sig, rebuilds, addresses, undo, progress):
+        """Rebuild the servers of ``rebuilds`` (:meth:`_rebuilds`) with their new user-data:
+        each region's caches in waves (:func:`.rebuild.waves`), regions side by side,
+        then the DNS servers, in place (the geo-DNS does not answer meanwhile).
+
+        A wave leaves its region's pools (one batch call per pool) while the others
+        serve, is rebuilt and waited ACTIVE, and comes back. A region of one cache has
+        nothing else to serve: its cache is rebuilt in its pool, and the region answers
+        with errors until it is ACTIVE. Each server's undo rebuilds it back (with the
+        user-data Nova shows it had, else the previous SIG's), in its pool; each
+        region's then puts ``deployment``'s members back.
+        """
+        caches = [r for r in rebuilds if r.vnf.role == "cache"]
+        regions = sorted({r.vnf.region for r in caches})
+        rebuilt = dict.fromkeys(regions, 0)
+
+        def roll(region):
+            def report(count):
+                rebuilt[region] = count
+                progress("rebuild caches", sum(rebuilt.values()), len(caches))
+            undo.push(f"members of {region}", self._restore_members, cloud, deployment, region)
+            self._roll_region(cloud, sig, deployment.resources["regions"][region],
+                              [r for r in caches if r.vnf.region == region], addresses, undo,
+                              report)
+        if caches:
+            progress("rebuild caches", 0, len(caches))
+            self._parallel(roll, regions)
+        dns = [r for r in rebuilds if r.vnf.role == "dns"]
+        if dns:
+            self._parallel(lambda item: self._rebuild_wave(
+                cloud.conn(sig.region(item.vnf.region).vim_region), sig, [item], undo),
+                dns, "rebuild DNS", progress)
+
+    def _roll_region(self, cloud, sig, info, items, addresses, undo, report):
+        """Rebuild ``items``, caches of the region recorded as ``info``, wave by wave out of
+        its balancer's pools; ``report(number rebuilt)`` after each wave."""
+        region = items[0].vnf.region
+        conn = cloud.conn(info["vim_region"])
+        caches = sig.vnfs_in(region, "cache")
+        done = 0
+        for wave in rebuild.waves(items, len(caches)):
+            leaving = {r.vnf.name for r in wave}
+            if len(leaving) < len(caches):  # else in place: nothing would serve
+                _set_members(conn, info, self._members(sig, region, info, addresses, leaving))
+            self._rebuild_wave(conn, sig, wave, undo)
+            if len(leaving) < len(caches):
+                _set_members(conn, info, self._members(sig, region, info, addresses))
+            done += len(wave)
+            report(done)
+
+    @staticmethod
+    def _rebuild_wave(conn, sig, items, undo):
+        """Rebuild the servers of ``items`` (of ``conn``'s region) together and wait until
+        they are ACTIVE; before each, push its undo (rebuilt back with its image and the
+        user-data Nova shows it has, else the previous SIG's)."""
+        for item in items:
+            server = conn.compute.get_server(item.server_id)
+            had = rebuild.decoded(server.user_data) if server.user_data else item.previous
+            undo.push(f"rebuild of {item.vnf.name}", _rebuild_back, conn, sig, item.vnf,
+                      item.server_id, server.image.id, had)
+            _rebuild(conn, sig, item.vnf, item.server_id, item.image_id, item.user_data)
+        oscloud.servers_active(conn, [i.server_id for i in items], plan.vcdn_tag(sig.vcdn_id),
+                               oscloud.timeout("boot"))
 
     def _rotate(self, cloud, sig, previous, record, undo, progress):
         """Give each region's HTTPS listener ``sig``'s certificate container (Octavia
@@ -518,25 +623,29 @@ class OpenStackDriver(VimDriver):
         """See :meth:`VimDriver.restore`: servers, then ports, that carry the vCDN's tag
         but are not in the record are deleted (what the interrupted update was adding);
         recorded servers that are gone (caches it had removed) are booted again with a
-        new port at their recorded address; each balancer's members are set back to the
-        recorded caches in one batch call per region.
+        new port at their recorded address; recorded servers the update had rebuilt
+        with other user-data (their metadata's digest is not the recorded one:
+        :func:`.rebuild.rebuilt_since`) are rebuilt with ``sig``'s (:meth:`_restore_user_data`);
+        each balancer's members are set back to the recorded caches in one batch call per
+        region. A server still rebuilding refuses a rebuild (409): the restore fails, and
+        restoring again once it is ACTIVE is success.
 
         :returns: the deployment, with the new server and port ids of rebooted VNFs.
-        :raises VimError: a step failed (what it created was undone).
+        :raises VimError: a step failed (what it created was undone, but rebuilds).
         """
         self.check_prerequisites()
         cloud = self.cloud
         record = _copy(deployment.resources)
         tags = f"{plan.owner_tag()},{plan.vcdn_tag(deployment.deployment_id)}"
         vim_regions = sorted({i.get("vim_region") for i in record["regions"].values()}, key=str)
-        missing = []
+        missing, rebuilt = [], []
         progress("remove VNFs the update added", 0, len(vim_regions))
         for done, vim_region in enumerate(vim_regions, 1):
             conn = cloud.conn(vim_region)
             recorded = {name: e for name, e in record["servers"].items()
                         if record["regions"][e["region"]].get("vim_region") == vim_region}
-            existing = {s.id for s in conn.compute.servers(tags=tags, details=False)}
-            strays = sorted(existing - {e["server_id"] for e in recorded.values()})
+            existing = {s.id: s for s in conn.compute.servers(tags=tags)}
+            strays = sorted(set(existing) - {e["server_id"] for e in recorded.values()})
             self._parallel(lambda sid, conn=conn: oscloud.gone(conn.compute.delete_server, sid),
                            strays)
             oscloud.servers_gone(conn, strays, oscloud.timeout("delete"))
@@ -549,6 +658,8 @@ class OpenStackDriver(VimDriver):
             for name in gone:
                 record["servers"].pop(name)
             missing += gone
+            rebuilt += [n for n, e in record["servers"].items() if n in recorded and
+                        rebuild.rebuilt_since(existing[e["server_id"]].metadata, e)]
             progress("remove VNFs the update added", done, len(vim_regions))
         addresses = {v.name: v.address for v in deployment.vnfs}
         if missing:
@@ -561,10 +672,26 @@ class OpenStackDriver(VimDriver):
                 undo.run()
                 raise VimError(f"{_words(exc)}; could not boot {', '.join(missing)} again") \
                     from exc
+        if rebuilt:
+            self._restore_user_data(cloud, deployment, sig, rebuilt, record, addresses, progress)
         restored = self._deployment(sig, record, addresses)
         self._parallel(lambda region: self._restore_members(cloud, restored, region),
                        sorted(record["regions"]), "restore load balancers", progress)
         return restored
+
+    def _restore_user_data(self, cloud, deployment, sig, names, record, addresses, progress):
+        """Rebuild the servers of the VNFs ``names`` with ``sig``'s user-data, caches in
+        waves (:meth:`_reconfigure`; nothing is undone should one fail), and record it."""
+        vnfs = [v for v in sig.vnfs if v.name in names]
+        prepared = self._prepare(cloud, sig, vnfs)
+        items = [self._rebuild_of(sig, v, record, prepared, addresses) for v in vnfs]
+        try:
+            self._reconfigure(cloud, deployment, sig, items, addresses, Undo(), progress)
+        except Exception as exc:
+            raise VimError(f"{_words(exc)}; could not give {', '.join(sorted(names))} their "
+                           "recorded configuration again") from exc
+        for item in items:
+            record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
 
     def _restore_members(self, cloud, deployment, region):
         info = deployment.resources["regions"][region]
@@ -573,10 +700,7 @@ class OpenStackDriver(VimDriver):
                     "address": v.address, "protocol_port": plan.HTTP_PORT,
                     "subnet_id": info["subnet_id"], "tags": plan.tags(deployment.deployment_id)}
                    for v in deployment.vnfs if v.region == region and v.role == "cache"]
-        oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
-        for pool_id in _pool_ids(info):  # Octavia locks the balancer during each batch
-            oscloud.batch_update_members(conn, pool_id, members)
-            oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+        _set_members(conn, info, members)
 
     def _remove_servers(self, cloud, sig, vnfs, record, progress, step="remove caches"):
         """Delete the servers and ports of ``vnfs`` (already out of their pools)."""
@@ -802,16 +926,12 @@ class OpenStackDriver(VimDriver):
 
 
 def _check_https_change(previous, sig):
-    """Refuse what this driver cannot change on a live vCDN: its names (the DNS servers
-    take them from cloud-init at boot) and HTTPS on or off (listeners and pools this
-    update does not make). A new certificate (rotation) is fine.
+    """Refuse turning HTTPS on or off on a live vCDN (listeners and pools this update
+    does not make). A new certificate (rotation) is fine; new names rebuild the DNS
+    servers (:meth:`OpenStackDriver._reconfigure`).
 
     :raises DeploymentFailed: saying what and why, before anything changed.
     """
-    if served_names(previous) != served_names(sig):
-        raise DeploymentFailed("the openstack driver cannot change the hostnames of a live "
-                               "vCDN: its DNS servers are configured by cloud-init when they "
-                               "boot; deploy a new vCDN with the new names")
     if (tls_ref(previous) is None) != (tls_ref(sig) is None):
         raise DeploymentFailed("the openstack driver cannot turn HTTPS on or off on a live "
                                "vCDN (its balancers' listeners are made with them); rotate "
@@ -834,6 +954,34 @@ def _pools(conn, lb):
 def _pool_ids(info):
     """The pools of a region's balancer that take its caches as members (HTTP, HTTPS)."""
     return [info[k] for k in ("pool_id", "tls_pool_id") if info.get(k)]
+
+
+def _set_members(conn, info, members):
+    """Make ``members`` the members of each pool of region ``info``'s balancer: one batch
+    call per pool, each once the balancer is ACTIVE (Octavia locks it during a batch)."""
+    oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+    for pool_id in _pool_ids(info):
+        oscloud.batch_update_members(conn, pool_id, members)
+        oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+
+
+def _rebuild(conn, sig, vnf, server_id, image_id, user_data):
+    """Ask Nova to rebuild ``vnf``'s server from ``image_id`` with ``user_data``: the same
+    server, ports, addresses and compute host; a fresh disk (what it cached is gone)."""
+    conn.compute.rebuild_server(server_id, image_id, user_data=rebuild.encoded(user_data),
+                                metadata=_metadata(sig, vnf, user_data))
+
+
+def _rebuild_back(conn, sig, vnf, server_id, image_id, user_data):
+    """The undo of a rebuild: :func:`_rebuild` with what the server had, then wait for it."""
+    _rebuild(conn, sig, vnf, server_id, image_id, user_data)
+    oscloud.servers_active(conn, [server_id], plan.vcdn_tag(sig.vcdn_id), oscloud.timeout("boot"))
+
+
+def _metadata(sig, vnf, user_data):
+    """Nova metadata of ``vnf``'s server booted or rebuilt with ``user_data``."""
+    return {"cdnaas_vcdn": sig.vcdn_id[:255], "cdnaas_vnf": vnf.name, "cdnaas_role": vnf.role,
+            rebuild.METADATA_KEY: rebuild.digest(user_data)}
 
 
 def _asked(call, resource_id):
