@@ -6,9 +6,10 @@ certificate container's href from. What only a cloud shows: the container and se
 Barbican keeps, Octavia's TERMINATED_HTTPS listeners taking that container (Octavia's API
 gives its service user read ACLs with the tenant's token and reads the certificate from
 Barbican before it accepts a listener), a rotation swapping the container under the
-listeners, HTTPS on or off refused before anything changes, and Barbican refusing or
-dying in the middle of a put. Certificates come from ``tests/support/certs.py``.
+listeners, HTTPS turned on and off on a live vCDN (a failure in the middle undone), and
+Barbican refusing or dying in the middle of a put. Certificates come from ``tests/support/certs.py``.
 """
+import copy
 import datetime as dt
 import uuid
 
@@ -160,15 +161,10 @@ def test_an_https_vcdn_serves_barbicans_certificate_rotates_it_and_leaves_nothin
         assert in_barbican(key_manager, f"cdnaas-{kept['ref']}") == []
         assert len(in_barbican(key_manager, f"cdnaas-{renewed['ref']}")) == 4
 
-        # HTTPS off on the live vCDN: refused before the cloud is asked anything
-        calls = driver.cloud.total_calls()
-        with pytest.raises(DeploymentFailed, match="cannot turn HTTPS on or off on a live "
-                                                   "vCDN.*rotate the certificate, or deploy"):
-            driver.update(deployment, https_sig(vcdn_id, caches), previous=rotated)
-        assert driver.cloud.total_calls() == calls
-        for region in sig.regions:
-            found = listeners(admin_conn, deployment.resources["regions"][region.name]["lb_id"])
-            assert found["TERMINATED_HTTPS"].default_tls_container_ref == new_ref
+        # HTTPS off on the live vCDN: the listeners deploy made, and their pools, go
+        before = deployment
+        deployment = driver.update(deployment, https_sig(vcdn_id, caches), previous=rotated)
+        assert_http_only(admin_conn, before, deployment)
     finally:
         if deployment is not None:
             driver.terminate(deployment)
@@ -183,18 +179,105 @@ def test_an_https_vcdn_serves_barbicans_certificate_rotates_it_and_leaves_nothin
     assert store.list(vcdn_id) == []
 
 
-def test_https_cannot_be_turned_on_on_a_live_plain_vcdn(driver, admin_conn):
+def assert_http_only(admin_conn, before, after):
+    """Each region of ``after`` (``before`` with HTTPS turned off) serves HTTP only: its
+    HTTPS listener and pool are gone, its HTTP listener and members are as they were."""
+    for region, info in after.resources["regions"].items():
+        was = before.resources["regions"][region]
+        assert not {"tls_listener_id", "tls_pool_id"} & set(info)
+        found = listeners(admin_conn, info["lb_id"])
+        assert list(found) == ["HTTP"]
+        assert (found["HTTP"].default_pool_id, found["HTTP"].provisioning_status) == (
+            was["pool_id"], "ACTIVE")
+        assert admin_conn.load_balancer.find_listener(was["tls_listener_id"]) is None
+        assert admin_conn.load_balancer.find_pool(was["tls_pool_id"]) is None
+        caches_here = sorted(v.address for v in after.vnfs
+                             if v.region == region and v.role == "cache")
+        assert sorted(m.address for m in admin_conn.load_balancer.members(info["pool_id"])) \
+            == caches_here
+
+
+def test_https_is_turned_on_and_off_on_a_live_plain_vcdn(driver, admin_conn):
     vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
-    plain = https_sig(vcdn_id, {"north": 1})
+    caches = {"north": 2, "south": 1}
+    plain = https_sig(vcdn_id, caches)
     deployment = driver.deploy(plain)
     _issued, kept = store_certificate(driver, vcdn_id)
+    container_ref = driver.secrets.external_ref(kept["ref"])
     try:
-        lb_id = deployment.resources["regions"]["north"]["lb_id"]
-        calls = driver.cloud.total_calls()
-        with pytest.raises(DeploymentFailed, match="cannot turn HTTPS on or off"):
-            driver.update(deployment, https_sig(vcdn_id, {"north": 1}, kept), previous=plain)
-        assert driver.cloud.total_calls() == calls
-        assert list(listeners(admin_conn, lb_id)) == ["HTTP"]
+        http = {r: listeners(admin_conn, i["lb_id"])["HTTP"].id
+                for r, i in deployment.resources["regions"].items()}
+        secure = https_sig(vcdn_id, caches, kept)
+        reports = []
+        before = deployment
+        deployment = driver.update(deployment, secure, lambda *r: reports.append(r),
+                                   previous=plain)
+        assert ("turn HTTPS on", 2, 2) in reports
+        for region, info in deployment.resources["regions"].items():
+            found = listeners(admin_conn, info["lb_id"])
+            assert set(found) == {"HTTP", "TERMINATED_HTTPS"}
+            https = found["TERMINATED_HTTPS"]
+            assert (https.protocol_port, https.default_tls_container_ref,
+                    https.provisioning_status) == (443, container_ref, "ACTIVE")
+            assert https.alpn_protocols == ["h2", "http/1.1"]
+            assert (info["tls_listener_id"], info["tls_pool_id"]) == (
+                https.id, https.default_pool_id)
+            assert admin_conn.load_balancer.get_load_balancer(info["lb_id"]) \
+                .provisioning_status == "ACTIVE"
+            assert found["HTTP"].id == http[region]
+            caches_here = sorted(v.address for v in deployment.vnfs
+                                 if v.region == region and v.role == "cache")
+            assert len(caches_here) == caches[region]
+            for pool_id in (info["pool_id"], info["tls_pool_id"]):
+                assert sorted(m.address for m in admin_conn.load_balancer.members(pool_id)) \
+                    == caches_here
+            assert {k: v for k, v in info.items() if not k.startswith("tls_")} == \
+                before.resources["regions"][region]
+
+        before = deployment
+        deployment = driver.update(deployment, plain, previous=secure)
+        assert_http_only(admin_conn, before, deployment)
+        assert {r: listeners(admin_conn, i["lb_id"])["HTTP"].id
+                for r, i in deployment.resources["regions"].items()} == http
+    finally:
+        driver.terminate(deployment)
+        driver.secrets.delete(kept["ref"])
+    assert nothing_left(admin_conn, vcdn_id) == {}
+    assert [l.name for l in admin_conn.load_balancer.listeners()
+            if (l.name or "").startswith(plan.resource_name(vcdn_id, ""))] == []
+
+
+def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_conn,
+                                                                   monkeypatch):
+    """The first region gets its HTTPS listener and pool; the second is given a container
+    Barbican does not have, which Octavia refuses: the first region's listener and pool
+    are deleted, the record is unchanged."""
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    caches = {"north": 1, "south": 1}
+    plain = https_sig(vcdn_id, caches)
+    deployment = driver.deploy(plain)
+    _issued, kept = store_certificate(driver, vcdn_id)
+    record = copy.deepcopy(deployment.resources)
+    real, given = driver._https, []
+
+    def https(conn, sig):
+        container, alpn = real(conn, sig)
+        if given:  # the regions after the first: a container that does not exist
+            container = container.rsplit("/", 1)[0] + f"/{uuid.uuid4()}"
+        given.append(container)
+        return container, alpn
+    monkeypatch.setattr(driver, "_https", https)
+    try:
+        with pytest.raises(DeploymentFailed, match="(?s)certificate.*previous caches"):
+            driver.update(deployment, https_sig(vcdn_id, caches, kept), previous=plain)
+        assert len(given) == 2
+        assert deployment.resources == record
+        for info in record["regions"].values():
+            assert list(listeners(admin_conn, info["lb_id"])) == ["HTTP"]
+            assert admin_conn.load_balancer.get_load_balancer(info["lb_id"]) \
+                .provisioning_status == "ACTIVE"
+            assert [p.id for p in admin_conn.load_balancer.pools(
+                loadbalancer_id=info["lb_id"])] == [info["pool_id"]]
     finally:
         driver.terminate(deployment)
         driver.secrets.delete(kept["ref"])

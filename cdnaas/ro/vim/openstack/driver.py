@@ -19,7 +19,8 @@ every wait has a timeout (``CDNAAS_OS_*_TIMEOUT``). Every resource carries the
 tags ``cdnaas``, ``cdnaas-owner:<owner>`` and ``cdnaas-vcdn:<id>``; each step
 records its undo (:class:`.undo.Undo`), a failed deploy undoes everything and
 then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
-strays by tag. An update adds and removes caches, rotates the certificate, and
+strays by tag. An update adds and removes caches, rotates the certificate, turns
+HTTPS on or off (each balancer's TERMINATED_HTTPS listener and its pool), and
 gives a new origin, cache rules or names by rebuilding the servers whose user-data
 changes, caches in waves that keep their balancer serving (:mod:`.rebuild`).
 
@@ -432,16 +433,16 @@ class OpenStackDriver(VimDriver):
         (one batch call per region); a new origin, new cache rules or new served names
         rebuild the kept servers whose user-data changes (:meth:`_reconfigure`: caches in
         waves that keep each balancer's pool serving, then the DNS servers; compute API
-        2.57); a new certificate is given to the HTTPS listeners. Adding or removing
-        regions, and turning HTTPS on or off, are refused before anything changes:
-        regions are networks and balancers, and HTTPS listeners, this update does not
-        make. With ``previous`` None, nothing is rebuilt."""
+        2.57); a new certificate is given to the HTTPS listeners. HTTPS turned on gives
+        each balancer its HTTPS listener and pool (:meth:`_https_on`, undone should a
+        later step fail); turned off, they are deleted once everything else succeeded
+        (:meth:`_https_off`, not undone). Adding or removing regions is refused before
+        anything changes: regions are networks and balancers this update does not make.
+        With ``previous`` None, nothing is rebuilt and HTTPS stays as it is."""
         record = _copy(deployment.resources)
         if set(record["regions"]) != {r.name for r in sig.regions}:
             raise DeploymentFailed("the openstack driver cannot add or remove regions of a live "
                                    "vCDN; deploy a new one")
-        if previous is not None:
-            _check_https_change(previous, sig)
         self.check_prerequisites()
         cloud = self.cloud
         old = {v.name: v for v in deployment.vnfs}
@@ -463,6 +464,7 @@ class OpenStackDriver(VimDriver):
         rebuilds = self._rebuilds(cloud, deployment, sig, previous, kept, prepared, addresses)
         touched = sorted({v.region for v in added + removed})
         lbs = {r: record["regions"][r]["lb_id"] for r in touched}
+        before, after = (tls_ref(previous), tls_ref(sig)) if previous is not None else (None, None)
         undo = Undo()
         try:
             self._boot(cloud, sig, added, prepared, addresses, record, undo, progress,
@@ -473,7 +475,9 @@ class OpenStackDriver(VimDriver):
             self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
                                    regions=touched, step="update load balancers")
             self._reconfigure(cloud, deployment, sig, rebuilds, addresses, undo, progress)
-            if previous is not None and tls_ref(previous) != tls_ref(sig):
+            if before is None and after is not None:
+                self._https_on(cloud, sig, record, addresses, undo, progress)
+            elif None not in (before, after) and before != after:
                 self._rotate(cloud, sig, previous, record, undo, progress)
         except Exception as exc:
             LOG.warning("update of %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo), exc)
@@ -481,6 +485,8 @@ class OpenStackDriver(VimDriver):
             raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
         for item in rebuilds:  # only now: a failed update leaves the record as it was
             record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
+        if before is not None and after is None:
+            self._https_off(cloud, record, progress)
         self._remove_servers(cloud, sig, removed, record, progress)
         return self._deployment(sig, record, addresses)
 
@@ -618,6 +624,63 @@ class OpenStackDriver(VimDriver):
         rotate(regions[0])
         self._parallel(rotate, regions[1:], "rotate certificates",
                        lambda step, done, total: progress(step, done + 1, total + 1))
+
+    def _https_on(self, cloud, sig, record, addresses, undo, progress):
+        """Give each region's balancer the TERMINATED_HTTPS listener deploy makes
+        (:func:`.plan.listeners`: ``sig``'s certificate container) and its pool, whose
+        members are the region's caches (one batch call); record them as
+        ``tls_listener_id`` and ``tls_pool_id``. Octavia locks the balancer during each
+        call: it is waited ACTIVE between them. The undo deletes what was made. The
+        first region alone, then the others side by side (:meth:`_rotate`: Barbican's
+        ACLs)."""
+        tags = plan.tags(sig.vcdn_id)
+
+        def add(region):
+            info = record["regions"][region]
+            conn = cloud.conn(info["vim_region"])
+            lb_id = info["lb_id"]
+            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
+            name = conn.load_balancer.get_load_balancer(lb_id).name
+            spec = plan.listeners(name, tags, *self._https(conn, sig))[1]
+            pool_spec = spec.pop("default_pool")
+            listener = conn.load_balancer.create_listener(load_balancer_id=lb_id, **spec)
+            undo.push(f"HTTPS listener of {region}", _delete_on_balancer, conn, lb_id,
+                      conn.load_balancer.delete_listener, listener.id)
+            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
+            pool = conn.load_balancer.create_pool(listener_id=listener.id, **pool_spec)
+            undo.push(f"HTTPS pool of {region}", _delete_on_balancer, conn, lb_id,
+                      conn.load_balancer.delete_pool, pool.id)
+            info.update(tls_listener_id=listener.id, tls_pool_id=pool.id)
+            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
+            oscloud.batch_update_members(conn, pool.id,
+                                         self._members(sig, region, info, addresses))
+            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
+        regions = sorted(record["regions"])
+        progress("turn HTTPS on", 0, len(regions))
+        add(regions[0])
+        self._parallel(add, regions[1:], "turn HTTPS on",
+                       lambda step, done, total: progress(step, done + 1, total + 1))
+
+    def _https_off(self, cloud, record, progress):
+        """Delete each region's HTTPS listener and its pool (the pool first, the balancer
+        waited ACTIVE between Octavia calls) and drop them from the record. Nothing
+        undoes this: :meth:`update` does it once everything else succeeded.
+
+        :raises VimError: a delete failed (the record still names what is left).
+        """
+        def remove(region):
+            info = record["regions"][region]
+            conn = cloud.conn(info["vim_region"])
+            for key, delete in (("tls_pool_id", conn.load_balancer.delete_pool),
+                                ("tls_listener_id", conn.load_balancer.delete_listener)):
+                if info.get(key):
+                    _delete_on_balancer(conn, info["lb_id"], delete, info[key])
+                    del info[key]
+        try:
+            self._parallel(remove, sorted(record["regions"]), "turn HTTPS off", progress)
+        except Exception as exc:
+            raise VimError(f"{_words(exc)}; HTTPS could not be turned off everywhere: "
+                           "update again") from exc
 
     def restore(self, deployment, sig, progress=no_progress):
         """See :meth:`VimDriver.restore`: servers, then ports, that carry the vCDN's tag
@@ -925,17 +988,12 @@ class OpenStackDriver(VimDriver):
                           region_endpoints=endpoints, resources=record)
 
 
-def _check_https_change(previous, sig):
-    """Refuse turning HTTPS on or off on a live vCDN (listeners and pools this update
-    does not make). A new certificate (rotation) is fine; new names rebuild the DNS
-    servers (:meth:`OpenStackDriver._reconfigure`).
-
-    :raises DeploymentFailed: saying what and why, before anything changed.
-    """
-    if (tls_ref(previous) is None) != (tls_ref(sig) is None):
-        raise DeploymentFailed("the openstack driver cannot turn HTTPS on or off on a live "
-                               "vCDN (its balancers' listeners are made with them); rotate "
-                               "the certificate, or deploy a new vCDN")
+def _delete_on_balancer(conn, lb_id, delete, resource_id):
+    """``delete(resource_id)`` (an Octavia listener or pool of balancer ``lb_id``; gone
+    already is fine), the balancer waited ACTIVE before and after (Octavia locks it)."""
+    oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
+    oscloud.gone(delete, resource_id)
+    oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
 
 
 def _pools(conn, lb):
