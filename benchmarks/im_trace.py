@@ -31,8 +31,9 @@ KVM's overhead). The baselines get an idealised plant where a host carrying
 nothing is off at once and for free; ours gets the real thing: hosts are on
 until the IM has RO switch them off, and draw their idle power while they shut
 down (30 s) and while they boot (120 s, until they take VNFs), nothing when off.
-The IM keeps ``CDNAAS_IM_HEADROOM_VCPUS`` spare vCPUs (default 4, at least a cache)
-on hosts that are on, plus what a rise adds while a host boots, and knows the
+The IM keeps a share of each region's demand spare on hosts that are on
+(``CDNAAS_IM_HEADROOM_SHARE``, default 0.1; at least ``CDNAAS_IM_HEADROOM_VCPUS``,
+default 0), plus what a rise adds while a host boots, and knows the
 hosts' boot time (``CDNAAS_IM_HOST_BOOT_SECONDS``, set here to the plant's).
 
 For scale, at every period, perfect foresight and no boot time:
@@ -84,6 +85,7 @@ from cdnaas.common.sig import Origin  # noqa: E402
 from cdnaas.db import migrate  # noqa: E402
 from cdnaas.db.engine import Database  # noqa: E402
 from cdnaas.im import decisions, power  # noqa: E402
+from cdnaas.im import hosts as hosts_power  # noqa: E402
 from cdnaas.im.models import Action, Sample  # noqa: E402
 from cdnaas.im.reconcile import reconcile_once  # noqa: E402
 from cdnaas.im.simulation import Plant, SimHost  # noqa: E402
@@ -193,14 +195,14 @@ def plan(document, peaks):
     return QoeVideoFlavor().plan(request)
 
 
-def bound(document, demand, period, fill=False, headroom=0, transitions=False):
+def bound(document, demand, period, fill=False, headroom=False, transitions=False):
     """The energy (kWh) of the ideal plan of every period, perfect foresight, no boot time.
 
     Default (**bound**): each region's fewest caches that meet the target exactly, packed
     with its balancer (and the DNS VNF) on the fewest hosts. ``fill``: the same hosts
     filled with caches, when more caches draw less busy power (fewer connections per
     vCPU; **bound, filled** is the least any policy can draw in this plant). ``headroom``
-    (vCPUs beyond the need kept on hosts that are on) and ``transitions`` (a host
+    (the IM's spare vCPUs beyond the need on hosts that are on, :func:`cdnaas.im.hosts.headroom`) and ``transitions`` (a host
     switched on draws idle power for HOST_ON_SECONDS first, one switched off for
     HOST_OFF_SECONDS) give the **floor** under the constraints the IM keeps.
     """
@@ -214,7 +216,7 @@ def bound(document, demand, period, fill=False, headroom=0, transitions=False):
         for name, *_rest in REGIONS:
             fixed = 1 + (name == REGIONS[0][0])  # balancer, DNS
             caches = max(1, math.ceil(viewers[name] / per_cache))
-            room = headroom
+            room = hosts_power.headroom(caches * size + fixed, size) if headroom else 0
             hosts = max(math.ceil((caches * size + fixed) / host.vcpus),
                         math.ceil((caches * size + fixed + room) / host.vcpus))
             if fill:
@@ -342,7 +344,8 @@ def main():
     plugins.load(plugins.FLAVORS, args.plugin)  # fail early if it is not installed
     os.environ.setdefault("CDNAAS_IM_HOST_BOOT_SECONDS", str(HOST_ON_SECONDS))
     print(f"hosts boot in {HOST_ON_SECONDS:g} s and shut down in {HOST_OFF_SECONDS:g} s; the IM "
-          f"keeps {config.setting('CDNAAS_IM_HEADROOM_VCPUS')} spare vCPUs on hosts that are on")
+          f"keeps {config.setting('CDNAAS_IM_HEADROOM_SHARE'):.0%} of a region's demand spare "
+          f"(at least {config.setting('CDNAAS_IM_HEADROOM_VCPUS')} vCPUs) on hosts that are on")
     document = template(args.plugin)
     for shape in ("synthetic", "bdew") if args.trace == "both" else (args.trace,):
         run_trace(args, document, shape)
@@ -366,7 +369,7 @@ def run_trace(args, document, shape):
               "bound, switched": bound(document, demand, args.period, fill=True,
                                        transitions=True),
               "floor": bound(document, demand, args.period, fill=True,
-                             headroom=config.setting("CDNAAS_IM_HEADROOM_VCPUS"),
+                             headroom=True,
                              transitions=True)}
     intervals = len(demand) * len(REGIONS)
     print(f"\n{'policy':<16}{'energy kWh':>11}{'vs static':>10}{'/ bound':>9}{'/ floor':>9}"

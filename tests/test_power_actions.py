@@ -382,3 +382,38 @@ def test_free_vcpus_in_pieces_smaller_than_a_cache_are_no_capacity():
     assert woken.details["capacity_on_vcpus"] == 26
     counted_whole = dataclasses.replace(need, unit_vcpus=1)
     assert host_power.plan(inventory, {"eu-3"}, {}, {"eu": counted_whole}, {}, now) == []
+
+
+def test_the_headroom_is_a_share_of_the_demand_at_least_the_floor(monkeypatch):
+    from cdnaas.im.hosts import headroom
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_SHARE", "0.15")
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "0")
+    assert headroom(40.0, 4) == pytest.approx(6.0)  # a region of 10 caches: 6 vCPUs spare
+    assert headroom(2.0, 4) == pytest.approx(0.3)  # one cache at night: almost nothing
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "2")  # a floor set: a whole cache at least
+    assert (headroom(2.0, 4), headroom(40.0, 4)) == (4, pytest.approx(6.0))
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_SHARE", "0")
+    assert headroom(40.0, 4) == 4
+
+
+def test_a_host_kept_on_only_by_a_fixed_headroom_is_switched_off(monkeypatch):
+    """At night a region's one cache fits its first host: a share of its demand keeps no
+    second host on for nobody, where a fixed floor of a cache did."""
+    from cdnaas.im import hosts as host_power
+    from cdnaas.im.inventory import Host
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_SHARE", "0.15")
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "0")
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    inventory = {"eu-1": Host("eu-1", "eu", 8, 4, 115.0, 269.0, True),
+                 "eu-2": Host("eu-2", "eu", 8, 0, 115.0, 269.0, True)}
+    since = {"eu-2": now - dt.timedelta(hours=1)}
+
+    def plan():
+        need = host_power.RegionNeed(
+            demand_vcpus=4.0, headroom_vcpus=host_power.headroom(4.0, 4), unit_vcpus=4)
+        return host_power.plan(inventory, set(), {}, {"eu": need}, {}, now, since)
+    [off] = plan()
+    assert (off.host.name, off.state) == ("eu-2", host_power.POWER_DOWN)
+    assert off.details["headroom_vcpus"] == pytest.approx(0.6)
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "4")  # the former default
+    assert plan() == []

@@ -199,8 +199,10 @@ DECLARED = (
             "again for a change SO refused", "im"),
     Setting("CDNAAS_IM_WORKERS", "integer", 8, "threads on which an IM pass reads its vCDNs "
             "(RO's counters, health and traffic) at once", "im"),
-    Setting("CDNAAS_IM_HEADROOM_VCPUS", "integer", 4, "spare vCPUs each region keeps awake "
-            "(at least its biggest cache)", "im"),
+    Setting("CDNAAS_IM_HEADROOM_SHARE", "number", 0.1, "share of each region's demand kept "
+            "spare on hosts that are on, for a rise met while a host boots", "im"),
+    Setting("CDNAAS_IM_HEADROOM_VCPUS", "integer", 0, "spare vCPUs each region keeps awake "
+            "at least (when set, at least its biggest cache)", "im"),
     Setting("CDNAAS_IM_WAKE_LEAD_SECONDS", "number", 600.0, "how early a marked host is woken "
             "for a lease that needs it", "im"),
     Setting("CDNAAS_IM_HOST_IDLE_PASSES", "integer", 12, "passes a host carries nothing and "

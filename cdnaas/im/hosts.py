@@ -14,9 +14,11 @@ recorded the action: a host that stays on keeps taking VNFs). Each pass, per reg
   at the policy's scale-out level, :func:`cdnaas.im.reconcile.region_needs`), plus
   the cache vCPUs they lack: a surplus cache does not keep a host on, a lacking one
   does;
-- **headroom**: spare vCPUs kept on hosts that are on, at least
-  ``CDNAAS_IM_HEADROOM_VCPUS`` (default 4) and the region's biggest cache, plus the
-  vCPUs a rising demand adds while a host boots (``CDNAAS_IM_HOST_BOOT_SECONDS``), that
+- **headroom**: spare vCPUs kept on hosts that are on (:func:`headroom`): a share of
+  the demand (``CDNAAS_IM_HEADROOM_SHARE``, default 0.1), at least
+  ``CDNAAS_IM_HEADROOM_VCPUS`` (default 0; when set, at least the region's biggest
+  cache), plus the vCPUs a rising demand adds while a host boots
+  (``CDNAAS_IM_HOST_BOOT_SECONDS``), that
   rise counting no further than the demand the vCDNs' customers declared (room beyond
   the contract is not owed);
 - **wake** (``power_up``): a host that is off is switched on when a reservation or a
@@ -29,7 +31,7 @@ recorded the action: a host that stays on keeps taking VNFs). Each pass, per reg
   changed), only a reservation, a VNF or a starting lease wakes a host, and none sleeps;
 - **sleep** (``power_down``): a host is switched off when it has carried nothing for
   ``CDNAAS_IM_HOST_IDLE_PASSES`` passes (default 12: 2 minutes at 10 s), no lease
-  needs it soon, and the hosts left on still hold demand + headroom with 10% to spare
+  needs it soon, and the hosts left on still hold demand + headroom with 5% to spare
   (:data:`SLEEP_BAND`: a dead band between waking and sleeping, so a demand near the
   edge does not switch a host back and forth). Never a host with a reservation (SO's
   figures) or a VNF of any deployment (RO's): both are checked before, and RO checks
@@ -61,7 +63,7 @@ ON = "on"
 EMPTY = "carries nothing"
 #: a host sleeps only when the hosts left on hold demand + headroom with this much more:
 #: the dead band between waking and sleeping (PowerSave's hysteresis)
-SLEEP_BAND = 0.1
+SLEEP_BAND = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +91,18 @@ class Change:
     details: dict
 
 
+def headroom(demand_vcpus, biggest_cache_vcpus):
+    """Spare vCPUs a region keeps on hosts that are on before any rise: a share
+    (``CDNAAS_IM_HEADROOM_SHARE``) of its demand, at least ``CDNAAS_IM_HEADROOM_VCPUS``
+    and, when that floor is set, its biggest cache (free pieces smaller than a cache
+    hold none). A share follows the audience: a surge that must be met while a host
+    boots is a share of who watches (a region of 100 caches needs more spare than one
+    of a cache at night), where a fixed floor keeps a host on all night for nobody."""
+    floor = config.setting("CDNAAS_IM_HEADROOM_VCPUS")
+    share = config.setting("CDNAAS_IM_HEADROOM_SHARE") * demand_vcpus
+    return max(share, floor, biggest_cache_vcpus if floor else 0)
+
+
 def marks(session):
     """``{host name: HostMark}`` of every host ever marked."""
     return {mark.name: mark for mark in session.scalars(select(HostMark))}
@@ -102,7 +116,7 @@ def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refus
     :param marked: names of the hosts the IM has switched off.
     :param needed: ``{host name: why}`` of hosts soon needed by a starting lease.
     :param needs: ``{region: RegionNeed}``; a region not listed needs what is reserved
-        on it and the floor headroom.
+        on it and its headroom (:func:`headroom`).
     :param carried: ``{host name: [VNF names]}`` of every deployment RO lists.
     :param empty_since: ``{host name: when it was first seen carrying nothing}``.
     :param refused: ``{region: why}`` of regions where SO refused a scale out for capacity
@@ -112,14 +126,14 @@ def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refus
     empty_since, refused = empty_since or {}, refused or {}
     idle = dt.timedelta(seconds=config.setting("CDNAAS_IM_HOST_IDLE_PASSES")
                         * config.setting("CDNAAS_IM_INTERVAL"))
-    floor = config.setting("CDNAAS_IM_HEADROOM_VCPUS")
     changes = []
     for region in sorted({h.region for h in inventory.values()}):
         # hosts the IM may act on: enabled ones, and those it disabled itself to switch off
         hosts = sorted((h for h in inventory.values() if h.region == region
                         and (h.enabled or h.name in marked)), key=lambda h: h.name)
+        reserved = sum(h.reserved_vcpus for h in hosts)
         need = needs.get(region) or RegionNeed(
-            sum(h.reserved_vcpus for h in hosts), floor, {"source": "reservations"}, hold=True)
+            reserved, headroom(reserved, 0), {"source": "reservations"}, hold=True)
         required = need.demand_vcpus + need.headroom_vcpus
         down = {h.name for h in hosts if h.name in marked}
         facts = {"region_demand_vcpus": round(need.demand_vcpus, 2),

@@ -253,9 +253,11 @@ def _carried(ro):
 #: MOS above the target at which a region's caches are counted as needed (the level the
 #: qoe-video policy scales out below); caches beyond it are surplus
 NEED_MARGIN = 0.2
-#: samples of a region's smoothed viewers whose every rise counts (noise rarely rises so
-#: many times in a row, a surge does; as the qoe-video policy's trend)
-TREND_SAMPLES = 3
+#: samples of a region's smoothed viewers whose every rise counts towards the growth a
+#: host must be woken for (noise rarely rises so many times in a row, a surge does): two,
+#: fewer than the qoe-video policy's trend, as a host woken for nothing costs its idle
+#: power for a boot and a host woken late costs viewers a boot's time below target
+TREND_SAMPLES = 2
 
 
 def _rise(points):
@@ -274,10 +276,10 @@ def _rise(points):
 def region_needs(session, seen, hosts_now):
     """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
     :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
-    the caches they lack), and a headroom of the floor, the biggest cache and what a rise
-    adds while a host boots; that rise counts no further than the vCDNs' declared demands
-    (room beyond the contract is not owed; a region past it is not capped)."""
-    floor = config.setting("CDNAAS_IM_HEADROOM_VCPUS")
+    the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`) of a share of that demand,
+    at least the floor, and what a rise adds while a host boots; that rise counts no
+    further than the vCDNs' declared demands (room beyond the contract is not owed; a
+    region past it is not capped)."""
     boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
     reserved, surplus, biggest, growth, observed_vcpus, owed = {}, {}, {}, {}, {}, {}
     for host in hosts_now.values():
@@ -309,9 +311,10 @@ def region_needs(session, seen, hosts_now):
             # region is served as best it can be: no cap)
             room = region.get("demand", 0) / per_vcpu - needed
             owed[name] = owed.get(name, 0) + room if room >= 0 else math.inf
+    demands = {name: max(0.0, total - surplus.get(name, 0.0)) for name, total in reserved.items()}
     return {name: hosts.RegionNeed(
-        demand_vcpus=max(0.0, total - surplus.get(name, 0.0)),
-        headroom_vcpus=max(floor, biggest.get(name, 0))
+        demand_vcpus=demands[name],
+        headroom_vcpus=hosts.headroom(demands[name], biggest.get(name, 0))
         + min(growth.get(name, 0.0), owed.get(name, math.inf)),
         details={"reserved_vcpus": total, "surplus_vcpus": round(surplus.get(name, 0.0), 2),
                  "growth_vcpus": round(growth.get(name, 0.0), 2), "host_boot_seconds": boot,
