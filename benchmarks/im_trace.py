@@ -32,7 +32,7 @@ nothing is off at once and for free; ours gets the real thing: hosts are on
 until the IM has RO switch them off, and draw their idle power while they shut
 down (30 s) and while they boot (120 s, until they take VNFs), nothing when off.
 The IM keeps a share of each region's demand spare on hosts that are on
-(``CDNAAS_IM_HEADROOM_SHARE``, default 0.1; at least ``CDNAAS_IM_HEADROOM_VCPUS``,
+(``CDNAAS_IM_HEADROOM_SHARE``, default 0.12; at least ``CDNAAS_IM_HEADROOM_VCPUS``,
 default 0), plus what a rise adds while a host boots, and knows the
 hosts' boot time (``CDNAAS_IM_HOST_BOOT_SECONDS``, set here to the plant's).
 

@@ -199,7 +199,7 @@ DECLARED = (
             "again for a change SO refused", "im"),
     Setting("CDNAAS_IM_WORKERS", "integer", 8, "threads on which an IM pass reads its vCDNs "
             "(RO's counters, health and traffic) at once", "im"),
-    Setting("CDNAAS_IM_HEADROOM_SHARE", "number", 0.1, "share of each region's demand kept "
+    Setting("CDNAAS_IM_HEADROOM_SHARE", "number", 0.12, "share of each region's demand kept "
             "spare on hosts that are on, for a rise met while a host boots", "im"),
     Setting("CDNAAS_IM_HEADROOM_VCPUS", "integer", 0, "spare vCPUs each region keeps awake "
             "at least (when set, at least its biggest cache)", "im"),

@@ -15,7 +15,7 @@ recorded the action: a host that stays on keeps taking VNFs). Each pass, per reg
   the cache vCPUs they lack: a surplus cache does not keep a host on, a lacking one
   does;
 - **headroom**: spare vCPUs kept on hosts that are on (:func:`headroom`): a share of
-  the demand (``CDNAAS_IM_HEADROOM_SHARE``, default 0.1), at least
+  the demand (``CDNAAS_IM_HEADROOM_SHARE``, default 0.12), at least
   ``CDNAAS_IM_HEADROOM_VCPUS`` (default 0; when set, at least the region's biggest
   cache), plus the vCPUs a rising demand adds while a host boots
   (``CDNAAS_IM_HOST_BOOT_SECONDS``), that
@@ -31,7 +31,7 @@ recorded the action: a host that stays on keeps taking VNFs). Each pass, per reg
   changed), only a reservation, a VNF or a starting lease wakes a host, and none sleeps;
 - **sleep** (``power_down``): a host is switched off when it has carried nothing for
   ``CDNAAS_IM_HOST_IDLE_PASSES`` passes (default 12: 2 minutes at 10 s), no lease
-  needs it soon, and the hosts left on still hold demand + headroom with 5% to spare
+  needs it soon, and the hosts left on still hold demand + headroom with 10% to spare
   (:data:`SLEEP_BAND`: a dead band between waking and sleeping, so a demand near the
   edge does not switch a host back and forth). Never a host with a reservation (SO's
   figures) or a VNF of any deployment (RO's): both are checked before, and RO checks
@@ -63,7 +63,7 @@ ON = "on"
 EMPTY = "carries nothing"
 #: a host sleeps only when the hosts left on hold demand + headroom with this much more:
 #: the dead band between waking and sleeping (PowerSave's hysteresis)
-SLEEP_BAND = 0.05
+SLEEP_BAND = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
