@@ -201,8 +201,9 @@ def bound(document, demand, period, fill=False, headroom=False, transitions=Fals
     Default (**bound**): each region's fewest caches that meet the target exactly, packed
     with its balancer (and the DNS VNF) on the fewest hosts. ``fill``: the same hosts
     filled with caches, when more caches draw less busy power (fewer connections per
-    vCPU; **bound, filled** is the least any policy can draw in this plant). ``headroom``
-    (the IM's spare vCPUs beyond the need on hosts that are on, :func:`cdnaas.im.hosts.headroom`) and ``transitions`` (a host
+    vCPU; **bound, filled** is the least any policy can draw in this plant).
+    ``headroom`` (the IM's spare vCPUs beyond the need on hosts that are on,
+    :func:`cdnaas.im.hosts.headroom`) and ``transitions`` (a host
     switched on draws idle power for HOST_ON_SECONDS first, one switched off for
     HOST_OFF_SECONDS) give the **floor** under the constraints the IM keeps.
     """

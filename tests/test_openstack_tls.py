@@ -7,7 +7,8 @@ Barbican keeps, Octavia's TERMINATED_HTTPS listeners taking that container (Octa
 gives its service user read ACLs with the tenant's token and reads the certificate from
 Barbican before it accepts a listener), a rotation swapping the container under the
 listeners, HTTPS turned on and off on a live vCDN (a failure in the middle undone), and
-Barbican refusing or dying in the middle of a put. Certificates come from ``tests/support/certs.py``.
+Barbican refusing or dying in the middle of a put. Certificates come from
+``tests/support/certs.py``.
 """
 import copy
 import datetime as dt

@@ -275,10 +275,10 @@ def _rise(points):
 def region_needs(session, seen, hosts_now):
     """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
     :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
-    the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`) of a share of that demand,
-    at least the floor, and what a rise adds while a host boots; that rise counts no
-    further than the vCDNs' declared demands (room beyond the contract is not owed; a
-    region past it is not capped)."""
+    the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`: a share of
+    that demand, at least the floor) and what a rise adds while a host boots; that rise
+    counts no further than the vCDNs' declared demands (room beyond the contract is not
+    owed; a region past it is not capped)."""
     boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
     reserved, surplus, biggest, growth, observed_vcpus, owed = {}, {}, {}, {}, {}, {}
     for host in hosts_now.values():
