@@ -221,7 +221,7 @@ class OpenStackDriver(VimDriver):
             conn = cloud.conn(region.vim_region)
             info = record["regions"][region.name]
             lb_vnf = sig.vnfs_in(region.name, "load_balancer")
-            name = plan.resource_name(sig.vcdn_id, lb_vnf[0].name if lb_vnf else region.name)
+            name = _balancer_name(sig, region.name)
             attrs = {"name": name, "vip_subnet_id": info["subnet_id"], "tags": tags,
                      "description": f"CDNaaS vCDN {sig.vcdn_id}, region {region.name}",
                      "listeners": plan.listeners(name, tags, *self._https(conn, sig))}
@@ -615,15 +615,18 @@ class OpenStackDriver(VimDriver):
             conn = cloud.conn(info.get("vim_region"))
             undo.push(f"certificate of {region}", swap, conn, info, old)
             swap(conn, info, new)
-        # The first region alone: taking a container, Octavia's API adds its service user to
-        # the container's and secrets' read ACLs in Barbican, which fails two such writes at
-        # once (a duplicate row; Octavia answers 400 "Could not retrieve certificate"). The
-        # other regions find the ACLs made and swap side by side.
-        regions = sorted(record["regions"])
-        progress("rotate certificates", 0, len(regions))
-        rotate(regions[0])
-        self._parallel(rotate, regions[1:], "rotate certificates",
-                       lambda step, done, total: progress(step, done + 1, total + 1))
+        self._first_alone(rotate, sorted(record["regions"]), "rotate certificates", progress)
+
+    def _first_alone(self, action, regions, step, progress):
+        """``action(region)`` for the first of ``regions`` alone, then for the others side
+        by side: taking a certificate container, Octavia's API adds its service user to
+        the container's and secrets' read ACLs in Barbican, which fails two such writes
+        at once (a duplicate row; Octavia answers 400 "Could not retrieve certificate").
+        The other regions find the ACLs made."""
+        progress(step, 0, len(regions))
+        action(regions[0])
+        self._parallel(action, regions[1:], step,
+                       lambda _step, done, total: progress(step, done + 1, total + 1))
 
     def _https_on(self, cloud, sig, record, addresses, undo, progress):
         """Give each region's balancer the TERMINATED_HTTPS listener deploy makes
@@ -631,8 +634,7 @@ class OpenStackDriver(VimDriver):
         members are the region's caches (one batch call); record them as
         ``tls_listener_id`` and ``tls_pool_id``. Octavia locks the balancer during each
         call: it is waited ACTIVE between them. The undo deletes what was made. The
-        first region alone, then the others side by side (:meth:`_rotate`: Barbican's
-        ACLs)."""
+        first region alone, then the others side by side (:meth:`_first_alone`)."""
         tags = plan.tags(sig.vcdn_id)
 
         def add(region):
@@ -640,8 +642,7 @@ class OpenStackDriver(VimDriver):
             conn = cloud.conn(info["vim_region"])
             lb_id = info["lb_id"]
             oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-            name = conn.load_balancer.get_load_balancer(lb_id).name
-            spec = plan.listeners(name, tags, *self._https(conn, sig))[1]
+            spec = plan.listeners(_balancer_name(sig, region), tags, *self._https(conn, sig))[1]
             pool_spec = spec.pop("default_pool")
             listener = conn.load_balancer.create_listener(load_balancer_id=lb_id, **spec)
             undo.push(f"HTTPS listener of {region}", _delete_on_balancer, conn, lb_id,
@@ -655,11 +656,7 @@ class OpenStackDriver(VimDriver):
             oscloud.batch_update_members(conn, pool.id,
                                          self._members(sig, region, info, addresses))
             oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-        regions = sorted(record["regions"])
-        progress("turn HTTPS on", 0, len(regions))
-        add(regions[0])
-        self._parallel(add, regions[1:], "turn HTTPS on",
-                       lambda step, done, total: progress(step, done + 1, total + 1))
+        self._first_alone(add, sorted(record["regions"]), "turn HTTPS on", progress)
 
     def _https_off(self, cloud, record, progress):
         """Delete each region's HTTPS listener and its pool (the pool first, the balancer
@@ -986,6 +983,12 @@ class OpenStackDriver(VimDriver):
         return Deployment(deployment_id=sig.vcdn_id, driver=self.name, vnfs=instances,
                           entry_point=EntryPoint(hostname=sig.hostname, dns_servers=dns),
                           region_endpoints=endpoints, resources=record)
+
+
+def _balancer_name(sig, region):
+    """The name of ``region``'s Octavia balancer (and of its HTTP listener and pool)."""
+    lb_vnf = sig.vnfs_in(region, "load_balancer")
+    return plan.resource_name(sig.vcdn_id, lb_vnf[0].name if lb_vnf else region)
 
 
 def _delete_on_balancer(conn, lb_id, delete, resource_id):
