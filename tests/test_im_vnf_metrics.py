@@ -168,3 +168,37 @@ def test_the_local_driver_reads_nginx_and_the_cgroups(origin, tmp_path, monkeypa
     assert balancer.active_connections == 0  # the reading's own is not counted
     assert cache.cpu_seconds > before["north-cache-1"].cpu_seconds
     assert after["dns-1"].requests is None and after["dns-1"].cpu_seconds is not None
+
+
+def test_ro_reads_health_figures_and_traffic_in_one_answer(ro):
+    """``GET .../readings`` (what the IM reads each pass): health, figures and traffic as
+    their own endpoints answer them; a cursor RO did not make loses the traffic, named,
+    not the health and figures."""
+    assert ro.get("/ro/v1/deployments/nope/readings").status_code == 404
+    assert ro.put("/ro/v1/deployments/vcdn-1", json={"sig": sample_sig("vcdn-1")}).status_code == 202
+    wait_active(ro, "vcdn-1")
+    body = ro.get("/ro/v1/deployments/vcdn-1/readings").get_json()
+    assert body["id"] == "vcdn-1" and body["traffic_error"] is None
+    assert body["health"] == ro.get("/ro/v1/deployments/vcdn-1/health").get_json()
+    metrics = ro.get("/ro/v1/deployments/vcdn-1/metrics").get_json()
+    assert [v["name"] for v in body["metrics"]["vnfs"]] == [v["name"] for v in metrics["vnfs"]]
+    assert next(v for v in body["metrics"]["vnfs"]
+                if v["name"] == "north-lb")["active_connections"] == 10
+    traffic = ro.get("/ro/v1/deployments/vcdn-1/traffic").get_json()
+    assert body["traffic"]["more"] is False
+    assert [r["vnf"] for r in body["traffic"]["regions"]] == [r["vnf"] for r in traffic["regions"]]
+    later = ro.get("/ro/v1/deployments/vcdn-1/readings",
+                   query_string={"cursor": body["traffic"]["cursor"]}).get_json()
+    assert later["traffic"]["cursor"] and later["traffic_error"] is None
+
+    for cursor in ("Zm9vYmFy", "A" * 8192):
+        refused = ro.get("/ro/v1/deployments/vcdn-1/readings", query_string={"cursor": cursor})
+        assert refused.status_code == 200, refused.get_json()
+        refused = refused.get_json()
+        assert refused["traffic"] is None and "cursor is not one" in refused["traffic_error"]
+        assert refused["health"]["healthy"] and len(refused["metrics"]["vnfs"]) == len(
+            metrics["vnfs"])
+    assert ro.get("/ro/v1/deployments/vcdn-1/readings",
+                  query_string={"cursor": "bad cursor\n"}).status_code == 400  # by the spec
+    assert ro.delete("/ro/v1/deployments/vcdn-1").status_code == 202
+    assert ro.get("/ro/v1/deployments/vcdn-1/readings").status_code == 409  # not ACTIVE

@@ -227,6 +227,52 @@ def test_rows_and_cursor_are_written_together_so_nothing_counts_twice(database_u
         database.dispose()
 
 
+def test_traffic_read_with_the_readings_is_counted_without_asking_ro_again(database_url):
+    """The pass's first traffic answer comes with its readings (``GET .../readings``):
+    counted as read, RO is not asked again; one RO could not read (``traffic_error``)
+    counts nothing and keeps the cursor, while the levels still count."""
+    migrate.upgrade("im", database_url)
+    database = Database(database_url)
+    start = dt.datetime(2026, 3, 1, 12, 0, 30, tzinfo=dt.timezone.utc)
+    now = [start.timestamp()]
+    driver = NoopDriver(load=lambda _id: {"north": 120, "south": 12}, clock=lambda: now[0])
+    deployment = driver.deploy(ServiceInstanceGraph.from_dict(
+        sample_sig("read", {"north": 2, "south": 1})))
+    ro = NoopRo(driver, deployment)
+
+    def stored():
+        with database.sessions() as session:
+            return usage.cursor(session, "read")
+    try:
+        driver.metrics(deployment)  # the counters start
+        now[0] += 60  # a minute of viewers
+        first = traffic.read(driver, deployment, None)
+        seen = observed("read", None, 100, 50.0)
+        seen.traffic = usage.TrafficRead(None, first)
+        usage.record(database, ro, seen, start)
+        assert ro.calls == 0 and stored() == first["cursor"]
+
+        now[0] += 30
+        at = start + dt.timedelta(seconds=30)
+        seen = observed("read", start, 100, 50.0)
+        seen.traffic = usage.TrafficRead(first["cursor"], None, "the VIM could not read the logs")
+        usage.record(database, ro, seen, at)
+        assert ro.calls == 0 and stored() == first["cursor"]
+        with database.sessions() as session:
+            report = usage.report(session, "read", start - dt.timedelta(hours=1),
+                                  at + dt.timedelta(hours=1))
+        counted = sum(m["requests"] for r in first["regions"] for m in r["minutes"])
+        assert counted > 0 and report["total"]["requests"] == counted
+        assert report["total"]["viewer_hours"] == pytest.approx(2 * 100 * 30 / 3600)  # 2 regions
+
+        seen = observed("read", at, 100, 50.0)  # next pass: read from the kept cursor
+        usage.record(database, ro, seen, at + dt.timedelta(seconds=30))
+        assert ro.calls == 1 and stored() != first["cursor"]
+    finally:
+        driver.terminate(deployment)
+        database.dispose()
+
+
 # -- the customer API, CLI and export on the noop driver ----------------------------------------
 
 @pytest.fixture(scope="module")

@@ -184,6 +184,13 @@ class RoClient(JsonClient):
         params = {"cursor": cursor} if cursor else None
         return self.get(f"/ro/v1/deployments/{deployment_id}/traffic", params=params)
 
+    def readings(self, deployment_id, cursor=None):
+        """:meth:`health`, the VNFs' load figures and :meth:`traffic` since ``cursor`` in
+        one answer (``traffic`` null with ``traffic_error`` when the logs could not be
+        read)."""
+        params = {"cursor": cursor} if cursor else None
+        return self.get(f"/ro/v1/deployments/{deployment_id}/readings", params=params)
+
     def access_log(self, deployment_id, **params):
         """The deployment's logged requests as NDJSON, streamed: an iterator of byte chunks
         (``since``, ``until``, ``limit``: see ``api-spec/ro.yaml``)."""

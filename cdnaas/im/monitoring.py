@@ -1,8 +1,8 @@
 """From the counters RO reads on each VNF to rates: requests per second and busy cores.
 
-RO's ``GET /ro/v1/deployments/{id}/metrics`` gives cumulative counters with
-the time they were read; the previous pass stored the VNF's last counters,
-so a rate is the difference over the time between the two readings. A
+RO's ``GET /ro/v1/deployments/{id}/readings`` gives (as ``.../metrics``) cumulative
+counters with the time they were read; the previous pass stored the VNF's last
+counters, so a rate is the difference over the time between the two readings. A
 counter that went down belongs to a restarted VNF: it counted from zero
 since, so at least ``count / elapsed``.
 """
@@ -27,15 +27,10 @@ class Reading:
     cpu: float | None  # cores kept busy
 
 
-def fetch(ro, vcdn_id):
-    """RO's figures of every VNF of ``vcdn_id`` (dicts of ``VnfMetrics`` fields)."""
-    return ro.get(f"/ro/v1/deployments/{vcdn_id}/metrics")["vnfs"]
-
-
 def readings(figures, healthy, previous):
     """A :class:`Reading` per VNF.
 
-    :param figures: RO's figures (see :func:`fetch`).
+    :param figures: RO's figures of every VNF (dicts of ``VnfMetrics`` fields).
     :param healthy: ``{name: bool}`` from RO's health check (absent: healthy).
     :param previous: ``{name: Sample}`` of each VNF's point at the previous pass.
     """

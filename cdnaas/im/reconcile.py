@@ -5,10 +5,11 @@ vCDN and, through the Service Orchestrator (changes) and the Resource
 Orchestrator (the only component that reaches VNFs):
 
 1. ends the vCDNs whose lease has passed;
-2. reads each VNF's counters and health (RO), turns them into rates, the
-   QoE estimate and each VNF's share of its host's power (RAPL where this
-   machine has it, the host's power model otherwise), and appends the
-   points of every cache, region, vCDN and host to the time series;
+2. reads each VNF's counters and health (RO: one request per vCDN, which also
+   brings the traffic of step 7), turns them into rates, the QoE estimate and
+   each VNF's share of its host's power (RAPL where this machine has it, the
+   host's power model otherwise), and appends the points of every cache,
+   region, vCDN and host to the time series (one bulk insert);
 3. replaces caches failing their health checks (:mod:`cdnaas.im.healing`);
 4. asks the flavor's policy hook what to scale and carries out the most
    urgent decision through SO;
@@ -16,7 +17,8 @@ Orchestrator (the only component that reaches VNFs):
    they are (:mod:`cdnaas.im.hosts`: decided here, carried out by RO's power driver);
 6. publishes the Prometheus gauges and drops points past their retention;
 7. records each vCDN's usage per region and minute: the traffic its balancers logged
-   since its cursor (RO), its viewer-, vCPU-seconds and energy (:mod:`cdnaas.im.usage`).
+   since its cursor (read in step 2; the rest of a long backlog from RO), its viewer-,
+   vCPU-seconds and energy (:mod:`cdnaas.im.usage`).
 
 Readings (2, 7) of different vCDNs overlap on ``CDNAAS_IM_WORKERS`` threads: they
 mostly wait for RO and the database. Decisions (3-5) are taken one vCDN after the
@@ -59,6 +61,8 @@ class Seen:
     readings: list
     previous: dict
     points: list = dataclasses.field(default_factory=list)
+    #: RO's first traffic answer of this pass (:class:`cdnaas.im.usage.TrafficRead`)
+    traffic: usage.TrafficRead | None = None
 
 
 def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
@@ -120,17 +124,21 @@ def _readers():
 
 
 def _observe(database, ro, sidr, vcdn, now):
-    """Read one vCDN; return its :class:`Seen` and the health decision, if health changed."""
+    """Read one vCDN (one RO request: health, figures and the first traffic since its
+    usage cursor); return its :class:`Seen` and the health decision, if health changed."""
     flavor = flavors.of(vcdn, sidr)
-    health = ro.health(vcdn["id"])
-    changed = _health_change(database, vcdn, health, now)
     with database.sessions() as session:
         previous = series.previous(session, vcdn["id"])
+        cursor = usage.cursor(session, vcdn["id"])
+    answer = ro.readings(vcdn["id"], cursor)
+    health = answer["health"]
+    changed = _health_change(database, vcdn, health, now)
     by_name = {key: row for (scope, key), row in previous.items() if scope in ("cache", "vnf")}
-    readings = monitoring.readings(monitoring.fetch(ro, vcdn["id"]),
+    readings = monitoring.readings(answer["metrics"]["vnfs"],
                                    {v["name"]: v["healthy"] for v in health["vnfs"]}, by_name)
     return Seen(vcdn=vcdn, flavor=flavor, model=flavor.model(), readings=readings,
-                previous=previous), changed
+                previous=previous, traffic=usage.TrafficRead(
+                    cursor, answer["traffic"], answer["traffic_error"])), changed
 
 
 def _health_change(database, vcdn, health, now):

@@ -43,8 +43,11 @@ def history_kept():
 
 
 def write(session, at, points):
-    """Store ``points`` (dicts of :class:`Sample` columns but ``at``) as taken ``at``."""
-    session.add_all(Sample(at=at, **point) for point in points)
+    """Store ``points`` (dicts of :class:`Sample` columns but ``at``) as taken ``at``: one
+    bulk INSERT (a pass writes a dozen points per vCDN; as ORM objects, flushing those of
+    300 vCDNs took a second)."""
+    if points:
+        session.execute(insert(Sample), [{"at": at, **point} for point in points])
 
 
 def previous(session, vcdn_id):

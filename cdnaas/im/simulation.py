@@ -298,13 +298,13 @@ class _Ro:
     def __init__(self, plant):
         self.plant = plant
 
-    def get(self, _path):
-        return {"vnfs": [dataclasses.asdict(m)
-                         for m in self.plant.driver.metrics(self.plant.deployment())]}
-
-    def health(self, _deployment_id):
-        return {"vnfs": [{"name": v.name, "healthy": v.name not in self.plant.failing}
-                         for v in self.plant.serving.vnfs]}
+    def readings(self, deployment_id, cursor=None):
+        metrics = [dataclasses.asdict(m)
+                   for m in self.plant.driver.metrics(self.plant.deployment())]
+        health = [{"name": v.name, "healthy": v.name not in self.plant.failing}
+                  for v in self.plant.serving.vnfs]
+        return {"id": deployment_id, "health": {"vnfs": health}, "metrics": {"vnfs": metrics},
+                "traffic": self.traffic(deployment_id, cursor), "traffic_error": None}
 
     def traffic(self, _deployment_id, cursor=None):  # requests are not simulated one by one
         return {"cursor": cursor or "", "more": False, "regions": []}

@@ -3,7 +3,8 @@
 Each reconcile pass, per ACTIVE vCDN:
 
 - **Traffic.** RO reads the new records of every balancer's log since the vCDN's
-  cursor (``GET /ro/v1/deployments/{id}/traffic``), per region and minute; the pass
+  cursor (``GET /ro/v1/deployments/{id}/readings`` with the pass's other readings, then
+  ``.../traffic`` while more are left), per region and minute; the pass
   adds them to the rows of those minutes and stores RO's next cursor **in the same
   transaction**, so a pass that fails or an IM that dies before committing leaves
   both as they were and the next pass reads the same records again: nothing is
@@ -22,6 +23,7 @@ Each level holds from the previous pass to this one (the rows of the minutes in
 between get their share). Rows are kept ``CDNAAS_IM_USAGE_DAYS`` (default 400), also
 after the vCDN ends: the bill after the fact.
 """
+import dataclasses
 import datetime as dt
 import logging
 import math
@@ -49,21 +51,43 @@ def kept():
     return dt.timedelta(days=config.setting("CDNAAS_IM_USAGE_DAYS"))
 
 
+@dataclasses.dataclass(frozen=True)
+class TrafficRead:
+    """RO's traffic answer read with a vCDN's readings (``GET .../readings``) from
+    ``cursor`` (the stored one); ``answer`` is None when it could not be read (``error``)."""
+
+    cursor: str | None
+    answer: dict | None
+    error: str | None = None
+
+
+def cursor(session, vcdn_id):
+    """The vCDN's stored traffic cursor (None before its first read)."""
+    stored = session.get(UsageCursor, vcdn_id)
+    return stored.cursor if stored else None
+
+
 def record(database, ro, observed, now):
     """Add one pass's usage of the vCDN ``observed`` (a reconcile ``Seen`` whose points
-    are filled) at ``now``: its new traffic through ``ro``, and its levels since its
-    previous pass. A traffic read that fails is logged and retried next pass. (Passes
-    never overlap, across replicas too: the cursor read first is still the stored one
-    when the figures read from it are written.)"""
+    are filled) at ``now``: its new traffic (``observed.traffic``, RO's first answer of
+    this pass, then through ``ro`` while RO has more; all through ``ro`` without it), and
+    its levels since its previous pass. A traffic read that fails is logged and retried
+    next pass. (Passes never overlap, across replicas too: the cursor read first is still
+    the stored one when the figures read from it are written.)"""
     vcdn_id = observed.vcdn["id"]
-    with database.sessions() as session:
-        stored = session.get(UsageCursor, vcdn_id)
-        cursor = stored.cursor if stored else None
+    first = observed.traffic
+    if first is None:
+        with database.sessions() as session:
+            first = TrafficRead(cursor(session, vcdn_id), None)
+    position, answer = first.cursor, first.answer
     added, read_any = {}, False
     try:
+        if first.error:  # RO could not read it with the readings: as a failed read
+            raise errors.UpstreamError(first.error)
         for _read in range(MAX_READS):
-            answer = ro.traffic(vcdn_id, cursor)
-            read_any, cursor = True, answer["cursor"]
+            if answer is None:
+                answer = ro.traffic(vcdn_id, position)
+            read_any, position = True, answer["cursor"]
             for region in answer["regions"]:
                 if region["lost"]:
                     LOG.warning("vCDN %s: records of balancer %s were rotated away before "
@@ -72,6 +96,7 @@ def record(database, ro, observed, now):
                     _add(added, region["region"], minute)
             if not answer["more"]:
                 break
+            answer = None
     except errors.CdnaasError as exc:
         LOG.warning("vCDN %s: traffic not read this pass: %s", vcdn_id, exc)
     levels = _levels(observed, now)
@@ -80,9 +105,9 @@ def record(database, ro, observed, now):
         if read_any:
             row = session.get(UsageCursor, vcdn_id, with_for_update=True)
             if row is None:
-                session.add(UsageCursor(vcdn_id=vcdn_id, cursor=cursor, updated_at=now))
+                session.add(UsageCursor(vcdn_id=vcdn_id, cursor=position, updated_at=now))
             else:
-                row.cursor, row.updated_at = cursor, now
+                row.cursor, row.updated_at = position, now
 
 
 def purge(session, now):

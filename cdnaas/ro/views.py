@@ -56,6 +56,11 @@ def deployment_traffic(deployment_id):
     return _service().traffic(deployment_id, request.args.get("cursor"))
 
 
+@blueprint.get("/deployments/<deployment_id>/readings")
+def deployment_readings(deployment_id):
+    return _service().readings(deployment_id, request.args.get("cursor"))
+
+
 @blueprint.get("/deployments/<deployment_id>/access-log")
 def deployment_access_log(deployment_id):
     since, until = windows.window(request.args, "since", "until", clock.now(),
