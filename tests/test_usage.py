@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -177,27 +178,39 @@ def observed(vcdn_id, previous_at, viewers, watts):
                 points=points)
 
 
-def test_rows_and_cursor_are_written_together_so_nothing_counts_twice(database_url):
+START = dt.datetime(2026, 3, 1, 12, 0, 30, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def billed(database_url):
+    """A noop deployment ``billed`` (north 2 caches and 120 viewers, south 1 and 12) on a
+    clock the test moves (``now[0]``, from :data:`START`), the IM's database, and RO's
+    traffic answers read in process."""
     migrate.upgrade("im", database_url)
     database = Database(database_url)
-    start = dt.datetime(2026, 3, 1, 12, 0, 30, tzinfo=dt.timezone.utc)
-    now = [start.timestamp()]
+    now = [START.timestamp()]
     driver = NoopDriver(load=lambda _id: {"north": 120, "south": 12}, clock=lambda: now[0])
     deployment = driver.deploy(ServiceInstanceGraph.from_dict(
         sample_sig("billed", {"north": 2, "south": 1})))
-    ro = NoopRo(driver, deployment)
+    yield types.SimpleNamespace(database=database, now=now, driver=driver,
+                                deployment=deployment, ro=NoopRo(driver, deployment))
+    driver.terminate(deployment)
+    database.dispose()
+
+
+def test_rows_and_cursor_are_written_together_so_nothing_counts_twice(billed, database_url):
+    database, now, ro, start = billed.database, billed.now, billed.ro, START
+    usage.record(database, ro, observed("billed", None, 100, 50.0), start)
+    for step in range(1, 4):
+        now[0] += 30
+        at = dt.datetime.fromtimestamp(now[0], dt.timezone.utc)
+        if step == 2:  # an answer the IM lost (it died before committing): asked again
+            with database.sessions() as session:
+                ro.traffic("billed", session.get(UsageCursor, "billed").cursor)
+        usage.record(database, ro, observed("billed", at - dt.timedelta(seconds=30), 100,
+                                            50.0), at)
+    database = Database(database_url)  # a restarted IM goes on from the stored cursor
     try:
-        usage.record(database, ro, observed("billed", None, 100, 50.0), start)
-        for step in range(1, 4):
-            now[0] += 30
-            at = dt.datetime.fromtimestamp(now[0], dt.timezone.utc)
-            if step == 2:  # an answer the IM lost (it died before committing): asked again
-                with database.sessions() as session:
-                    ro.traffic("billed", session.get(UsageCursor, "billed").cursor)
-            usage.record(database, ro, observed("billed", at - dt.timedelta(seconds=30), 100,
-                                                50.0), at)
-        database.dispose()
-        database = Database(database_url)  # a restarted IM goes on from the stored cursor
         now[0] += 30
         at = dt.datetime.fromtimestamp(now[0], dt.timezone.utc)
         usage.record(database, ro, observed("billed", at - dt.timedelta(seconds=30), 100, 50.0),
@@ -206,71 +219,58 @@ def test_rows_and_cursor_are_written_together_so_nothing_counts_twice(database_u
             report = usage.report(session, "billed", start - dt.timedelta(hours=1),
                                   at + dt.timedelta(hours=1))
             rows = session.query(Usage).count()
-        served = {m.name: m.requests for m in driver.metrics(deployment)}
-        regions = {r["name"]: r for r in report["regions"]}
-        assert regions["north"]["requests"] == served["north-lb"] == 120 // 2 * 120
-        assert regions["south"]["requests"] == served["south-lb"]
-        assert report["total"]["requests"] == served["north-lb"] + served["south-lb"]
-        assert regions["north"]["viewer_hours"] == pytest.approx(100 * 120 / 3600, abs=1e-6)
-        assert regions["north"]["vcpu_hours"] == pytest.approx(5 * 120 / 3600, abs=1e-6)
-        assert regions["south"]["vcpu_hours"] == pytest.approx(3 * 120 / 3600, abs=1e-6)
-        assert regions["north"]["kwh"] == pytest.approx(50.0 * 120 / 3600 / 1000, abs=1e-6)
-        assert rows == 2 * 3  # per region, the minutes 12:00, 12:01, 12:02
-        assert 0.9 < regions["north"]["hit_ratio"] < 1.0
-        with database.sessions() as session:
             series = usage.series(session, "billed", start.replace(second=0),
                                   at + dt.timedelta(minutes=1), 60)
-        assert sum(p["requests_per_second"] * 60 for s in series for p in s["points"]) == \
-            pytest.approx(report["total"]["requests"])
     finally:
-        driver.terminate(deployment)
         database.dispose()
+    served = {m.name: m.requests for m in billed.driver.metrics(billed.deployment)}
+    regions = {r["name"]: r for r in report["regions"]}
+    assert regions["north"]["requests"] == served["north-lb"] == 120 // 2 * 120
+    assert regions["south"]["requests"] == served["south-lb"]
+    assert report["total"]["requests"] == served["north-lb"] + served["south-lb"]
+    assert regions["north"]["viewer_hours"] == pytest.approx(100 * 120 / 3600, abs=1e-6)
+    assert regions["north"]["vcpu_hours"] == pytest.approx(5 * 120 / 3600, abs=1e-6)
+    assert regions["south"]["vcpu_hours"] == pytest.approx(3 * 120 / 3600, abs=1e-6)
+    assert regions["north"]["kwh"] == pytest.approx(50.0 * 120 / 3600 / 1000, abs=1e-6)
+    assert rows == 2 * 3  # per region, the minutes 12:00, 12:01, 12:02
+    assert 0.9 < regions["north"]["hit_ratio"] < 1.0
+    assert sum(p["requests_per_second"] * 60 for s in series for p in s["points"]) == \
+        pytest.approx(report["total"]["requests"])
 
 
-def test_traffic_read_with_the_readings_is_counted_without_asking_ro_again(database_url):
+def test_traffic_read_with_the_readings_is_counted_without_asking_ro_again(billed):
     """The pass's first traffic answer comes with its readings (``GET .../readings``):
     counted as read, RO is not asked again; one RO could not read (``traffic_error``)
     counts nothing and keeps the cursor, while the levels still count."""
-    migrate.upgrade("im", database_url)
-    database = Database(database_url)
-    start = dt.datetime(2026, 3, 1, 12, 0, 30, tzinfo=dt.timezone.utc)
-    now = [start.timestamp()]
-    driver = NoopDriver(load=lambda _id: {"north": 120, "south": 12}, clock=lambda: now[0])
-    deployment = driver.deploy(ServiceInstanceGraph.from_dict(
-        sample_sig("read", {"north": 2, "south": 1})))
-    ro = NoopRo(driver, deployment)
+    database, ro, start = billed.database, billed.ro, START
 
     def stored():
         with database.sessions() as session:
-            return usage.cursor(session, "read")
-    try:
-        driver.metrics(deployment)  # the counters start
-        now[0] += 60  # a minute of viewers
-        first = traffic.read(driver, deployment, None)
-        seen = observed("read", None, 100, 50.0)
-        seen.traffic = usage.TrafficRead(None, first)
-        usage.record(database, ro, seen, start)
-        assert ro.calls == 0 and stored() == first["cursor"]
+            return usage.cursor(session, "billed")
+    billed.driver.metrics(billed.deployment)  # the counters start
+    billed.now[0] += 60  # a minute of viewers
+    first = traffic.read(billed.driver, billed.deployment, None)
+    seen = observed("billed", None, 100, 50.0)
+    seen.traffic = usage.TrafficRead(None, first)
+    usage.record(database, ro, seen, start)
+    assert ro.calls == 0 and stored() == first["cursor"]
 
-        now[0] += 30
-        at = start + dt.timedelta(seconds=30)
-        seen = observed("read", start, 100, 50.0)
-        seen.traffic = usage.TrafficRead(first["cursor"], None, "the VIM could not read the logs")
-        usage.record(database, ro, seen, at)
-        assert ro.calls == 0 and stored() == first["cursor"]
-        with database.sessions() as session:
-            report = usage.report(session, "read", start - dt.timedelta(hours=1),
-                                  at + dt.timedelta(hours=1))
-        counted = sum(m["requests"] for r in first["regions"] for m in r["minutes"])
-        assert counted > 0 and report["total"]["requests"] == counted
-        assert report["total"]["viewer_hours"] == pytest.approx(2 * 100 * 30 / 3600)  # 2 regions
+    billed.now[0] += 30
+    at = start + dt.timedelta(seconds=30)
+    seen = observed("billed", start, 100, 50.0)
+    seen.traffic = usage.TrafficRead(first["cursor"], None, "the VIM could not read the logs")
+    usage.record(database, ro, seen, at)
+    assert ro.calls == 0 and stored() == first["cursor"]
+    with database.sessions() as session:
+        report = usage.report(session, "billed", start - dt.timedelta(hours=1),
+                              at + dt.timedelta(hours=1))
+    counted = sum(m["requests"] for r in first["regions"] for m in r["minutes"])
+    assert counted > 0 and report["total"]["requests"] == counted
+    assert report["total"]["viewer_hours"] == pytest.approx(2 * 100 * 30 / 3600)  # 2 regions
 
-        seen = observed("read", at, 100, 50.0)  # next pass: read from the kept cursor
-        usage.record(database, ro, seen, at + dt.timedelta(seconds=30))
-        assert ro.calls == 1 and stored() != first["cursor"]
-    finally:
-        driver.terminate(deployment)
-        database.dispose()
+    seen = observed("billed", at, 100, 50.0)  # next pass: read from the kept cursor
+    usage.record(database, ro, seen, at + dt.timedelta(seconds=30))
+    assert ro.calls == 1 and stored() != first["cursor"]
 
 
 # -- the customer API, CLI and export on the noop driver ----------------------------------------
