@@ -13,7 +13,7 @@ decision is recorded with the figures that caused it and what came of it:
 import datetime as dt
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from cdnaas.common import config, errors
 from cdnaas.common.timeutil import aware, isoformat
@@ -60,6 +60,16 @@ def through_so(database, now, vcdn_id, kind, call, reason, details, region=None)
         details = {**details, "error": exc.message, "refused_for": "bounds"}
         outcome = "refused"
     return record(database, now, kind, outcome, reason, details, vcdn_id=vcdn_id, region=region)
+
+
+def latest(session, kind):
+    """``{vcdn_id: Action}``: the latest ``kind`` decision of every vCDN that has one (one
+    query for a whole pass)."""
+    newest = (select(func.max(Action.id)).where(Action.kind == kind,
+                                                Action.instance_id.is_not(None))
+              .group_by(Action.instance_id))
+    return {action.instance_id: action
+            for action in session.scalars(select(Action).where(Action.id.in_(newest)))}
 
 
 def last_changes(session, vcdn_id):

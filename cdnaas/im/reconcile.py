@@ -37,15 +37,12 @@ import logging
 import math
 import threading
 
-from sqlalchemy import select
-
 from cdnaas.common import clock, config, errors
 from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
 from cdnaas.im import (decisions, figures, flavors, gauges, healing, hosts, inventory, monitoring,
                        policy_hook, power, qoe, series, usage)
-from cdnaas.im.models import Action
 from cdnaas.im.rapl import RaplMeter
 
 LOG = logging.getLogger(__name__)
@@ -75,13 +72,15 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
     now = now or clock.now()
     so, ro, sidr = so or SoClient(), ro or RoClient(), sidr or SidrClient()
     recorded, seen = [], []
+    with database.sessions() as session:
+        health_before = decisions.latest(session, "health")
 
     def read(vcdn):
         """``(Seen or None, decision or None)`` of one vCDN; its failure is recorded."""
         try:
             if parse(vcdn["lease"]["end"]) <= now:
                 return None, _end_lease(database, so, vcdn, now)
-            return _observe(database, ro, sidr, vcdn, now)
+            return _observe(database, ro, sidr, vcdn, now, health_before.get(vcdn["id"]))
         except (errors.CdnaasError, LookupError) as exc:  # one vCDN must not stop the pass
             LOG.warning("reconcile of %s failed: %s", vcdn["id"], exc)
             return None, decisions.record(database, now, "reconcile", "error", str(exc), {},
@@ -123,16 +122,17 @@ def _readers():
                                                   thread_name_prefix="im-read")
 
 
-def _observe(database, ro, sidr, vcdn, now):
+def _observe(database, ro, sidr, vcdn, now, health_before):
     """Read one vCDN (one RO request: health, figures and the first traffic since its
-    usage cursor); return its :class:`Seen` and the health decision, if health changed."""
+    usage cursor); return its :class:`Seen` and the health decision, if health changed
+    since ``health_before`` (the latest recorded, an :class:`Action` or None)."""
     flavor = flavors.of(vcdn, sidr)
     with database.sessions() as session:
         previous = series.previous(session, vcdn["id"])
         cursor = usage.cursor(session, vcdn["id"])
     answer = ro.readings(vcdn["id"], cursor)
     health = answer["health"]
-    changed = _health_change(database, vcdn, health, now)
+    changed = _health_change(database, vcdn, health, now, health_before)
     by_name = {key: row for (scope, key), row in previous.items() if scope in ("cache", "vnf")}
     readings = monitoring.readings(answer["metrics"]["vnfs"],
                                    {v["name"]: v["healthy"] for v in health["vnfs"]}, by_name)
@@ -141,13 +141,9 @@ def _observe(database, ro, sidr, vcdn, now):
                     cursor, answer["traffic"], answer["traffic_error"])), changed
 
 
-def _health_change(database, vcdn, health, now):
+def _health_change(database, vcdn, health, now, last):
     unhealthy = [v["name"] for v in health["vnfs"] if not v["healthy"]]
     status = "unhealthy" if unhealthy else "healthy"
-    with database.sessions() as session:
-        last = session.scalar(select(Action).where(Action.instance_id == vcdn["id"],
-                                                   Action.kind == "health")
-                              .order_by(Action.id.desc()).limit(1))
     if last is not None and last.outcome == status and \
             last.details.get("unhealthy", []) == unhealthy:
         return None  # nothing changed since the last pass
