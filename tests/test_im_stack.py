@@ -104,10 +104,13 @@ def test_the_operator_sees_every_tenants_quality_load_and_power(stack):
     set_viewers(stack, ids["acme"], eu_west=16000)  # 8000 per vCPU: MOS 3.5, below 4.0
 
     def below_target():
+        """The overview once a pass saw both, the watched region below its target (a pass
+        that listed the ACTIVE vCDNs before the second became ACTIVE saw one)."""
         found = stack.operator.ok("GET", "/quality")
         rows = {v["id"]: v for v in found["vcdns"]}
-        return found if rows[ids["acme"]]["regions"][0]["below_target"] else None
-    found = eventually(below_target, "the watched region below its target")
+        measured = rows[ids["globex"]]["measured_at"]
+        return found if rows[ids["acme"]]["regions"][0]["below_target"] and measured else None
+    found = eventually(below_target, "the watched region below its target, both measured")
     rows = {v["id"]: v for v in found["vcdns"]}
     watched, elsewhere = rows[ids["acme"]], rows[ids["globex"]]
     assert (watched["tenant"], elsewhere["tenant"]) == ("acme", "globex")

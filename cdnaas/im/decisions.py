@@ -72,12 +72,18 @@ def latest(session, kind):
             for action in session.scalars(select(Action).where(Action.id.in_(newest)))}
 
 
-def last_changes(session, vcdn_id):
-    """``{region: when}`` of the latest started change of each region of the vCDN."""
-    rows = session.execute(select(Action.region, Action.created_at).where(
-        Action.instance_id == vcdn_id, Action.kind.in_(CHANGES), Action.outcome == "started",
-        Action.region.is_not(None)).order_by(Action.created_at))
-    return {region: aware(at) for region, at in rows}
+def last_changes(session):
+    """``{vcdn_id: {region: when}}`` of the latest started change of each region of every
+    vCDN (one query for a whole pass)."""
+    rows = session.execute(
+        select(Action.instance_id, Action.region, func.max(Action.created_at))
+        .where(Action.kind.in_(CHANGES), Action.outcome == "started",
+               Action.region.is_not(None), Action.instance_id.is_not(None))
+        .group_by(Action.instance_id, Action.region))
+    found = {}
+    for vcdn_id, region, at in rows:
+        found.setdefault(vcdn_id, {})[region] = aware(at)
+    return found
 
 
 def recently_refused(session, now, vcdn_id, region, kind, caches):

@@ -8,8 +8,6 @@ in, then consolidation; the IM carries out one per vCDN per pass.
 """
 import logging
 
-from cdnaas.common.timeutil import aware
-from cdnaas.im import decisions, series
 from cdnaas.im.observation import (SCALE_KINDS, HostState, Observation, RegionSample, RegionState,
                                    VnfState)
 
@@ -19,9 +17,10 @@ LOG = logging.getLogger(__name__)
 HISTORY_SAMPLES = 60
 
 
-def decisions_for(database, now, observed, hosts_now, host_power):
-    """The checked, ordered :class:`ScaleDecision` list of the flavor's policy for ``observed``."""
-    observation = observe(database, now, observed, hosts_now, host_power)
+def decisions_for(now, observed, changed, hosts_now, host_power):
+    """The checked, ordered :class:`ScaleDecision` list of the flavor's policy for
+    ``observed`` (``changed``: ``{region: when}`` of its latest started changes)."""
+    observation = observe(now, observed, changed, hosts_now, host_power)
     found = []
     caches = {r.name: len(r.caches) for r in observation.regions}
     for decision in observed.flavor.plugin.policy(observation):
@@ -35,24 +34,24 @@ def decisions_for(database, now, observed, hosts_now, host_power):
     return sorted(found, key=lambda d: (urgency[d.kind], _last_mos(observation, d.region)))
 
 
-def observe(database, now, observed, hosts_now, host_power):
-    """The :class:`Observation` of one vCDN (a reconcile ``Seen``) at this pass."""
+def observe(now, observed, changed, hosts_now, host_power):
+    """The :class:`Observation` of one vCDN (a reconcile ``Seen``, its ``history`` ending
+    with this pass) at this pass; ``changed`` as for :func:`decisions_for`."""
     vcdn_id = observed.vcdn["id"]
     regions = []
-    with database.sessions() as session:
-        changed = decisions.last_changes(session, vcdn_id)
-        for requested in observed.vcdn["regions"]:
-            name = requested["name"]
-            points = series.recent(session, vcdn_id, "region", name, changed.get(name),
-                                   HISTORY_SAMPLES)
-            regions.append(RegionState(
-                name=name, quality=requested["quality"], changed_at=changed.get(name),
-                vnfs=[VnfState(name=r.name, role=r.role, host=r.host, vcpus=r.vcpus,
-                               healthy=r.healthy)
-                      for r in observed.readings if r.region == name],
-                history=[RegionSample(at=aware(p.at), viewers=p.viewers or 0.0, mos=p.mos,
-                                      vcpus=p.vcpus or 0)
-                         for p in points]))
+    for requested in observed.vcdn["regions"]:
+        name = requested["name"]
+        since = changed.get(name)
+        points = [p for p in observed.history.get(name, ())
+                  if since is None or p.at > since][-HISTORY_SAMPLES:]
+        regions.append(RegionState(
+            name=name, quality=requested["quality"], changed_at=since,
+            vnfs=[VnfState(name=r.name, role=r.role, host=r.host, vcpus=r.vcpus,
+                           healthy=r.healthy)
+                  for r in observed.readings if r.region == name],
+            history=[RegionSample(at=p.at, viewers=p.viewers or 0.0, mos=p.mos,
+                                  vcpus=p.vcpus or 0)
+                     for p in points]))
     names = {r.name for r in regions}
     hosts = {h.name: HostState(name=h.name, region=h.region, vcpus=h.vcpus,
                                reserved_vcpus=h.reserved_vcpus, enabled=h.enabled,

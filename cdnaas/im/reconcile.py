@@ -47,6 +47,9 @@ from cdnaas.im.rapl import RaplMeter
 
 LOG = logging.getLogger(__name__)
 
+#: passes of history read per vCDN: with this pass's own, the policy's samples
+HISTORY_PASSES = policy_hook.HISTORY_SAMPLES - 1
+
 
 @dataclasses.dataclass
 class Seen:
@@ -60,6 +63,9 @@ class Seen:
     points: list = dataclasses.field(default_factory=list)
     #: RO's first traffic answer of this pass (:class:`cdnaas.im.usage.TrafficRead`)
     traffic: usage.TrafficRead | None = None
+    #: ``{region: [series.Level, ...]}`` of its latest passes, oldest first; the pass
+    #: adds its own once its points are taken (:func:`_close_histories`)
+    history: dict = dataclasses.field(default_factory=dict)
 
 
 def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
@@ -74,6 +80,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
     recorded, seen = [], []
     with database.sessions() as session:
         health_before = decisions.latest(session, "health")
+        changed = decisions.last_changes(session)
 
     def read(vcdn):
         """``(Seen or None, decision or None)`` of one vCDN; its failure is recorded."""
@@ -97,6 +104,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
     if meter is not None and (watts := meter.watts()) is not None:
         measured[meter.host] = watts
     host_points, host_power = _power(database, seen, hosts_now, measured, now)
+    _close_histories(seen, now)
     with database.transaction() as session:
         series.write(session, now, [p for s in seen for p in s.points] + host_points)
         series.purge(session, now)
@@ -104,7 +112,8 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
     with _readers() as workers:
         list(workers.map(lambda observed: usage.record(database, ro, observed, now), seen))
     for observed in seen:
-        recorded += _act(database, so, now, observed, hosts_now, host_power)
+        recorded += _act(database, so, now, observed, changed.get(observed.vcdn["id"], {}),
+                         hosts_now, host_power)
     refused = {d["region"]: d["details"].get("error", "") for d in recorded
                if d["kind"] == "scale_out" and d["outcome"] == "refused" and d["region"]
                and d["details"].get("refused_for") == "capacity"}
@@ -129,6 +138,7 @@ def _observe(database, ro, sidr, vcdn, now, health_before):
     flavor = flavors.of(vcdn, sidr)
     with database.sessions() as session:
         previous = series.previous(session, vcdn["id"])
+        history = series.region_history(session, vcdn["id"], HISTORY_PASSES)
         cursor = usage.cursor(session, vcdn["id"])
     answer = ro.readings(vcdn["id"], cursor)
     health = answer["health"]
@@ -137,8 +147,17 @@ def _observe(database, ro, sidr, vcdn, now, health_before):
     readings = monitoring.readings(answer["metrics"]["vnfs"],
                                    {v["name"]: v["healthy"] for v in health["vnfs"]}, by_name)
     return Seen(vcdn=vcdn, flavor=flavor, model=flavor.model(), readings=readings,
-                previous=previous, traffic=usage.TrafficRead(
+                previous=previous, history=history, traffic=usage.TrafficRead(
                     cursor, answer["traffic"], answer["traffic_error"])), changed
+
+
+def _close_histories(seen, now):
+    """Add this pass's region levels (its points, taken ``now``) to each ``Seen.history``."""
+    for observed in seen:
+        for point in observed.points:
+            if point["scope"] == "region":
+                observed.history.setdefault(point["key"], []).append(series.Level(
+                    now, point["viewers"], point["mos"], point["vcpus"]))
 
 
 def _health_change(database, vcdn, health, now, last):
@@ -191,14 +210,15 @@ def _power(database, seen, hosts_now, measured, now):
 
 # -- acting -------------------------------------------------------------------------------------
 
-def _act(database, so, now, observed, hosts_now, host_power):
-    """Heal first; otherwise carry out the policy's most urgent decision. Return what was recorded."""
+def _act(database, so, now, observed, changed, hosts_now, host_power):
+    """Heal first; otherwise carry out the policy's most urgent decision (``changed``: its
+    regions' latest started changes). Return what was recorded."""
     vcdn_id = observed.vcdn["id"]
     healed = healing.heal(database, so, now, observed)
     if healed:
         return [healed]
     try:
-        chosen = policy_hook.decisions_for(database, now, observed, hosts_now, host_power)
+        chosen = policy_hook.decisions_for(now, observed, changed, hosts_now, host_power)
     except Exception as exc:  # a plugin's bug must not stop the pass
         LOG.exception("policy of flavor %s failed for %s", observed.vcdn["flavor"], vcdn_id)
         return [decisions.record(database, now, "reconcile", "error",
@@ -234,7 +254,7 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, refused):
     since = hosts.track_empty(database, now, hosts_now, carried)
     with database.sessions() as session:
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
-        needs = region_needs(session, seen, hosts_now)
+        needs = region_needs(seen, hosts_now)
         waking = hosts.waking(session, now, config.setting("CDNAAS_IM_HOST_BOOT_SECONDS"))
     changes = hosts.plan(hosts_now, marked, _soon_needed(so, now), needs, carried, now, since,
                          refused, waking)
@@ -276,7 +296,7 @@ def _rise(points):
     return max(0.0, min(rises)) / seconds if seconds > 0 else 0.0
 
 
-def region_needs(session, seen, hosts_now):
+def region_needs(seen, hosts_now):
     """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
     :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
     the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`: a share of
@@ -301,8 +321,7 @@ def region_needs(session, seen, hosts_now):
             if target is None or model is None:
                 continue
             per_vcpu = model.max_load_for_mos(min(target + NEED_MARGIN, model.best_mos))
-            points = series.recent(session, observed.vcdn["id"], "region", name, None,
-                                   2 * TREND_SAMPLES + 1)
+            points = observed.history.get(name, [])[-(2 * TREND_SAMPLES + 1):]
             if not per_vcpu or not points:
                 continue
             rise = _rise(points)
