@@ -261,6 +261,34 @@ def test_a_crashed_ros_strays_are_found_and_removed(origin, state_dir):
     assert not [n for n in network.list_namespaces() if sig.vcdn_id in n]
 
 
+def test_an_origin_that_comes_up_while_the_vcdn_is_verified_is_waited_for(
+        state_dir, monkeypatch):
+    """The deploy's check fetches through each region again until its deadline: an origin
+    that answers only two seconds in (the caches' first fetches get 502) is waited for."""
+    import socket
+    from cdnaas.origin.server import serve_in_thread
+    monkeypatch.setenv("CDNAAS_ORIGIN_ALLOW", "127.0.0.1")
+    with socket.socket() as spare:  # a free port, for an origin that is not up yet
+        spare.bind(("0.0.0.0", 0))
+        port = spare.getsockname()[1]
+    started = []
+    timer = threading.Timer(2.0, lambda: started.append(serve_in_thread("0.0.0.0", port)[0]))
+    document = sample_sig(f"local-{uuid.uuid4().hex[:8]}", {"north": 1})
+    document["origin"] = {"scheme": "http", "host": "127.0.0.1", "port": port}
+    driver = LocalDriver()
+    begun = time.monotonic()
+    timer.start()
+    try:
+        deployment = driver.deploy(ServiceInstanceGraph.from_dict(document))
+        assert started and time.monotonic() - begun >= 2.0
+        driver.terminate(deployment)
+    finally:
+        timer.cancel()
+        for server in started:
+            server.shutdown()
+            server.server_close()
+
+
 def test_an_origin_off_this_machine_is_refused_and_nothing_is_left(state_dir):
     document = sample_sig(f"local-{uuid.uuid4().hex[:8]}", {"north": 1})
     document["origin"] = {"scheme": "http", "host": "192.0.2.10", "port": 80}  # TEST-NET-1

@@ -13,6 +13,7 @@ the difference recorded). The VNF image in qemu is `tests/test_vnf_image.py`.
 """
 import base64
 import dataclasses
+import ipaddress
 import uuid
 
 import pytest
@@ -221,7 +222,12 @@ def user_data(server):
 
 def written(server):
     """The files the server's user-data writes: ``{path: content}``."""
-    return {f["path"]: f["content"] for f in yaml.safe_load(user_data(server))["write_files"]}
+    return written_by(user_data(server))
+
+
+def written_by(text):
+    """The files cloud-init user-data ``text`` writes: ``{path: content}``."""
+    return {f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}
 
 
 def members_of(admin_conn, deployment):
@@ -253,6 +259,18 @@ def batches(monkeypatch):
     return calls
 
 
+def boots(monkeypatch):
+    """Record the servers created: ``{name: user-data}``."""
+    from openstack.compute.v2 import _proxy
+    created, real = {}, _proxy.Proxy.create_server
+
+    def recording(self, **attrs):
+        created[attrs["name"]] = base64.b64decode(attrs["user_data"]).decode()
+        return real(self, **attrs)
+    monkeypatch.setattr(_proxy.Proxy, "create_server", recording)
+    return created
+
+
 def rebuilds(monkeypatch):
     """Record the ids of the servers Nova is asked to rebuild."""
     from openstack.compute.v2 import _proxy
@@ -270,19 +288,22 @@ def test_a_new_origin_rules_and_name_rebuild_the_servers_while_pools_serve(
     """A new origin, new cache rules and a new name on a live vCDN: every cache and the
     DNS server rebuilt with new user-data, each the same server (id, port address,
     compute host); north's three caches leave their pool one at a time (it never
-    empties), south's only cache is rebuilt in place. Then the same SIG again rebuilds
-    nothing and touches no pool, and a new name alone rebuilds the DNS server only (the
-    caches' user-data holds no names)."""
+    empties); south's only cache is stood in for by a server booted with its new
+    user-data at the region's next address, deleted afterwards. Then the same SIG again
+    rebuilds nothing and touches no pool, and a new name alone rebuilds the DNS server
+    only (the caches' user-data holds no names)."""
     monkeypatch.setenv("OS_CLOUD", "minicloud-admin")  # Nova shows compute hosts to admins
     monkeypatch.setenv("CDNAAS_OS_HOSTS", HOSTS)
     sig = make_sig({"north": 3, "south": 1})
     deployment = driver.deploy(sig)
     try:
         before = servers_of(admin_conn, deployment)
-        calls, reports = batches(monkeypatch), []
+        calls, reports, booted = batches(monkeypatch), [], boots(monkeypatch)
         changed = reconfigured(sig)
         updated = driver.update(deployment, changed, lambda *r: reports.append(r), previous=sig)
         after = servers_of(admin_conn, updated)
+        assert tagged(admin_conn, sig.vcdn_id)["servers"] == sorted(
+            plan.resource_name(sig.vcdn_id, n) for n in after)
         assert set(after) == set(before) == {"north-cache-1", "north-cache-2", "north-cache-3",
                                              "south-cache-1", "dns-1"}
         for name, server in after.items():
@@ -304,13 +325,22 @@ def test_a_new_origin_rules_and_name_rebuild_the_servers_while_pools_serve(
                 assert "server 192.0.2.20:8081;" in nginx and "192.0.2.10" not in nginx
                 assert "proxy_cache_key $uri;" in nginx
         assert members_of(admin_conn, updated) == caches_of(updated) == caches_of(deployment)
-        # the pool always had members: north's caches left it one at a time, south's none
-        north = updated.resources["regions"]["north"]["pool_id"]
+        # the pools always had members: north's caches left theirs one at a time, south's
+        # cache gave its place to the stand-in
+        north, south = (updated.resources["regions"][r]["pool_id"] for r in ("north", "south"))
         assert calls and all(members for _pool, members in calls)
-        assert {pool for pool, _members in calls} == {north}
-        left = [set(caches_of(deployment)["north"]) - set(members) for _pool, members in calls]
+        assert {pool for pool, _members in calls} == {north, south}
+        left = [set(caches_of(deployment)["north"]) - set(members) for pool, members in calls
+                if pool == north]
         assert [len(out) for out in left] == [1, 0] * 3
         assert set().union(*left) == set(caches_of(deployment)["north"])
+        (cache,) = caches_of(deployment)["south"]
+        stand_in = str(ipaddress.ip_address(cache) + 1)  # the region's next cache address
+        assert [members for pool, members in calls if pool == south] == [[stand_in], [cache]]
+        assert list(booted) == [plan.resource_name(sig.vcdn_id, "south-cache-1-stand-in")]
+        nginx = written_by(next(iter(booted.values())))[f"{userdata.CONF_DIR}/nginx.conf"]
+        assert "server 192.0.2.20:8081;" in nginx and f"listen {stand_in}:80" in nginx
+        assert ("boot caches", 1, 1) in reports and ("remove caches", 1, 1) in reports
         assert ("rebuild caches", 4, 4) in reports and ("rebuild DNS", 1, 1) in reports
 
         asked, calls[:] = rebuilds(monkeypatch), []
@@ -334,8 +364,9 @@ def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
     Nova) cannot rebuild with user-data: a new origin is refused, nothing changes. Then
     north-cache-2 is locked by the admin, so Nova refuses to rebuild it (409) after
     north-cache-1 and south-cache-1 were: the update is undone (each server rebuilt with
-    its old user-data, members back). The same update, its undo lost (the RO died), leaves
-    rebuilt servers that :meth:`restore` rebuilds with the recorded configuration."""
+    its old user-data, members back, south's stand-in deleted). The same update, its undo
+    lost (the RO died), leaves rebuilt servers that :meth:`restore` rebuilds with the
+    recorded configuration, and the stand-in, which it deletes."""
     sig = make_sig({"north": 3, "south": 1})
     deployment = driver.deploy(sig)
     locked = deployment.resources["servers"]["north-cache-2"]["server_id"]
@@ -359,6 +390,8 @@ def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
             driver.update(deployment, reconfigured(sig), previous=sig)
         assert {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()} == before
         assert members_of(admin_conn, deployment) == caches_of(deployment)
+        recorded = sorted(plan.resource_name(sig.vcdn_id, n) for n in before)
+        assert tagged(admin_conn, sig.vcdn_id)["servers"] == recorded  # south's stand-in went
 
         with monkeypatch.context() as dying:
             dying.setattr(Undo, "run", lambda self: [])
@@ -367,6 +400,8 @@ def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
         now = {n: user_data(s) for n, s in servers_of(admin_conn, deployment).items()}
         assert sorted(n for n in now if now[n] != before[n]) == ["north-cache-1",
                                                                  "south-cache-1"]
+        assert tagged(admin_conn, sig.vcdn_id)["servers"] == sorted(
+            recorded + [plan.resource_name(sig.vcdn_id, "south-cache-1-stand-in")])
         calls = batches(monkeypatch)
         restored = driver.restore(deployment, sig)
         servers = servers_of(admin_conn, restored)
@@ -376,6 +411,7 @@ def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
                    for n, s in servers.items())
         assert all(members for _pool, members in calls)  # north-cache-1 left its pool alone
         assert members_of(admin_conn, restored) == caches_of(deployment)
+        assert tagged(admin_conn, sig.vcdn_id)["servers"] == recorded
     finally:
         admin_conn.compute.unlock_server(locked)
         driver.terminate(deployment)
@@ -697,7 +733,6 @@ class _StandIn:
     line of that user-data: what the VNF image's systemd would run."""
 
     def __init__(self, cidr, cache_address):
-        import ipaddress
         tag = uuid.uuid4().hex[:6]
         self.namespace, self.host_link, self.link = f"cdnaas-lgt-{tag}", f"lgt{tag}h", \
             f"lgt{tag}n"

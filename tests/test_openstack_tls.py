@@ -6,7 +6,8 @@ certificate container's href from. What only a cloud shows: the container and se
 Barbican keeps, Octavia's TERMINATED_HTTPS listeners taking that container (Octavia's API
 gives its service user read ACLs with the tenant's token and reads the certificate from
 Barbican before it accepts a listener), a rotation swapping the container under the
-listeners, HTTPS turned on and off on a live vCDN (a failure in the middle undone), and
+listeners, HTTPS turned on and off on a live vCDN (a failure in the middle undone; the
+RO dying in the middle of turning it on or off or of a rotation, restored), and
 Barbican refusing or dying in the middle of a put. Certificates come from
 ``tests/support/certs.py``.
 """
@@ -21,14 +22,15 @@ from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
-from cdnaas.ro.vim.base import DeploymentFailed
+from cdnaas.ro.vim.base import DeploymentFailed, VimError
 from cdnaas.ro.vim.openstack import plan
 from cdnaas.ro.vim.openstack.barbican import _id
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.openstack.undo import Undo
 from tests.openstack.fixtures import ORIGIN
 from tests.support.certs import TestCA, pem_cert
 from tests.support.sigs import sample_sig
-from tests.test_openstack_driver import nothing_left
+from tests.test_openstack_driver import batches, nothing_left
 
 #: Barbican's default ``max_allowed_secret_in_bytes``
 BARBICAN_MAX_SECRET = 20000
@@ -172,38 +174,84 @@ def test_an_https_vcdn_serves_barbicans_certificate_rotates_it_and_leaves_nothin
         for done in (kept, renewed):  # what SO deletes when the vCDN ends
             if done is not None:
                 store.delete(done["ref"])
-    assert nothing_left(admin_conn, vcdn_id) == {}
-    assert [l.name for l in admin_conn.load_balancer.listeners()
-            if (l.name or "").startswith(plan.resource_name(vcdn_id, ""))] == []
+    assert leftovers(admin_conn, vcdn_id) == {}
     assert in_barbican(key_manager, f"cdnaas-{kept['ref']}") == []
     assert in_barbican(key_manager, f"cdnaas-{renewed['ref']}") == []
     assert store.list(vcdn_id) == []
 
 
+def assert_as_recorded(admin_conn, deployment, container_ref=None):
+    """Each balancer of ``deployment`` is ACTIVE with exactly its recorded listeners and
+    pools: HTTP only, or with the recorded HTTPS listener taking ``container_ref`` and
+    its recorded pool; each pool's members are the region's caches."""
+    for region, info in deployment.resources["regions"].items():
+        lb = admin_conn.load_balancer.get_load_balancer(info["lb_id"])
+        found = listeners(admin_conn, info["lb_id"])
+        pools = [info["pool_id"]]
+        assert (lb.provisioning_status, found["HTTP"].default_pool_id,
+                found["HTTP"].provisioning_status) == ("ACTIVE", info["pool_id"], "ACTIVE")
+        if container_ref is None:
+            assert list(found) == ["HTTP"]
+            assert not {"tls_listener_id", "tls_pool_id"} & set(info)
+        else:
+            https = found["TERMINATED_HTTPS"]
+            assert (https.id, https.default_pool_id, https.default_tls_container_ref,
+                    https.alpn_protocols, https.provisioning_status) == (
+                info["tls_listener_id"], info["tls_pool_id"], container_ref,
+                ["h2", "http/1.1"], "ACTIVE")
+            pools.append(info["tls_pool_id"])
+        assert len(lb.listeners) == len(found) == len(pools)
+        assert sorted(p["id"] for p in lb.pools) == sorted(pools)
+        caches_here = sorted(v.address for v in deployment.vnfs
+                             if v.region == region and v.role == "cache")
+        for pool_id in pools:
+            assert sorted(m.address for m in admin_conn.load_balancer.members(pool_id)) \
+                == caches_here
+
+
 def assert_http_only(admin_conn, before, after):
-    """Each region of ``after`` (``before`` with HTTPS turned off) serves HTTP only: its
-    HTTPS listener and pool are gone, its HTTP listener and members are as they were."""
+    """Each region of ``after`` (``before`` with HTTPS turned off) serves HTTP only
+    (:func:`assert_as_recorded`): its HTTPS listener and pool are gone, its HTTP
+    listener's pool is the one it had."""
+    assert_as_recorded(admin_conn, after)
     for region, info in after.resources["regions"].items():
         was = before.resources["regions"][region]
-        assert not {"tls_listener_id", "tls_pool_id"} & set(info)
-        found = listeners(admin_conn, info["lb_id"])
-        assert list(found) == ["HTTP"]
-        assert (found["HTTP"].default_pool_id, found["HTTP"].provisioning_status) == (
-            was["pool_id"], "ACTIVE")
+        assert info["pool_id"] == was["pool_id"]
         assert admin_conn.load_balancer.find_listener(was["tls_listener_id"]) is None
         assert admin_conn.load_balancer.find_pool(was["tls_pool_id"]) is None
-        caches_here = sorted(v.address for v in after.vnfs
-                             if v.region == region and v.role == "cache")
-        assert sorted(m.address for m in admin_conn.load_balancer.members(info["pool_id"])) \
-            == caches_here
+
+
+def deployed_plain(driver, caches):
+    """A new vCDN of ``caches`` deployed serving HTTP only, and a certificate RO keeps
+    for it: ``(plain SIG, deployment, kept)``."""
+    plain = https_sig(f"tls-{uuid.uuid4().hex[:8]}", caches)
+    deployment = driver.deploy(plain)
+    _issued, kept = store_certificate(driver, plain.vcdn_id)
+    return plain, deployment, kept
+
+
+def without_https(resources):
+    """A copy of a deployment's record without its regions' HTTPS listener and pool ids."""
+    record = copy.deepcopy(resources)
+    for info in record["regions"].values():
+        info.pop("tls_listener_id", None)
+        info.pop("tls_pool_id", None)
+    return record
+
+
+def leftovers(admin_conn, vcdn_id):
+    """What :func:`nothing_left` finds of the vCDN, and its Octavia listeners (by name)."""
+    left = nothing_left(admin_conn, vcdn_id)
+    prefix = plan.resource_name(vcdn_id, "")
+    names = sorted(l.name for l in admin_conn.load_balancer.listeners()
+                   if (l.name or "").startswith(prefix))
+    return {**left, "listeners": names} if names else left
 
 
 def test_https_is_turned_on_and_off_on_a_live_plain_vcdn(driver, admin_conn):
-    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
     caches = {"north": 2, "south": 1}
-    plain = https_sig(vcdn_id, caches)
-    deployment = driver.deploy(plain)
-    _issued, kept = store_certificate(driver, vcdn_id)
+    plain, deployment, kept = deployed_plain(driver, caches)
+    vcdn_id = plain.vcdn_id
     container_ref = driver.secrets.external_ref(kept["ref"])
     try:
         http = {r: listeners(admin_conn, i["lb_id"])["HTTP"].id
@@ -243,9 +291,7 @@ def test_https_is_turned_on_and_off_on_a_live_plain_vcdn(driver, admin_conn):
     finally:
         driver.terminate(deployment)
         driver.secrets.delete(kept["ref"])
-    assert nothing_left(admin_conn, vcdn_id) == {}
-    assert [l.name for l in admin_conn.load_balancer.listeners()
-            if (l.name or "").startswith(plan.resource_name(vcdn_id, ""))] == []
+    assert leftovers(admin_conn, vcdn_id) == {}
 
 
 def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_conn,
@@ -253,11 +299,9 @@ def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_c
     """The first region gets its HTTPS listener and pool; the second is given a container
     Barbican does not have, which Octavia refuses: the first region's listener and pool
     are deleted, the record is unchanged."""
-    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
     caches = {"north": 1, "south": 1}
-    plain = https_sig(vcdn_id, caches)
-    deployment = driver.deploy(plain)
-    _issued, kept = store_certificate(driver, vcdn_id)
+    plain, deployment, kept = deployed_plain(driver, caches)
+    vcdn_id = plain.vcdn_id
     record = copy.deepcopy(deployment.resources)
     real, given = driver._https, []
 
@@ -285,6 +329,138 @@ def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_c
     assert nothing_left(admin_conn, vcdn_id) == {}
 
 
+def dying_at(monkeypatch, call, when):
+    """openstacksdk's Octavia ``call`` (a proxy method) stops, as the RO dying there
+    would, where ``when(*args, **attrs)`` (its arguments) is true; it runs elsewhere."""
+    from openstack.load_balancer.v2 import _proxy
+    real = getattr(_proxy.Proxy, call)
+
+    def dying(self, *args, **attrs):
+        if when(*args, **attrs):
+            raise VimError(f"the RO died at {call}")
+        return real(self, *args, **attrs)
+    monkeypatch.setattr(_proxy.Proxy, call, dying)
+
+
+def restore_twice(driver, deployment, sig, monkeypatch):
+    """``driver.restore(deployment, sig)``, then again on what it returns: that second
+    one writes nothing to Octavia but the member batches of the recorded pools, and
+    gives the same deployment back. Returns the first one's."""
+    restored = driver.restore(deployment, sig)
+    calls = driver.cloud.calls
+    before = {key: calls[key] for key in list(calls) if key[0] == "load_balancer"}
+    with monkeypatch.context() as watched:
+        members = batches(watched)
+        again = driver.restore(restored, sig)
+    writes = {method: n - before.get((service, method), 0)
+              for (service, method), n in list(calls.items())
+              if service == "load_balancer" and method != "GET"
+              and n != before.get((service, method), 0)}
+    pools = sorted(p for info in restored.resources["regions"].values()
+                   for p in (info["pool_id"], info.get("tls_pool_id")) if p)
+    assert writes == {"PUT": len(pools)}
+    assert sorted(pool for pool, _addresses in members) == pools
+    assert again.resources == restored.resources
+    return restored
+
+
+def test_restore_deletes_the_https_an_interrupted_update_was_turning_on(
+        driver, admin_conn, monkeypatch):
+    """HTTPS turned on, the RO dies as south's pool is made: north has its HTTPS listener
+    and pool (with members), south its listener alone, the record neither. Restore with
+    the plain SIG deletes them (pools first); restoring again writes nothing."""
+    caches = {"north": 2, "south": 1}
+    plain, deployment, kept = deployed_plain(driver, caches)
+    vcdn_id = plain.vcdn_id
+    record = copy.deepcopy(deployment.resources)
+    north, south = record["regions"]["north"], record["regions"]["south"]
+    try:
+        with monkeypatch.context() as dying:
+            dying.setattr(Undo, "run", lambda self: [])
+            dying_at(dying, "create_pool", lambda **attrs: admin_conn.load_balancer.get_listener(
+                attrs["listener_id"]).load_balancers[0]["id"] == south["lb_id"])
+            with pytest.raises(DeploymentFailed, match="the RO died at create_pool"):
+                driver.update(deployment, https_sig(vcdn_id, caches, kept), previous=plain)
+        assert deployment.resources == record
+        for info, pools in ((north, 2), (south, 1)):
+            assert set(listeners(admin_conn, info["lb_id"])) == {"HTTP", "TERMINATED_HTTPS"}
+            assert len(admin_conn.load_balancer.get_load_balancer(info["lb_id"]).pools) \
+                == pools
+        assert listeners(admin_conn, south["lb_id"])["TERMINATED_HTTPS"].default_pool_id \
+            is None
+
+        restored = restore_twice(driver, deployment, plain, monkeypatch)
+        assert restored.resources == record
+        assert_as_recorded(admin_conn, restored)
+    finally:
+        driver.terminate(deployment)
+        driver.secrets.delete(kept["ref"])
+    assert leftovers(admin_conn, vcdn_id) == {}
+
+
+def test_restore_makes_again_the_https_an_interrupted_update_was_turning_off_or_rotating(
+        driver, admin_conn, monkeypatch):
+    """HTTPS turned off, the RO dies as south's listener goes (its pool gone): north serves
+    HTTP only. Restore with the HTTPS SIG makes north's listener and pool again and
+    south's pool, with members and the recorded container, and records their ids. Then
+    a rotation dies at south: north has the new container, which restore takes back."""
+    vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
+    caches = {"north": 1, "south": 1}
+    _issued, kept = store_certificate(driver, vcdn_id)
+    container_ref = driver.secrets.external_ref(kept["ref"])
+    secure = https_sig(vcdn_id, caches, kept)
+    deployment = renewed = None
+    try:
+        deployment = driver.deploy(secure)
+        record = copy.deepcopy(deployment.resources)
+        north, south = record["regions"]["north"], record["regions"]["south"]
+        assert_as_recorded(admin_conn, deployment, container_ref)
+        with monkeypatch.context() as dying:
+            dying_at(dying, "delete_listener",
+                     lambda listener, **_: listener == south["tls_listener_id"])
+            with pytest.raises(VimError, match="the RO died at delete_listener.*update again"):
+                driver.update(deployment, https_sig(vcdn_id, caches), previous=secure)
+        assert list(listeners(admin_conn, north["lb_id"])) == ["HTTP"]
+        assert listeners(admin_conn, south["lb_id"])["TERMINATED_HTTPS"].id == \
+            south["tls_listener_id"]
+        for info in (north, south):
+            assert [p["id"] for p in admin_conn.load_balancer.get_load_balancer(
+                info["lb_id"]).pools] == [info["pool_id"]]
+
+        restored = restore_twice(driver, deployment, secure, monkeypatch)
+        regions = restored.resources["regions"]
+        assert regions["south"]["tls_listener_id"] == south["tls_listener_id"]
+        assert regions["north"]["tls_listener_id"] != north["tls_listener_id"]
+        assert all(regions[r]["tls_pool_id"] != record["regions"][r]["tls_pool_id"]
+                   for r in regions)
+        assert without_https(restored.resources) == without_https(record)
+        assert_as_recorded(admin_conn, restored, container_ref)
+
+        deployment = restored
+        _second, renewed = store_certificate(driver, vcdn_id)
+        with monkeypatch.context() as dying:
+            dying.setattr(Undo, "run", lambda self: [])
+            dying_at(dying, "update_listener",
+                     lambda listener, **_: listener == regions["south"]["tls_listener_id"])
+            with pytest.raises(DeploymentFailed, match="the RO died at update_listener"):
+                driver.update(deployment, https_sig(vcdn_id, caches, renewed),
+                              previous=secure)
+        assert {r: listeners(admin_conn, i["lb_id"])["TERMINATED_HTTPS"]
+                .default_tls_container_ref for r, i in regions.items()} == {
+            "north": driver.secrets.external_ref(renewed["ref"]), "south": container_ref}
+
+        rotated_back = restore_twice(driver, deployment, secure, monkeypatch)
+        assert rotated_back.resources == deployment.resources
+        assert_as_recorded(admin_conn, rotated_back, container_ref)
+    finally:
+        if deployment is not None:
+            driver.terminate(deployment)
+        for done in (kept, renewed):
+            if done is not None:
+                driver.secrets.delete(done["ref"])
+    assert leftovers(admin_conn, vcdn_id) == {}
+
+
 def test_octavia_refuses_a_container_barbican_no_longer_has(driver, key_manager, admin_conn):
     """The proof the listeners' container is checked: deleted in Barbican behind RO's back
     (an operator's cleanup), Octavia refuses the listener and the deployment is undone."""
@@ -300,9 +476,11 @@ def test_octavia_refuses_a_container_barbican_no_longer_has(driver, key_manager,
     assert in_barbican(key_manager, f"cdnaas-{kept['ref']}") == []
 
 
-def test_a_chain_barbican_refuses_leaves_no_secret(driver, key_manager):
+def test_a_chain_barbican_refuses_leaves_no_secret(driver, key_manager, monkeypatch):
     """RO takes chains up to 64 KiB; Barbican (as shipped) keeps secrets up to 20000 bytes:
-    the intermediates of a chain SO accepts are refused after two secrets were made."""
+    the intermediates of a chain SO accepts are refused (422, naming their size and the
+    limit) before anything is stored. An operator who sets the limit above what Barbican
+    keeps gets Barbican's refusal (413) after two secrets were made, which are deleted."""
     vcdn_id = f"tls-{uuid.uuid4().hex[:8]}"
     name = f"{vcdn_id}.cdn.example.net"
     ca = TestCA()
@@ -316,6 +494,12 @@ def test_a_chain_barbican_refuses_leaves_no_secret(driver, key_manager):
     certificates.check(chain, issued.key_pem, [name], now)  # SO takes it
     assert BARBICAN_MAX_SECRET < len(pem_cert(bulky)) < certificates.MAX_CHAIN_CHARS
     before = in_barbican(key_manager)
+    with pytest.raises(errors.Unprocessable, match=rf"intermediates take {len(pem_cert(bulky))} "
+                                                   "bytes; this cloud keeps secrets of at most "
+                                                   "20000 .CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES"):
+        driver.secrets.store(vcdn_id, chain, issued.key_pem)
+    assert in_barbican(key_manager) == before
+    monkeypatch.setenv("CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES", str(64 << 10))
     with pytest.raises(errors.UpstreamError, match="Barbican did not keep the certificate: "
                                                    "HttpException 413"):
         driver.secrets.store(vcdn_id, chain, issued.key_pem)

@@ -8,6 +8,7 @@ is it skipped. Failure injection is per driver: a fixture named
 """
 import json
 import time
+import types
 import uuid
 
 import pytest
@@ -71,8 +72,9 @@ def origin_local(monkeypatch, tmp_path):
 
 @pytest.fixture
 def make_traffic(request, driver_name):
-    """``make(deployment)``: a few viewer requests through each region's balancer, then
-    none (fixture ``traffic_<driver>``); a driver without one skips the log test."""
+    """The viewers of the log test (fixture ``traffic_<driver>``): ``serve(deployment)``
+    runs what logs where the VIM runs no guest, ``make(deployment)`` sends a few viewer
+    requests to each logging VNF, then none; a driver without one skips the log test."""
     try:
         return request.getfixturevalue(f"traffic_{driver_name}")
     except pytest.FixtureLookupError:
@@ -92,7 +94,7 @@ def traffic_noop(monkeypatch, tmp_path, driver):
         time.sleep(0.2)
         driver.metrics(deployment)
         load.write_text("{}")
-    return make
+    return types.SimpleNamespace(serve=_runs_its_own, make=make)
 
 
 @pytest.fixture
@@ -106,7 +108,11 @@ def traffic_local():
                                 f"10.{index + 1}.0.77") as viewer:
                 for _ in range(3):
                     assert viewer.fetch(f"http://{balancer}/objects/small")[0] == 200
-    return make
+    return types.SimpleNamespace(serve=_runs_its_own, make=make)
+
+
+def _runs_its_own(deployment):
+    """A driver whose deployments run their logging VNFs themselves."""
 
 
 @pytest.fixture
@@ -250,17 +256,18 @@ def test_an_interrupted_update_is_undone_by_restore(driver, built, new_sig):
 
 def test_usage_logs_are_read_from_a_position_and_reread_from_an_old_one(
         make_traffic, driver, built, new_sig):
-    """Each balancer's log: every record once from the positions a read returned, the same
-    records again from the same positions (an answer the reader lost), everything kept
-    from no position."""
+    """Each logging VNF's log (a balancer's; a cache's behind Octavia): every record once
+    from the positions a read returned, the same records again from the same positions
+    (an answer the reader lost), everything kept from no position."""
     sig = new_sig({"north": 1, "south": 1})
     deployment = driver.deploy(sig)
     built.append(deployment)
+    make_traffic.serve(deployment)
     start = driver.read_logs(deployment, {})
-    balancers = [(v.name, v.region) for v in deployment.vnfs if v.role == "load_balancer"]
-    assert [(c.name, c.region) for c in start] == balancers
+    logging = [(v.name, v.region) for v in deployment.vnfs if v.role == driver.logging_role]
+    assert [(c.name, c.region) for c in start] == logging
     positions = {c.name: c.position for c in start}
-    make_traffic(deployment)
+    make_traffic.make(deployment)
     deadline = time.monotonic() + 10  # nginx writes its log every 2 s
 
     def served(chunk):  # a deploy's check may be logged first, and flushed alone
@@ -278,7 +285,7 @@ def test_usage_logs_are_read_from_a_position_and_reread_from_an_old_one(
     again = driver.read_logs(deployment, positions)
     assert [c.data for c in again] == [c.data for c in new]
     after = driver.read_logs(deployment, {c.name: c.position for c in new})
-    assert [c.data for c in after] == [b""] * len(balancers)
+    assert [c.data for c in after] == [b""] * len(logging)
     everything = driver.read_logs(deployment, {})
     assert all(whole.data.endswith(chunk.data) for whole, chunk in zip(everything, new))
     driver.terminate(deployment)

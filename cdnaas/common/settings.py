@@ -178,6 +178,9 @@ DECLARED = (
             "openstack"),
     Setting("CDNAAS_OS_POLL_INTERVAL", "number", 1.0, "how often the waits look (s)",
             "openstack"),
+    Setting("CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES", "integer", 20000, "the largest secret "
+            "the cloud's Barbican keeps (its `max_allowed_secret_in_bytes`): a certificate "
+            "part above it is refused (422) before anything is stored", "openstack"),
     Setting("CDNAAS_POWER_DRIVER", "text", "log", "RO's host power driver (entry point name: "
             "`log` records and logs, `noop`, `openstack`, `local`)", "ro"),
     Setting("CDNAAS_POWER_OS_CLOUD", "text", None, "the `clouds.yaml` entry (admin) of the "

@@ -1,8 +1,9 @@
-"""Traffic of a deployment from its balancers' usage logs: records, per-minute figures,
-cursors and the raw export.
+"""Traffic of a deployment from its usage logs: records, per-minute figures, cursors and
+the raw export.
 
-Each balancer logs every viewer request as one JSON line (``templates/nginx-lb.conf.j2``,
-nginx ``escape=json``)::
+Each balancer (behind Octavia: each cache, :attr:`~cdnaas.ro.vim.base.VimDriver.logging_role`)
+logs every viewer request as one JSON line (``templates/nginx-usage-log.conf.j2``, nginx
+``escape=json``)::
 
     {"t":1767225600.123,"s":"200","b":445712,"bb":445440,"rt":0.004,"c":"HIT",
      "m":"GET","u":"/video/hd/seg-1.m4s","a":"10.1.0.10"}
@@ -61,7 +62,8 @@ class Record:
 
     def export(self, region):
         """The record as the access-log export writes it (one JSON object)."""
-        return {"time": _time_text(self.time), "region": region, "status": self.status, "bytes_sent": self.bytes_sent,
+        return {"time": _time_text(self.time), "region": region, "status": self.status,
+                "bytes_sent": self.bytes_sent,
                 "body_bytes_sent": self.body_bytes_sent, "request_time": self.request_time,
                 "cache_status": self.cache_status or None, "method": self.method,
                 "uri": self.uri, "client": self.client}

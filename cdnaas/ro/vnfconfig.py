@@ -52,7 +52,8 @@ TEMPLATES_DIR = config.REPO_ROOT / "templates"
 MANAGEMENT_PORT = 8081
 #: Where that listener serves nginx's ``stub_status`` (RO's health, metrics and drain).
 STATUS_PATH = "/nginx_status"
-#: Where a balancer's management listener serves its usage log (``+ ".1"``: the previous one).
+#: Where the management listener of a VNF that logs viewer requests (a balancer; a cache
+#: behind Octavia) serves its usage log (``+ ".1"``: the previous one).
 USAGE_LOG_PATH = "/cdnaas/access.log"
 #: Where a cache's management listener purges the object a request path names
 #: (``PURGE_PATH + path``: the cache key that path has on the public listener); a cache's
@@ -422,7 +423,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  planned_connections: int | None = None, max_files: int | None = None,
                  daemon: bool = True, user: str | None = None,
                  flavor: FlavorConfig | None = None, cache_rules: dict | None = None,
-                 shield: bool = False, also_listen: list[str] = ()) -> str:
+                 shield: bool = False, also_listen: list[str] = (),
+                 usage_log: bool = False) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -454,6 +456,9 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         the caches pass on beside their own ``X-Cache-Status`` and ``X-Served-By``.
     :param also_listen: more addresses the public listener also takes, on
         ``listen_port`` (a shield's leg in each region it serves).
+    :param usage_log: the cache logs every viewer request as a balancer of ours does
+        (``usage.log``, served at :data:`USAGE_LOG_PATH` on the management listener):
+        where the balancer is not ours (Octavia's).
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(also_listen, (list, tuple)):
@@ -476,7 +481,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                               "is not an nginx time like 60m, 12h or 7d"),
         cache_rules=nginx_cache_rules(cache_rules), purge_path=PURGE_PATH,
         prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, purge_module_file=PURGE_MODULE,
-        usage_log=None, daemon=_bool("daemon", daemon), user=_optional_name("user", user),
+        usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
+        daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         shield=_bool("shield", shield), also_listen=more_listeners)
 
 

@@ -21,6 +21,7 @@
 
 Use: ``from tests.openstack.fixtures import *  # noqa`` in a conftest or test module.
 """
+import contextlib
 import fcntl
 import os
 import subprocess
@@ -45,6 +46,7 @@ __all__ = [
     "openstack_env",
     "origin_openstack",
     "pytest_collection_modifyitems",
+    "traffic_openstack",
 ]
 
 BASE = Path(os.environ.get("CDNAAS_MINICLOUD_DIR") or "/opt/cdnaas-minicloud")
@@ -170,6 +172,33 @@ def minicloud_outage(minicloud):
 @pytest.fixture
 def origin_openstack(openstack_env):
     return dict(ORIGIN)
+
+
+@pytest.fixture
+def traffic_openstack(openstack_env, admin_conn, monkeypatch):
+    """The driver contract's viewers: ``serve(deployment)`` runs the caches of
+    ``deployment`` here (:class:`caches_here.CachesHere`: the mini cloud's servers boot no
+    guest) until the test ends, ``make(deployment)`` sends three viewer requests to each.
+    RO reads them from ``.1`` of each region's subnet: the pool, one this machine routes
+    nowhere else, and the management prefix are set here before the vCDN is deployed."""
+    from caches_here import CachesHere, unrouted_pool
+    pool = unrouted_pool()
+    monkeypatch.setenv("CDNAAS_OS_POOL", pool)
+    monkeypatch.setenv("CDNAAS_OS_MANAGEMENT_CIDR", pool)
+    with contextlib.ExitStack() as running:
+        serving = {}
+
+        def serve(deployment):
+            serving[deployment.deployment_id] = running.enter_context(
+                CachesHere(admin_conn, deployment, (ORIGIN["host"], ORIGIN["port"])))
+
+        def make(deployment):
+            caches = serving[deployment.deployment_id]
+            for index, cache in enumerate(caches.caches):
+                for _ in range(3):
+                    assert caches.fetch(cache, "/objects/small",
+                                        f"10.{index + 1}.0.77")[0] == 200
+        yield types.SimpleNamespace(serve=serve, make=make)
 
 
 @pytest.fixture(autouse=True)

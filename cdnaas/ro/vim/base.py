@@ -245,8 +245,8 @@ class LogPosition:
 
 @dataclasses.dataclass
 class LogChunk:
-    """New lines of one VNF's usage log (a balancer's: one JSON object per request, see
-    :mod:`cdnaas.ro.traffic`) since a :class:`LogPosition`.
+    """New lines of one VNF's usage log (a balancer's, or a cache's behind Octavia: one
+    JSON object per request, see :mod:`cdnaas.ro.traffic`) since a :class:`LogPosition`.
 
     :param data: whole lines (a line cut because it was too long may end it).
     :param position: where the next read starts.
@@ -296,6 +296,9 @@ class VimDriver(abc.ABC):
 
     #: entry-point name of the driver
     name = None
+    #: the role of the VNFs whose usage logs :meth:`read_logs` reads (every viewer
+    #: request passes one of them and is logged there)
+    logging_role = "load_balancer"
     #: RO's :class:`cdnaas.ro.secrets.SecretStore`, given as RO starts; None in a driver
     #: used on its own, which then cannot deploy a SIG that serves HTTPS
     secrets = None
@@ -413,25 +416,24 @@ class VimDriver(abc.ABC):
 
     def read_logs(self, deployment: Deployment, positions: dict[str, LogPosition],
                   max_bytes: int = 4 << 20, release: bool = False) -> list[LogChunk]:
-        """The usage log lines each balancer of ``deployment`` wrote after its position,
-        read in parallel: one :class:`LogChunk` per balancer, in the deployment's order.
+        """The usage log lines each logging VNF of ``deployment`` wrote after its position,
+        read in parallel: one :class:`LogChunk` per VNF, in the deployment's order.
 
         Every viewer request passes its region's balancer, which logs it
-        (``templates/nginx-lb.conf.j2``); a balancer keeps its log and the previous
+        (``templates/nginx-usage-log.conf.j2``), or, where the balancer is not ours
+        (Octavia's), the cache it goes to; a VNF keeps its log and the previous
         generation of it. Reading never removes lines: the same positions give the
         same lines (and any written since) again.
 
-        :param positions: ``{balancer name: LogPosition}`` a previous read returned;
-            a balancer absent from it is read from the start of what it keeps.
-        :param max_bytes: at most this many bytes per balancer (more: ``LogChunk.more``).
+        :param positions: ``{VNF name: LogPosition}`` a previous read returned;
+            a VNF absent from it is read from the start of what it keeps.
+        :param max_bytes: at most this many bytes per VNF (more: ``LogChunk.more``).
         :param release: the caller keeps the returned positions (the Instance
             Manager's cursor), so the driver may let go of the lines before them (the
             local driver rotates a log grown past ``CDNAAS_LOCAL_LOG_ROTATE_MB``).
         :raises VimError: a balancer's log could not be read, or the driver has none.
         """
-        raise VimError(f"the {self.name} VIM driver reads no usage logs: its balancers "
-                       "are not nginx VNFs of ours (on OpenStack, Octavia keeps no "
-                       "per-request log that an API returns)")
+        raise VimError(f"the {self.name} VIM driver reads no usage logs")
 
     @abc.abstractmethod
     def invalidate(self, deployment: Deployment, paths: list[str], prefixes: list[str],

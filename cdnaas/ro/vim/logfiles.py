@@ -16,15 +16,16 @@ offset on, and returns whole lines only:
   and the lines between are reported lost;
 - no position: both files from their start (everything the VNF still holds).
 
-The local driver reads its balancers' logs this way; a driver that reaches its VNFs'
-management listeners (an OpenStack operator's management network) would use it as is.
+The local driver reads its balancers' logs this way, the OpenStack driver its caches'
+(Octavia's balancers log nothing RO reads), through the operator's management network.
 """
 import dataclasses
 import hashlib
 import http.client
 import re
 
-from cdnaas.ro.vim.base import LogPosition, VimError
+from cdnaas.ro import vnfconfig
+from cdnaas.ro.vim.base import LogChunk, LogPosition, VimError
 
 #: bytes of a file's start its fingerprint is taken from (its first line, at most this)
 HEAD_BYTES = 4096
@@ -150,3 +151,16 @@ def read(address, port, path, position, max_bytes=READ_BYTES):
                        current_size=current_size, in_current=at == path)
     finally:
         files.close()
+
+
+def read_chunk(vnf, position, max_bytes=READ_BYTES):
+    """The usage log of VNF ``vnf`` (a :class:`~cdnaas.ro.vim.base.VnfInstance`) after
+    ``position``, from its management listener (:func:`read`).
+
+    :returns: ``(LogChunk, LogRead)``.
+    :raises VimError: the listener could not be read.
+    """
+    found = read(vnf.address, vnfconfig.MANAGEMENT_PORT, vnfconfig.USAGE_LOG_PATH, position,
+                 max_bytes)
+    return LogChunk(name=vnf.name, region=vnf.region, data=found.data,
+                    position=found.position, more=found.more, lost=found.lost), found

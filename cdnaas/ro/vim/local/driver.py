@@ -31,7 +31,7 @@ from cdnaas.common import config
 from cdnaas.common.sig import Origin
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim import logfiles
-from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, LogChunk,
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 PrerequisitesMissing, VimDriver, VimError, VnfHealth,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
                                 run_all, served_names)
@@ -339,14 +339,12 @@ class LocalDriver(VimDriver):
         limit = config.setting("CDNAAS_LOCAL_LOG_ROTATE_MB") * (1 << 20)
 
         def read(vnf):
-            found = logfiles.read(vnf.address, vnfconfig.MANAGEMENT_PORT,
-                                  vnfconfig.USAGE_LOG_PATH, positions.get(vnf.name), max_bytes)
+            chunk, found = logfiles.read_chunk(vnf, positions.get(vnf.name), max_bytes)
             if release and found.in_current and not found.more and found.current_size > limit:
                 self._rotate_log(owner, deployment.deployment_id, vnf.name)
-            return LogChunk(name=vnf.name, region=vnf.region, data=found.data,
-                            position=found.position, more=found.more, lost=found.lost)
+            return chunk
         return list(self.pool.map(read, [v for v in deployment.vnfs
-                                         if v.role == "load_balancer"]))
+                                         if v.role == self.logging_role]))
 
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener, which
@@ -867,6 +865,11 @@ def _idle(address):
     return status is None or status["active"] <= 1  # the status request itself
 
 
+def _fetch_status(viewer, hostname, lb):
+    """The status of ``viewer``'s GET of ``hostname``'s root through balancer ``lb``."""
+    return viewer.fetch(f"http://{hostname}/", resolve=(hostname, lb))[0]
+
+
 def _verify_region(sig, region, addresses):
     """A client of ``region`` resolves the vCDN to its balancer and fetches through it."""
     lb = addresses[sig.vnfs_in(region.name, "load_balancer")[0].name]
@@ -884,8 +887,12 @@ def _verify_region(sig, region, addresses):
         if lb not in answer:
             raise VimError(f"a client of {region.name} got {answer or 'no answer'} for "
                            f"{sig.hostname}, not its balancer {lb}")
-        status, _headers, _body = viewer.fetch(f"http://{sig.hostname}/",
-                                               resolve=(sig.hostname, lb))
+        # fetched again too: a cache's first fetch from the origin may fail on a loaded
+        # host, or the origin come up meanwhile
+        status = _fetch_status(viewer, sig.hostname, lb)
+        while not 0 < status < 500 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            status = _fetch_status(viewer, sig.hostname, lb)
         if not 0 < status < 500:
             raise VimError(f"a client of {region.name} could not fetch through the vCDN "
                            f"(HTTP {status or 'no answer'}); is the origin {sig.origin.url} up?")

@@ -4,6 +4,8 @@
 - ``cloud``: connections (``clouds.yaml`` / ``OS_CLOUD``), API call counting, waits,
   Octavia's batch member update, deletes that accept what is gone;
 - ``plan``: pure decisions (subnets, addresses, flavors, tags), testable without a cloud;
+- ``https``: each balancer's TERMINATED_HTTPS listener and pool, made by an update and
+  put back as recorded by a restore;
 - ``userdata``: cloud-init user-data rendered from the same ``templates/`` as the
   local driver (through :mod:`cdnaas.ro.vnfconfig`);
 - ``loadgen``: a calibration's load generator, a server whose agent runs wrk and the

@@ -13,6 +13,7 @@ driver gives it to Octavia (``default_tls_container_ref``); RO never reads the k
 import logging
 import re
 
+from cdnaas.common import config, errors
 from cdnaas.ro.secrets import SecretBackend
 from cdnaas.ro.vim.base import VimError
 
@@ -33,6 +34,22 @@ def secret_specs(ref, bundle):
     return [(role, {"name": f"cdnaas-{ref}-{role}", "payload": payload,
                     "payload_content_type": "text/plain", "secret_type": kind})
             for role, payload, kind in parts]
+
+
+def refuse_oversized(specs, limit):
+    """Refuse, before anything is stored, the secrets of ``specs`` (:func:`secret_specs`)
+    larger than ``limit`` bytes: Barbican would refuse them (413) after the others.
+
+    :raises Unprocessable: a part is larger, named with its size and the limit.
+    """
+    for role, attrs in specs:
+        size = len(attrs["payload"].encode())
+        if size > limit:
+            raise errors.Unprocessable(
+                f"the certificate's {role.replace('_', ' ')} take {size} bytes; this cloud "
+                f"keeps secrets of at most {limit} (CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES, "
+                "Barbican's max_allowed_secret_in_bytes): send a shorter chain",
+                field="certificate")
 
 
 def container_spec(ref, secret_refs):
@@ -64,11 +81,16 @@ class BarbicanBackend(SecretBackend):
     def put(self, ref, owner, bundle):
         """See :meth:`SecretBackend.put`: the secrets, then their container; a failure
         deletes the secrets already made (those it cannot delete, Barbican being away,
-        are named in the error)."""
+        are named in the error).
+
+        :raises Unprocessable: a part is larger than Barbican keeps (nothing was made).
+        """
+        specs = secret_specs(ref, bundle)
+        refuse_oversized(specs, config.setting("CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES"))
         conn = self.connect()
         made = {}
         try:
-            for role, attrs in secret_specs(ref, bundle):
+            for role, attrs in specs:
                 made[role] = conn.key_manager.create_secret(**attrs).secret_ref
             container = conn.key_manager.create_container(**container_spec(ref, made))
         except Exception as exc:  # openstacksdk's errors, or the cloud away

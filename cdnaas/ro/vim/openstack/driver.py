@@ -19,10 +19,11 @@ every wait has a timeout (``CDNAAS_OS_*_TIMEOUT``). Every resource carries the
 tags ``cdnaas``, ``cdnaas-owner:<owner>`` and ``cdnaas-vcdn:<id>``; each step
 records its undo (:class:`.undo.Undo`), a failed deploy undoes everything and
 then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
-strays by tag. An update adds and removes caches, rotates the certificate, turns
-HTTPS on or off (each balancer's TERMINATED_HTTPS listener and its pool), and
-gives a new origin, cache rules or names by rebuilding the servers whose user-data
-changes, caches in waves that keep their balancer serving (:mod:`.rebuild`).
+strays by tag. An update adds and removes caches and regions (the DNS server follows
+the default region), rotates the certificate, turns HTTPS on or off (each balancer's
+TERMINATED_HTTPS listener and its pool), and gives a new origin, cache rules or names
+by rebuilding the servers whose user-data changes, caches in waves that keep their
+balancer serving (:mod:`.rebuild`).
 
 Settings (read at call time): ``CDNAAS_OS_CLOUD`` / ``OS_CLOUD`` (the clouds.yaml
 entry), ``CDNAAS_OS_OWNER``, ``CDNAAS_OS_POOL``, ``CDNAAS_OS_MANAGEMENT_CIDR``
@@ -40,6 +41,7 @@ import socket
 
 from cdnaas.common import config
 from cdnaas.ro import purge, vnfconfig
+from cdnaas.ro.vim import logfiles
 from cdnaas.ro.vim.base import (
     Deployment,
     DeploymentFailed,
@@ -53,19 +55,22 @@ from cdnaas.ro.vim.base import (
     tls_ref,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack import (barbican, loadgen, placement, plan, rebuild, translate,
-                                     userdata)
+from cdnaas.ro.vim.openstack import (barbican, https, loadgen, placement, plan, rebuild,
+                                     translate, userdata)
 from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
 
 SERVER_ROLES = ("cache", "dns")
+_NO_SHIELD = ("the openstack driver does not deploy an origin shield yet (its flavor's "
+              "template has vnfs.shield); use a flavor without one on this cloud")
 
 
 class OpenStackDriver(VimDriver):
     """Deploys SIGs on an OpenStack cloud (Nova, Neutron, Glance, Octavia) with openstacksdk."""
 
     name = "openstack"
+    logging_role = "cache"  # Octavia's balancers log nothing an API returns
 
     def __init__(self):
         self._cloud = None
@@ -91,9 +96,7 @@ class OpenStackDriver(VimDriver):
         """See :meth:`VimDriver.deploy`."""
         self.check_prerequisites()
         if sig.vnfs_in(role="shield"):
-            raise DeploymentFailed("the openstack driver does not deploy an origin shield yet "
-                                   "(its flavor's template has vnfs.shield); use a flavor "
-                                   "without one on this cloud")
+            raise DeploymentFailed(_NO_SHIELD)
         cloud = self.cloud
         management = plan.management_cidrs()
         prepared = self._prepare(cloud, sig, sig.vnfs)
@@ -146,13 +149,15 @@ class OpenStackDriver(VimDriver):
             raise DeploymentFailed(f"{_words(exc)}; nothing was created") from exc
         return prepared
 
-    def _create_networks(self, cloud, sig, cidrs, record, undo, progress):
-        """Per region: network, subnet and security groups (or the operator's network)."""
+    def _create_networks(self, cloud, sig, cidrs, record, undo, progress, regions=None):
+        """Per region of ``regions`` (default: all of ``sig``'s): network, subnet and
+        security groups (or the operator's network), recorded in ``record``."""
         operator_network = config.setting("CDNAAS_OS_NETWORK")
         tags = plan.tags(sig.vcdn_id)
+        regions = sig.regions if regions is None else regions
         step = "create networks"
-        progress(step, 0, len(sig.regions))
-        for done, region in enumerate(sig.regions, 1):
+        progress(step, 0, len(regions))
+        for done, region in enumerate(regions, 1):
             conn = cloud.conn(region.vim_region)
             info = {"vim_region": region.vim_region, "zone": region.zone,
                     "cidr": cidrs[region.name], "security_groups": {}}
@@ -179,9 +184,9 @@ class OpenStackDriver(VimDriver):
             roles = {v.role for v in sig.vnfs_in(region.name)} & set(SERVER_ROLES)
             for role in sorted(roles):
                 info["security_groups"][role] = self._security_group(
-                    conn, sig, region.name, role, info["cidr"], record["management_cidrs"],
+                    conn, sig, region.name, role, info["cidr"], record.get("management_cidrs", []),
                     undo)
-            progress(step, done, len(sig.regions))
+            progress(step, done, len(regions))
 
     def _security_group(self, conn, sig, region, role, cidr, management, undo):
         """A security group opening only what ``role`` serves: 80/tcp (cache) and, to the
@@ -210,14 +215,15 @@ class OpenStackDriver(VimDriver):
             return addresses
         return {name: None for name in addresses}
 
-    def _create_balancers(self, cloud, sig, addresses, record, undo):
-        """Start creating each region's load balancer with its listener and pool (one call each).
+    def _create_balancers(self, cloud, sig, addresses, record, undo, regions=None):
+        """Start creating the load balancer of each region of ``regions`` (default: all of
+        ``sig``'s) with its listeners and pools (one call each).
 
         :returns: region -> load balancer id (provisioning; :meth:`_register_members` waits).
         """
         lbs = {}
         tags = plan.tags(sig.vcdn_id)
-        for region in sig.regions:
+        for region in sig.regions if regions is None else regions:
             conn = cloud.conn(region.vim_region)
             info = record["regions"][region.name]
             lb_vnf = sig.vnfs_in(region.name, "load_balancer")
@@ -419,12 +425,13 @@ class OpenStackDriver(VimDriver):
         self._parallel(register, regions, step, progress)
 
     @staticmethod
-    def _members(sig, region, info, addresses, leaving=()):
-        """Pool members of ``region``'s caches, but those named in ``leaving``."""
+    def _members(sig, region, info, addresses, leaving=(), stand_ins=()):
+        """Pool members of ``region``'s caches, but those named in ``leaving``, and of
+        ``stand_ins``."""
         return [{"name": plan.resource_name(sig.vcdn_id, v.name), "address": addresses[v.name],
                  "protocol_port": plan.HTTP_PORT, "subnet_id": info["subnet_id"],
-                 "tags": plan.tags(sig.vcdn_id)} for v in sig.vnfs_in(region, "cache")
-                if v.name not in leaving]
+                 "tags": plan.tags(sig.vcdn_id)}
+                for v in [*sig.vnfs_in(region, "cache"), *stand_ins] if v.name not in leaving]
 
     # -- update ------------------------------------------------------------------
 
@@ -436,49 +443,68 @@ class OpenStackDriver(VimDriver):
         2.57); a new certificate is given to the HTTPS listeners. HTTPS turned on gives
         each balancer its HTTPS listener and pool (:meth:`_https_on`, undone should a
         later step fail); turned off, they are deleted once everything else succeeded
-        (:meth:`_https_off`, not undone). Adding or removing regions is refused before
-        anything changes: regions are networks and balancers this update does not make.
+        (:meth:`_https_off`, not undone).
+
+        A new region gets what deploy makes of one (network, subnet, security groups, a
+        balancer with ``sig``'s listeners, its servers), the DNS servers are rebuilt
+        with ``sig``'s regions, and a removed region's servers, balancer and network go
+        once everything else succeeded (:meth:`_remove_regions`, not undone). A DNS
+        server whose region goes (it follows the default region) is booted again in its
+        new region, at that region's DNS address, and the old one goes with the others.
         With ``previous`` None, nothing is rebuilt and HTTPS stays as it is."""
         record = _copy(deployment.resources)
-        if set(record["regions"]) != {r.name for r in sig.regions}:
-            raise DeploymentFailed("the openstack driver cannot add or remove regions of a live "
-                                   "vCDN; deploy a new one")
+        if sig.vnfs_in(role="shield"):
+            raise DeploymentFailed(_NO_SHIELD)
+        old = {v.name: v for v in deployment.vnfs}
+        moved = {v.name for v in sig.vnfs if v.name in old and old[v.name].region != v.region}
+        new_regions = [r for r in sig.regions if r.name not in record["regions"]]
+        gone_regions = sorted(set(record["regions"]) - {r.name for r in sig.regions})
+        new_names = {v.name for v in sig.vnfs} - moved
+        added = [v for v in sig.vnfs if v.name not in old or v.name in moved]
+        removed = [v for v in deployment.vnfs if v.name not in new_names]
+        _check_changes(added, removed, {r.name for r in new_regions}, gone_regions)
         self.check_prerequisites()
         cloud = self.cloud
-        old = {v.name: v for v in deployment.vnfs}
-        new_names = {v.name for v in sig.vnfs}
-        added = [v for v in sig.vnfs if v.name not in old]
-        if any(v.role != "cache" for v in added):
-            raise DeploymentFailed("only caches can be added by an update")
-        removed = [v for v in deployment.vnfs if v.name not in new_names]
-        if any(v.role != "cache" for v in removed):
-            raise DeploymentFailed("only caches can be removed by an update")
-        kept = [v for v in sig.vnfs if v.name in old and v.role in SERVER_ROLES] \
-            if previous is not None and rebuild.reconfigured(previous, sig) else []
+        added = [v for v in added if v.role in SERVER_ROLES]
+        if previous is None:
+            kept = []
+        else:
+            rebuilt_roles = SERVER_ROLES if rebuild.reconfigured(previous, sig) else \
+                ("dns",) if new_regions or gone_regions else ()
+            kept = [v for v in sig.vnfs if v.name in new_names & set(old)
+                    and v.role in rebuilt_roles]
         prepared = self._prepare(cloud, sig, added + kept)
-        cidrs = {r: info["cidr"] for r, info in record["regions"].items()}
+        cidrs = plan.subnets(sig, {r: info["cidr"] for r, info in record["regions"].items()})
         addresses = plan.addresses(sig, cidrs, {n: v.address for n, v in old.items()
                                                 if n in new_names})
         if any(i.get("operator_network") for i in record["regions"].values()):
             addresses.update({v.name: None for v in added})
         rebuilds = self._rebuilds(cloud, deployment, sig, previous, kept, prepared, addresses)
-        touched = sorted({v.region for v in added + removed})
-        lbs = {r: record["regions"][r]["lb_id"] for r in touched}
+        stand_ins = self._stand_ins(sig, rebuilds, record, addresses)
+        lived = sorted(r for r in record["regions"] if r not in gone_regions)
+        resized = sorted({v.region for v in added + removed if v.role == "cache"} & set(lived))
+        leaving = {v.name: record["servers"].pop(v.name) for v in removed
+                   if v.role in SERVER_ROLES}
         before, after = (tls_ref(previous), tls_ref(sig)) if previous is not None else (None, None)
         undo = Undo()
         try:
-            self._boot(cloud, sig, added, prepared, addresses, record, undo, progress,
-                       step="boot caches")
-            for region in touched:  # should the batch fail: put the old members back
+            lbs = self._add_regions(cloud, sig, new_regions, cidrs, addresses, record, undo,
+                                    progress)
+            lbs.update({r: record["regions"][r]["lb_id"] for r in lived})
+            self._open_roles(cloud, sig, added, record, undo, lived)
+            self._boot(cloud, sig, added + stand_ins, prepared, addresses, record, undo,
+                       progress, step="boot servers" if new_regions or moved else "boot caches")
+            for region in resized:  # should the batch fail: put the old members back
                 undo.push(f"members of {region}", self._restore_members, cloud, deployment,
                           region)
             self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
-                                   regions=touched, step="update load balancers")
+                                   regions=resized + [r.name for r in new_regions],
+                                   step="update load balancers")
             self._reconfigure(cloud, deployment, sig, rebuilds, addresses, undo, progress)
             if before is None and after is not None:
-                self._https_on(cloud, sig, record, addresses, undo, progress)
+                self._https_on(cloud, sig, record, addresses, undo, progress, lived)
             elif None not in (before, after) and before != after:
-                self._rotate(cloud, sig, previous, record, undo, progress)
+                self._rotate(cloud, sig, previous, record, undo, progress, lived)
         except Exception as exc:
             LOG.warning("update of %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo), exc)
             undo.run()
@@ -487,8 +513,103 @@ class OpenStackDriver(VimDriver):
             record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
         if before is not None and after is None:
             self._https_off(cloud, record, progress)
-        self._remove_servers(cloud, sig, removed, record, progress)
+        leaving.update({v.name: record["servers"].pop(v.name) for v in stand_ins})
+        gone = {r: record["regions"].pop(r) for r in gone_regions}
+        self._remove_servers(cloud, {**record["regions"], **gone}, leaving, progress,
+                             step="remove servers" if gone or moved else "remove caches")
+        self._remove_regions(cloud, gone, progress)
         return self._deployment(sig, record, addresses)
+
+    def _add_regions(self, cloud, sig, regions, cidrs, addresses, record, undo, progress):
+        """Network, subnet, security groups and balancer of each of ``regions`` (new to
+        ``record``), as deploy makes them, each undone by ``undo``.
+
+        :returns: region -> load balancer id (provisioning).
+        """
+        if not regions:
+            return {}
+        self._create_networks(cloud, sig, cidrs, record, undo, progress, regions)
+        return self._create_balancers(cloud, sig, addresses, record, undo, regions)
+
+    def _open_roles(self, cloud, sig, vnfs, record, undo, regions):
+        """The security group of each role of ``vnfs`` (to boot) that a region of
+        ``regions`` has none for yet: a DNS server moving into a region that stays."""
+        for vnf in vnfs:
+            info = record["regions"][vnf.region]
+            if vnf.region in regions and vnf.role not in info["security_groups"]:
+                info["security_groups"][vnf.role] = self._security_group(
+                    cloud.conn(info["vim_region"]), sig, vnf.region, vnf.role, info["cidr"],
+                    record.get("management_cidrs", []), undo)
+
+    def _remove_regions(self, cloud, infos, progress):
+        """Delete the balancer (its listeners and pools with it), security groups and
+        network (not the operator's) of each region recorded as ``infos`` (region ->
+        its record), their servers gone already; side by side. Nothing undoes this.
+
+        :raises VimError: a delete failed (named; update again).
+        """
+        def remove(region):
+            info = infos[region]
+            conn = cloud.conn(info.get("vim_region"))
+            if info.get("lb_id"):
+                self._delete_load_balancer(conn, info["lb_id"])
+            for group_id in info.get("security_groups", {}).values():
+                oscloud.gone(conn.network.delete_security_group, group_id)
+            if info.get("network_id") and not info.get("operator_network"):
+                self._delete_network(conn, info["network_id"])
+        try:
+            self._parallel(remove, sorted(infos), "remove regions", progress)
+        except Exception as exc:
+            raise VimError(f"{_words(exc)}; the removed regions could not all be deleted: "
+                           "update again") from exc
+
+    def _remove_unrecorded(self, cloud, deployment_id, record):
+        """Delete the balancers, security groups and networks carrying the vCDN's tag that
+        ``record`` does not name (a region an interrupted update was adding), in every
+        OpenStack region of the cloud and of the record."""
+        recorded = set()
+        for info in record["regions"].values():
+            recorded.update(info.get(k) for k in ("lb_id", "network_id"))
+            recorded.update(info.get("security_groups", {}).values())
+        vim_regions = {i.get("vim_region") for i in record["regions"].values()}
+        self._sweep(cloud, sorted(vim_regions | set(cloud.regions()), key=str),
+                    plan.vcdn_tag(deployment_id), keep=recorded, servers=False)
+
+    def _repair_regions(self, cloud, sig, record, addresses, progress):
+        """Make again what an interrupted update had deleted of a recorded region (it was
+        removing it): its network and subnet at the recorded prefix, its security groups,
+        its balancer at the recorded VIP with ``sig``'s listeners; ``record`` takes the new
+        ids (the servers are booted again by :meth:`restore`). What this makes is deleted
+        should a step fail.
+
+        :raises VimError: a step failed.
+        """
+        undo = Undo()
+        lbs = {}
+        try:
+            for region in sig.regions:
+                info = record["regions"][region.name]
+                conn = cloud.conn(info.get("vim_region"))
+                if not info.get("operator_network") and \
+                        conn.network.find_network(info["network_id"]) is None:
+                    self._create_networks(cloud, sig, {region.name: info["cidr"]}, record,
+                                          undo, no_progress, [region])
+                    info = record["regions"][region.name]
+                for role, group_id in list(info["security_groups"].items()):
+                    if conn.network.find_security_group(group_id) is None:
+                        info["security_groups"][role] = self._security_group(
+                            conn, sig, region.name, role, info["cidr"],
+                            record.get("management_cidrs", []), undo)
+                if not info.get("lb_id") or _balancer_gone(conn, info["lb_id"]):
+                    for key in ("lb_id", "pool_id", "tls_pool_id", "tls_listener_id"):
+                        info.pop(key, None)
+                    lbs.update(self._create_balancers(cloud, sig, addresses, record, undo,
+                                                      [region]))
+            self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
+                                   regions=sorted(lbs), step="restore regions")
+        except Exception as exc:
+            undo.run()
+            raise VimError(f"{_words(exc)}; could not make the removed regions again") from exc
 
     # -- reconfigure: rolling rebuilds -------------------------------------------
 
@@ -524,6 +645,27 @@ class OpenStackDriver(VimDriver):
             rebuild.check_compute(cloud.conn(vim_region), vim_region)
         return changed
 
+    @staticmethod
+    def _stand_ins(sig, rebuilds, record, addresses):
+        """A stand-in (:func:`.rebuild.stand_in`) for each cache of ``rebuilds`` alone in
+        its region, given to its item, at the region's lowest spare cache address (put in
+        ``addresses``; Neutron picks it on an operator's network).
+
+        :returns: the stand-ins, to boot with the update's new servers.
+        """
+        found = []
+        for item in rebuilds:
+            region = item.vnf.region
+            if item.vnf.role != "cache" or len(sig.vnfs_in(region, "cache")) > 1:
+                continue
+            item.stand_in = rebuild.stand_in(item.vnf)
+            info = record["regions"][region]
+            used = {addresses[v.name] for v in sig.vnfs_in(region)}
+            addresses[item.stand_in.name] = None if info.get("operator_network") else \
+                plan.spare_address(ipaddress.ip_network(info["cidr"]), used, item.stand_in.name)
+            found.append(item.stand_in)
+        return found
+
     def _rebuild_of(self, sig, vnf, record, prepared, addresses, previous=None):
         """The :class:`.rebuild.Rebuild` of ``vnf``'s recorded server to ``sig``'s image
         and user-data (``previous``: what it had, if known)."""
@@ -540,9 +682,10 @@ class OpenStackDriver(VimDriver):
         then the DNS servers, in place (the geo-DNS does not answer meanwhile).
 
         A wave leaves its region's pools (one batch call per pool) while the others
-        serve, is rebuilt and waited ACTIVE, and comes back. A region of one cache has
-        nothing else to serve: its cache is rebuilt in its pool, and the region answers
-        with errors until it is ACTIVE. Each server's undo rebuilds it back (with the
+        serve, is rebuilt and waited ACTIVE, and comes back. A region of one cache is
+        served by its item's stand-in meanwhile (booted by :meth:`update`); without one
+        (a restore) its cache is rebuilt in its pool, and the region answers with errors
+        until it is ACTIVE. Each server's undo rebuilds it back (with the
         user-data Nova shows it had, else the previous SIG's), in its pool; each
         region's then puts ``deployment``'s members back.
         """
@@ -573,13 +716,16 @@ class OpenStackDriver(VimDriver):
         region = items[0].vnf.region
         conn = cloud.conn(info["vim_region"])
         caches = sig.vnfs_in(region, "cache")
+        stand_ins = [i.stand_in for i in items if i.stand_in is not None]
         done = 0
         for wave in rebuild.waves(items, len(caches)):
             leaving = {r.vnf.name for r in wave}
-            if len(leaving) < len(caches):  # else in place: nothing would serve
-                _set_members(conn, info, self._members(sig, region, info, addresses, leaving))
+            serving = len(leaving) < len(caches) or stand_ins  # else in place: none would
+            if serving:
+                _set_members(conn, info, self._members(sig, region, info, addresses, leaving,
+                                                       stand_ins))
             self._rebuild_wave(conn, sig, wave, undo)
-            if len(leaving) < len(caches):
+            if serving:
                 _set_members(conn, info, self._members(sig, region, info, addresses))
             done += len(wave)
             report(done)
@@ -598,24 +744,19 @@ class OpenStackDriver(VimDriver):
         oscloud.servers_active(conn, [i.server_id for i in items], plan.vcdn_tag(sig.vcdn_id),
                                oscloud.timeout("boot"))
 
-    def _rotate(self, cloud, sig, previous, record, undo, progress):
-        """Give each region's HTTPS listener ``sig``'s certificate container (Octavia
-        reloads its balancer gracefully); the undo gives the previous one back."""
+    def _rotate(self, cloud, sig, previous, record, undo, progress, regions):
+        """Give the HTTPS listener of each of ``regions`` ``sig``'s certificate container
+        (Octavia reloads its balancer gracefully); the undo gives the previous one back."""
         new = self.secrets.external_ref(tls_ref(sig))
         old = self.secrets.external_ref(tls_ref(previous))
-
-        def swap(conn, info, container):
-            oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
-            conn.load_balancer.update_listener(info["tls_listener_id"],
-                                               default_tls_container_ref=container)
-            oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
 
         def rotate(region):
             info = record["regions"][region]
             conn = cloud.conn(info.get("vim_region"))
-            undo.push(f"certificate of {region}", swap, conn, info, old)
-            swap(conn, info, new)
-        self._first_alone(rotate, sorted(record["regions"]), "rotate certificates", progress)
+            ids = (conn, info["lb_id"], info["tls_listener_id"])
+            undo.push(f"certificate of {region}", https.give_container, *ids, old)
+            https.give_container(*ids, new)
+        self._first_alone(rotate, regions, "rotate certificates", progress)
 
     def _first_alone(self, action, regions, step, progress):
         """``action(region)`` for the first of ``regions`` alone, then for the others side
@@ -628,56 +769,67 @@ class OpenStackDriver(VimDriver):
         self._parallel(action, regions[1:], step,
                        lambda _step, done, total: progress(step, done + 1, total + 1))
 
-    def _https_on(self, cloud, sig, record, addresses, undo, progress):
-        """Give each region's balancer the TERMINATED_HTTPS listener deploy makes
+    def _https_on(self, cloud, sig, record, addresses, undo, progress, regions):
+        """Give the balancer of each of ``regions`` the TERMINATED_HTTPS listener deploy makes
         (:func:`.plan.listeners`: ``sig``'s certificate container) and its pool, whose
         members are the region's caches (one batch call); record them as
         ``tls_listener_id`` and ``tls_pool_id``. Octavia locks the balancer during each
-        call: it is waited ACTIVE between them. The undo deletes what was made. The
-        first region alone, then the others side by side (:meth:`_first_alone`)."""
-        tags = plan.tags(sig.vcdn_id)
-
+        call: it is waited ACTIVE between them (:func:`.https.add`). The undo deletes
+        what was made. The first region alone, then the others side by side
+        (:meth:`_first_alone`)."""
         def add(region):
             info = record["regions"][region]
             conn = cloud.conn(info["vim_region"])
-            lb_id = info["lb_id"]
-            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-            spec = plan.listeners(_balancer_name(sig, region), tags, *self._https(conn, sig))[1]
-            pool_spec = spec.pop("default_pool")
-            listener = conn.load_balancer.create_listener(load_balancer_id=lb_id, **spec)
-            undo.push(f"HTTPS listener of {region}", _delete_on_balancer, conn, lb_id,
-                      conn.load_balancer.delete_listener, listener.id)
-            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-            pool = conn.load_balancer.create_pool(listener_id=listener.id, **pool_spec)
-            undo.push(f"HTTPS pool of {region}", _delete_on_balancer, conn, lb_id,
-                      conn.load_balancer.delete_pool, pool.id)
-            info.update(tls_listener_id=listener.id, tls_pool_id=pool.id)
-            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-            oscloud.batch_update_members(conn, pool.id,
+            info["tls_listener_id"], info["tls_pool_id"] = https.add(
+                conn, info["lb_id"], self._https_spec(conn, sig, region), undo)
+            oscloud.batch_update_members(conn, info["tls_pool_id"],
                                          self._members(sig, region, info, addresses))
-            oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-        self._first_alone(add, sorted(record["regions"]), "turn HTTPS on", progress)
+            oscloud.load_balancer_active(conn, info["lb_id"], oscloud.timeout("lb"))
+        self._first_alone(add, regions, "turn HTTPS on", progress)
 
     def _https_off(self, cloud, record, progress):
-        """Delete each region's HTTPS listener and its pool (the pool first, the balancer
-        waited ACTIVE between Octavia calls) and drop them from the record. Nothing
-        undoes this: :meth:`update` does it once everything else succeeded.
+        """Delete each region's HTTPS listener and its pool (:func:`.https.restore` to
+        HTTP only: the pool first, the balancer waited ACTIVE between Octavia calls) and
+        drop them from the record. Nothing undoes this: :meth:`update` does it once
+        everything else succeeded.
 
-        :raises VimError: a delete failed (the record still names what is left).
+        :raises VimError: a delete failed.
         """
         def remove(region):
             info = record["regions"][region]
-            conn = cloud.conn(info["vim_region"])
-            for key, delete in (("tls_pool_id", conn.load_balancer.delete_pool),
-                                ("tls_listener_id", conn.load_balancer.delete_listener)):
-                if info.get(key):
-                    _delete_on_balancer(conn, info["lb_id"], delete, info[key])
-                    del info[key]
+            https.restore(cloud.conn(info["vim_region"]), info, None)
         try:
             self._parallel(remove, sorted(record["regions"]), "turn HTTPS off", progress)
         except Exception as exc:
             raise VimError(f"{_words(exc)}; HTTPS could not be turned off everywhere: "
                            "update again") from exc
+
+    def _https_spec(self, conn, sig, region):
+        """The HTTPS listener (with its default pool) of ``region``'s balancer as
+        :func:`.plan.listeners` describes it for ``sig``; None when ``sig`` serves HTTP
+        only."""
+        specs = plan.listeners(_balancer_name(sig, region), plan.tags(sig.vcdn_id),
+                               *self._https(conn, sig))
+        return specs[1] if len(specs) > 1 else None
+
+    def _restore_https(self, cloud, sig, record, progress):
+        """Put each recorded region's HTTPS listener and pool back as ``sig`` serves them
+        (:func:`.https.restore`: what an interrupted :meth:`_https_on`, :meth:`_https_off`
+        or :meth:`_rotate` changed) and record their ids; the first region alone
+        (:meth:`_first_alone`: a listener may be given a certificate container).
+
+        :raises VimError: an Octavia call failed (restoring again carries on).
+        """
+        def repair(region):
+            info = record["regions"][region]
+            conn = cloud.conn(info["vim_region"])
+            https.restore(conn, info, self._https_spec(conn, sig, region))
+        try:
+            self._first_alone(repair, sorted(record["regions"]), "restore HTTPS listeners",
+                              progress)
+        except Exception as exc:
+            raise VimError(f"{_words(exc)}; could not put the HTTPS listeners back as "
+                           "recorded") from exc
 
     def restore(self, deployment, sig, progress=no_progress):
         """See :meth:`VimDriver.restore`: servers, then ports, that carry the vCDN's tag
@@ -686,18 +838,28 @@ class OpenStackDriver(VimDriver):
         new port at their recorded address; recorded servers the update had rebuilt
         with other user-data (their metadata's digest is not the recorded one:
         :func:`.rebuild.rebuilt_since`) are rebuilt with ``sig``'s (:meth:`_restore_user_data`);
-        each balancer's members are set back to the recorded caches in one batch call per
-        region. A server still rebuilding refuses a rebuild (409): the restore fails, and
-        restoring again once it is ACTIVE is success.
+        the balancers, security groups and networks of regions the record does not name
+        are deleted (:meth:`_remove_unrecorded`: a region the update was adding), and what
+        it had deleted of a recorded region is made again (:meth:`_repair_regions`: a
+        region it was removing) before the servers are;
+        each balancer's HTTPS is put back as ``sig`` serves it (:meth:`_restore_https`: an
+        HTTPS listener and pool the update made are deleted, those it deleted made again,
+        each listener given ``sig``'s certificate container where it has another); then
+        the members of each balancer's pools are set back to the recorded caches, one
+        batch call per pool. A server still rebuilding refuses a rebuild (409): the
+        restore fails, and restoring again once it is ACTIVE is success.
 
-        :returns: the deployment, with the new server and port ids of rebooted VNFs.
-        :raises VimError: a step failed (what it created was undone, but rebuilds).
+        :returns: the deployment, with the new ids of what was made again: servers and
+            ports, networks, security groups, balancers, HTTPS listeners and pools.
+        :raises VimError: a step failed (what it created was undone, but rebuilds and
+            HTTPS listeners and pools).
         """
         self.check_prerequisites()
         cloud = self.cloud
         record = _copy(deployment.resources)
         tags = f"{plan.owner_tag()},{plan.vcdn_tag(deployment.deployment_id)}"
-        vim_regions = sorted({i.get("vim_region") for i in record["regions"].values()}, key=str)
+        vim_regions = sorted({i.get("vim_region") for i in record["regions"].values()}
+                             | set(cloud.regions()), key=str)
         missing, rebuilt = [], []
         progress("remove VNFs the update added", 0, len(vim_regions))
         for done, vim_region in enumerate(vim_regions, 1):
@@ -705,23 +867,26 @@ class OpenStackDriver(VimDriver):
             recorded = {name: e for name, e in record["servers"].items()
                         if record["regions"][e["region"]].get("vim_region") == vim_region}
             existing = {s.id: s for s in conn.compute.servers(tags=tags)}
-            strays = sorted(set(existing) - {e["server_id"] for e in recorded.values()})
+            # any region's record: two names of one OpenStack region list the same servers
+            strays = sorted(set(existing) - {e["server_id"] for e in record["servers"].values()})
             self._parallel(lambda sid, conn=conn: oscloud.gone(conn.compute.delete_server, sid),
                            strays)
             oscloud.servers_gone(conn, strays, oscloud.timeout("delete"))
             gone = sorted(n for n, e in recorded.items() if e["server_id"] not in existing)
-            ports = {e["port_id"] for n, e in recorded.items() if n not in gone}
+            for name in gone:
+                record["servers"].pop(name)
+            ports = {e["port_id"] for e in record["servers"].values()}
             prefix = plan.resource_name(deployment.deployment_id, "")
             for port in list(conn.network.ports(tags=tags)):  # ours only, never Octavia's VIP
                 if port.id not in ports and (port.name or "").startswith(prefix):
                     oscloud.gone(conn.network.delete_port, port.id)
-            for name in gone:
-                record["servers"].pop(name)
             missing += gone
             rebuilt += [n for n, e in record["servers"].items() if n in recorded and
                         rebuild.rebuilt_since(existing[e["server_id"]].metadata, e)]
             progress("remove VNFs the update added", done, len(vim_regions))
+        self._remove_unrecorded(cloud, deployment.deployment_id, record)
         addresses = {v.name: v.address for v in deployment.vnfs}
+        self._repair_regions(cloud, sig, record, addresses, progress)
         if missing:
             vnfs = [v for v in sig.vnfs if v.name in missing]
             undo = Undo()
@@ -734,6 +899,7 @@ class OpenStackDriver(VimDriver):
                     from exc
         if rebuilt:
             self._restore_user_data(cloud, deployment, sig, rebuilt, record, addresses, progress)
+        self._restore_https(cloud, sig, record, progress)
         restored = self._deployment(sig, record, addresses)
         self._parallel(lambda region: self._restore_members(cloud, restored, region),
                        sorted(record["regions"]), "restore load balancers", progress)
@@ -762,18 +928,27 @@ class OpenStackDriver(VimDriver):
                    for v in deployment.vnfs if v.region == region and v.role == "cache"]
         _set_members(conn, info, members)
 
-    def _remove_servers(self, cloud, sig, vnfs, record, progress, step="remove caches"):
-        """Delete the servers and ports of ``vnfs`` (already out of their pools)."""
-        progress(step, 0, len(vnfs))
-        for done, vnf in enumerate(vnfs, 1):
-            entry = record["servers"].pop(vnf.name, None)
-            if entry is None:
-                continue
-            conn = cloud.conn(record["regions"][vnf.region]["vim_region"])
-            oscloud.gone(conn.compute.delete_server, entry["server_id"])
-            oscloud.servers_gone(conn, [entry["server_id"]], oscloud.timeout("delete"))
-            oscloud.gone(conn.network.delete_port, entry["port_id"])
-            progress(step, done, len(vnfs))
+    def _remove_servers(self, cloud, infos, entries, progress, step="remove caches"):
+        """Delete the servers, then the ports, of ``entries`` (VNF name -> its server
+        record, out of the record and their pools already; ``infos``: region -> record):
+        all asked at once, then waited for in each OpenStack region."""
+        if not entries:
+            return
+        by_region = {}
+        for entry in entries.values():
+            by_region.setdefault(infos[entry["region"]].get("vim_region"), []).append(entry)
+        progress(step, 0, len(entries))
+
+        def remove(vim_region):
+            conn = cloud.conn(vim_region)
+            server_ids = [e["server_id"] for e in by_region[vim_region]]
+            for server_id in server_ids:
+                oscloud.gone(conn.compute.delete_server, server_id)
+            oscloud.servers_gone(conn, server_ids, oscloud.timeout("delete"))
+            for entry in by_region[vim_region]:
+                oscloud.gone(conn.network.delete_port, entry["port_id"])
+        self._parallel(remove, sorted(by_region, key=str))
+        progress(step, len(entries), len(entries))
 
     # -- terminate, health, cleanup ------------------------------------------------
 
@@ -830,6 +1005,18 @@ class OpenStackDriver(VimDriver):
                     conn.load_balancer.get_load_balancer_statistics, vnf.resource_id))
             return translate.server_metrics(vnf, self._diagnostics(cloud, conn, vnf))
         return list(self.pool.map(read, deployment.vnfs))
+
+    def read_logs(self, deployment, positions, max_bytes=logfiles.READ_BYTES, release=False):
+        """See :meth:`VimDriver.read_logs`: each cache's usage log (Octavia's balancers
+        log nothing an API returns; the caches log every request they pass, with the
+        viewer's address the balancer adds), from its management listener
+        (:mod:`cdnaas.ro.vim.logfiles`), open to ``CDNAAS_OS_MANAGEMENT_CIDR``, where RO
+        must be; in parallel. The cache rotates its log by size itself
+        (:data:`.userdata.USAGE_ROTATE_BYTES`, checked every minute): ``release`` changes
+        nothing, and lines rotated twice between two reads are reported lost."""
+        return list(self.pool.map(lambda v: logfiles.read_chunk(
+            v, positions.get(v.name), max_bytes)[0], [v for v in deployment.vnfs
+                                                      if v.role == self.logging_role]))
 
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener
@@ -901,18 +1088,21 @@ class OpenStackDriver(VimDriver):
 
     # -- removal -----------------------------------------------------------------
 
-    def _sweep(self, cloud, vim_regions, vcdn_tag, record=None):
-        """Remove every resource tagged ``vcdn_tag`` (and of this owner), plus the ids of
-        ``record``: balancers and servers, then ports, security groups, subnets, networks."""
+    def _sweep(self, cloud, vim_regions, vcdn_tag, record=None, keep=frozenset(),
+               servers=True):
+        """Remove every resource tagged ``vcdn_tag`` (and of this owner) but the ids in
+        ``keep``, plus the ids of ``record``: balancers and servers, then ports, security
+        groups, subnets, networks (with ``servers`` False: no tagged server or port)."""
         tags = f"{plan.owner_tag()},{vcdn_tag}"
         record = record or {}
         for vim_region in vim_regions:
             conn = cloud.conn(vim_region)
             infos = [i for i in record.get("regions", {}).values()
                      if i.get("vim_region") == vim_region]
-            lb_ids = {lb.id for lb in conn.load_balancer.load_balancers(tags=tags)}
+            lb_ids = {lb.id for lb in conn.load_balancer.load_balancers(tags=tags)} - keep
             lb_ids |= {i["lb_id"] for i in infos if i.get("lb_id")}
-            server_ids = {s.id for s in conn.compute.servers(tags=tags, details=False)}
+            server_ids = {s.id for s in conn.compute.servers(tags=tags, details=False)} - keep \
+                if servers else set()
             server_ids |= {e["server_id"] for e in record.get("servers", {}).values()
                            if record["regions"].get(e["region"], {}).get("vim_region") == vim_region}
             for lb_id in lb_ids:
@@ -922,17 +1112,19 @@ class OpenStackDriver(VimDriver):
             oscloud.servers_gone(conn, server_ids, oscloud.timeout("delete"))
             for lb_id in lb_ids:
                 oscloud.load_balancer_gone(conn, lb_id, oscloud.timeout("delete"))
-            port_ids = {p.id for p in conn.network.ports(tags=tags)}
+            port_ids = {p.id for p in conn.network.ports(tags=tags)} - keep \
+                if servers else set()
             port_ids |= {e["port_id"] for e in record.get("servers", {}).values()
                          if record["regions"].get(e["region"], {}).get("vim_region") == vim_region}
             for port_id in port_ids:
                 oscloud.gone(conn.network.delete_port, port_id)
             for group in list(conn.network.security_groups(tags=tags)):
-                oscloud.gone(conn.network.delete_security_group, group.id)
+                if group.id not in keep:
+                    oscloud.gone(conn.network.delete_security_group, group.id)
             for info in infos:
                 for group_id in info.get("security_groups", {}).values():
                     oscloud.gone(conn.network.delete_security_group, group_id)
-            network_ids = {n.id for n in conn.network.networks(tags=tags)}
+            network_ids = {n.id for n in conn.network.networks(tags=tags)} - keep
             network_ids |= {i["network_id"] for i in infos
                             if i.get("network_id") and not i.get("operator_network")}
             for network_id in network_ids:
@@ -985,18 +1177,29 @@ class OpenStackDriver(VimDriver):
                           region_endpoints=endpoints, resources=record)
 
 
+def _balancer_gone(conn, lb_id):
+    """Whether Octavia balancer ``lb_id`` is gone (or going: DELETED, PENDING_DELETE)."""
+    lb = conn.load_balancer.find_load_balancer(lb_id)
+    return lb is None or lb.provisioning_status in ("DELETED", "PENDING_DELETE")
+
+
+def _check_changes(added, removed, new_regions, gone_regions):
+    """Refuse, before anything changes, what an update cannot add or remove: VNFs but
+    caches, DNS servers (booted again where their region changes) and the balancers of
+    ``new_regions`` and ``gone_regions``."""
+    for verb, vnfs, regions in (("added", added, new_regions), ("removed", removed,
+                                                                 gone_regions)):
+        for vnf in vnfs:
+            if vnf.role not in SERVER_ROLES and not (vnf.role == "load_balancer"
+                                                     and vnf.region in regions):
+                raise DeploymentFailed(f"{vnf.name} ({vnf.role}) cannot be {verb} by an "
+                                       "update; nothing was changed")
+
+
 def _balancer_name(sig, region):
     """The name of ``region``'s Octavia balancer (and of its HTTP listener and pool)."""
     lb_vnf = sig.vnfs_in(region, "load_balancer")
     return plan.resource_name(sig.vcdn_id, lb_vnf[0].name if lb_vnf else region)
-
-
-def _delete_on_balancer(conn, lb_id, delete, resource_id):
-    """``delete(resource_id)`` (an Octavia listener or pool of balancer ``lb_id``; gone
-    already is fine), the balancer waited ACTIVE before and after (Octavia locks it)."""
-    oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
-    oscloud.gone(delete, resource_id)
-    oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
 
 
 def _pools(conn, lb):

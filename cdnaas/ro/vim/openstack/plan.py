@@ -20,6 +20,8 @@ HTTPS_PORT = 443
 #: the Octavia API version whose listeners take ``alpn_protocols`` (HTTP/2 by ALPN)
 ALPN_VERSION = (2, 20)
 DNS_BASE_PORT = 5300
+#: each listener tells the caches the viewer's address (their usage logs record it)
+VIEWER_HEADER = {"X-Forwarded-For": "true"}
 
 #: every resource of every vCDN carries this tag
 BASE_TAG = "cdnaas"
@@ -118,14 +120,21 @@ def addresses(sig, region_cidrs, kept):
             elif vnf.role == "dns":
                 result[vnf.name] = str(network[DNS_HOST])
             else:
-                address = next((str(network[n]) for n in range(FIRST_CACHE_HOST,
-                                                                network.num_addresses - 1)
-                                if str(network[n]) not in used), None)
-                if address is None:
-                    raise DeploymentFailed(f"no address left in {network} for {vnf.name}")
-                result[vnf.name] = address
+                result[vnf.name] = spare_address(network, used, vnf.name)
             used.add(result[vnf.name])
     return result
+
+
+def spare_address(network, used, name):
+    """The lowest address of ``network`` from ``.10`` (a cache's) not in ``used``.
+
+    :raises DeploymentFailed: none is left (``name``: the VNF that needed it).
+    """
+    address = next((str(network[n]) for n in range(FIRST_CACHE_HOST, network.num_addresses - 1)
+                    if str(network[n]) not in used), None)
+    if address is None:
+        raise DeploymentFailed(f"no address left in {network} for {name}")
+    return address
 
 
 def pick_flavor(flavors, vcpus, ram_mb):
@@ -156,14 +165,16 @@ def listeners(name, tags_, container_ref=None, alpn=False):
     """The listeners of a region's Octavia balancer ``name``, each with its own default pool
     (Octavia lets a pool be one listener's default only): HTTP on :data:`HTTP_PORT` and,
     with ``container_ref`` (a Barbican certificate container), TERMINATED_HTTPS on
-    :data:`HTTPS_PORT`, offering HTTP/2 by ALPN where ``alpn`` (the API takes it)."""
+    :data:`HTTPS_PORT`, offering HTTP/2 by ALPN where ``alpn`` (the API takes it); both
+    add the viewer's address to ``X-Forwarded-For`` (:data:`VIEWER_HEADER`)."""
     specs = [{"name": name, "protocol": "HTTP", "protocol_port": HTTP_PORT, "tags": tags_,
+              "insert_headers": VIEWER_HEADER,
               "default_pool": {"name": name, "protocol": "HTTP", "lb_algorithm": "SOURCE_IP",
                                "tags": tags_}}]
     if container_ref:
         https = f"{name}-https"
         specs.append({"name": https, "protocol": "TERMINATED_HTTPS",
-                      "protocol_port": HTTPS_PORT, "tags": tags_,
+                      "protocol_port": HTTPS_PORT, "tags": tags_, "insert_headers": VIEWER_HEADER,
                       "default_tls_container_ref": container_ref,
                       "default_pool": {"name": https, "protocol": "HTTP",
                                        "lb_algorithm": "SOURCE_IP", "tags": tags_}})

@@ -31,6 +31,8 @@ class Rebuild:
 
     :param previous: the user-data the previous SIG renders for it (the undo's, where
         Nova does not show the server's own).
+    :param stand_in: a cache alone in its region: the server booted beside it with the
+        new user-data that serves the region while it rebuilds (:func:`stand_in`).
     """
 
     vnf: Vnf
@@ -38,6 +40,7 @@ class Rebuild:
     image_id: str
     user_data: str
     previous: str
+    stand_in: Vnf | None = None
 
 
 def reconfigured(previous: ServiceInstanceGraph, sig: ServiceInstanceGraph) -> bool:
@@ -82,11 +85,17 @@ def rebuilt_since(metadata: dict | None, entry: dict) -> bool:
     return found is not None and found != entry.get(DIGEST_KEY)
 
 
+def stand_in(cache: Vnf) -> Vnf:
+    """The VNF that serves ``cache``'s region while ``cache``, alone there, rebuilds: its
+    copy (same image, size and planned connections) named ``<name>-stand-in``."""
+    return dataclasses.replace(cache, name=f"{cache.name}-stand-in")
+
+
 def waves(changed_caches: list, region_caches: int) -> list[list]:
     """``changed_caches`` of a region of ``region_caches`` caches, split into waves taken
     out of the balancer together: at most half of them at a time (one at least), so
-    the others serve meanwhile. A region of one cache is one wave: it is rebuilt
-    in place and the region has no cache until it is ACTIVE again."""
+    the others serve meanwhile. A region of one cache is one wave, served by its
+    stand-in meanwhile (:func:`stand_in`)."""
     size = 1 if region_caches < 2 else max(1, len(changed_caches) // 2)
     return [changed_caches[i:i + size] for i in range(0, len(changed_caches), size)]
 
@@ -100,7 +109,7 @@ def check_compute(conn, vim_region) -> None:
     from openstack import utils
     if not utils.supports_microversion(conn.compute, MICROVERSION):
         raise DeploymentFailed(
-            f"the openstack driver changes the origin, cache rules or names of a live vCDN "
-            f"by rebuilding its servers with new user-data, which needs compute API "
+            f"the openstack driver changes the origin, cache rules, names or regions of a "
+            f"live vCDN by rebuilding its servers with new user-data, which needs compute API "
             f"{MICROVERSION}; region {vim_region or 'default'} of this cloud offers less; "
             "nothing was changed: deploy a new vCDN instead")

@@ -7,8 +7,10 @@ process, and starts them:
 
 - cache: ``/etc/cdnaas/nginx.conf`` (``cache_config`` with the flavor's template and
   ``boot_config`` variables: ``flavor_config``, sized for the connections the
-  plan sends it: ``planned_connections``), unit ``cdnaas-cache`` with the open-file
-  limit the config asks for (``LimitNOFILE``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
+  plan sends it: ``planned_connections``; logging every viewer request to its usage
+  log, since Octavia's balancer logs nothing RO reads), unit ``cdnaas-cache`` with the
+  open-file limit the config asks for (``LimitNOFILE``), a timer rotating the usage log
+  past :data:`USAGE_ROTATE_BYTES` (``cdnaas-usage-rotate``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
   raising the listen queues to its backlog (as the local driver does in a VNF's
   namespace); its status page answers on the management port only, to the management
   prefixes (or to the VNF itself), never to viewers;
@@ -64,6 +66,39 @@ RestartSec=2
 
 [Install]
 WantedBy=multi-user.target
+"""
+
+#: the size past which a cache's usage log is rotated (checked every minute)
+USAGE_ROTATE_BYTES = 64 << 20
+_ROTATE_SCRIPT = f"{CONF_DIR}/rotate-usage.sh"
+_ROTATE = """\
+#!/bin/sh
+# CDNaaS cache VNF: the usage log past $LIMIT bytes becomes usage.log.1 (replacing the
+# one before, which RO has read, or reports as lost) and nginx reopens its logs.
+size=$(stat -c %s "$LOG" 2>/dev/null || echo 0)
+[ "$size" -gt "$LIMIT" ] || exit 0
+mv -f "$LOG" "$LOG.1"
+kill -USR1 "$(cat "$PID")"
+"""
+_ROTATE_UNIT = f"""\
+[Unit]
+Description=CDNaaS cache VNF: rotate the usage log past its size
+
+[Service]
+Type=oneshot
+Environment=LOG={PREFIX}/logs/usage.log LIMIT={USAGE_ROTATE_BYTES} PID={PREFIX}/nginx.pid
+ExecStart=/bin/sh {_ROTATE_SCRIPT}
+"""
+_ROTATE_TIMER = """\
+[Unit]
+Description=CDNaaS cache VNF: look at the usage log's size every minute
+
+[Timer]
+OnBootSec=1min
+OnUnitActiveSec=1min
+
+[Install]
+WantedBy=timers.target
 """
 
 _DNS_UNIT = f"""\
@@ -132,7 +167,8 @@ def cache(sig, vnf, address, origin_address, management=()):
         origin=sig.origin, origin_address=origin_address, prefix_dir=PREFIX, daemon=False,
         planned_connections=vnfconfig.planned_connections(sig, vnf),
         user=NGINX_USER, management_sources=list(management) or [address],
-        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"))
+        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
+        usage_log=True)
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
@@ -142,7 +178,10 @@ def cache(sig, vnf, address, origin_address, management=()):
         (_SYSCTL_FILE, sysctl),
         ("/etc/systemd/system/cdnaas-cache.service",
          _CACHE_UNIT.format(nofile=limits["nofile"], prefix=PREFIX, conf_dir=CONF_DIR)),
-    ], ["cdnaas-cache.service"], sysctl=_SYSCTL_FILE)
+        (_ROTATE_SCRIPT, _ROTATE),
+        ("/etc/systemd/system/cdnaas-usage-rotate.service", _ROTATE_UNIT),
+        ("/etc/systemd/system/cdnaas-usage-rotate.timer", _ROTATE_TIMER),
+    ], ["cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE)
 
 
 def dns(sig, vnf, address, balancers):
