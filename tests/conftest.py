@@ -27,6 +27,7 @@ SYSTEM_MODULES = {
     "test_crash", "test_im_local", "test_local_driver", "test_local_netns", "test_local_stack",
     "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnfconfig",
     "test_openstack_tls", "test_openstack_regions", "test_openstack_traffic", "test_vnf_image",
+    "test_openstack_shield", "test_openstack_dns",
     "test_flavor_packages", "test_sidr_checks",
     "test_usage",
     "test_tls",

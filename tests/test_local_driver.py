@@ -1,6 +1,7 @@
 """The local driver with real processes and real queries: nginx caches and balancers,
 dnsmasq geo-DNS, clients in network namespaces of each region (root only)."""
 import concurrent.futures
+import ipaddress
 import os
 import threading
 import time
@@ -194,6 +195,41 @@ def test_a_killed_cache_is_routed_around_and_reported(origin, state_dir):
         assert health["north-cache-1"] is False and health["north-cache-2"] is True
     finally:
         driver.terminate(deployment)
+
+
+def test_two_dns_vnfs_each_answer_every_region_and_one_stands_when_the_other_dies(
+        origin, state_dir):
+    """A flavor of two DNS instances: each DNS VNF has its own address in every region
+    (``.3``, ``.5``), all in the entry point; each answers each region's clients with
+    their balancer; with the first one's dnsmasq dead, the second still does."""
+    driver = LocalDriver()
+    document = make_sig(origin, {"north": 1, "south": 1}).to_dict()
+    document["vnfs"].append({**next(v for v in document["vnfs"] if v["role"] == "dns"),
+                             "name": "dns-2"})
+    sig = ServiceInstanceGraph.from_dict(document)
+    deployment = driver.deploy(sig)
+    try:
+        subnets = [ipaddress.ip_network(deployment.resources["layout"][r]["subnet"])
+                   for r in ("north", "south")]
+        assert deployment.entry_point.dns_servers == [
+            str(subnet.network_address + host) for host in (3, 5) for subnet in subnets]
+        with clients.client(sig.vcdn_id, "north", "10.1.0.21") as north, \
+                clients.client(sig.vcdn_id, "south", "10.2.0.21") as south:
+            for region, viewer, leg in (("north", north, 0), ("south", south, 1)):
+                for dns in ("dns-1", "dns-2"):
+                    server = deployment.entry_point.dns_servers[
+                        leg + (2 if dns == "dns-2" else 0)]
+                    assert viewer.resolve(server, sig.hostname) == \
+                        [deployment.region_endpoints[region]], (dns, region)
+            cgroups.remove(f"{network.owner()}_{sig.vcdn_id}_dns-1")  # its dnsmasq dies
+            assert north.resolve(deployment.entry_point.dns_servers[0], sig.hostname) == []
+            assert north.resolve(deployment.entry_point.dns_servers[2], sig.hostname) == \
+                [deployment.region_endpoints["north"]]
+        health = {c.name: c.healthy for c in driver.health(deployment)}
+        assert (health["dns-1"], health["dns-2"]) == (False, True)
+    finally:
+        driver.terminate(deployment)
+    assert sig.vcdn_id not in driver.cleanup(set())
 
 
 def test_scale_out_and_in_keeps_serving_without_a_failed_request(origin, state_dir, monkeypatch):

@@ -366,7 +366,8 @@ def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
     north-cache-1 and south-cache-1 were: the update is undone (each server rebuilt with
     its old user-data, members back, south's stand-in deleted). The same update, its undo
     lost (the RO died), leaves rebuilt servers that :meth:`restore` rebuilds with the
-    recorded configuration, and the stand-in, which it deletes."""
+    recorded configuration, and the stand-in, which it deletes; south's cache, alone, is
+    stood in for by a stand-in of the restore's own while it is rebuilt."""
     sig = make_sig({"north": 3, "south": 1})
     deployment = driver.deploy(sig)
     locked = deployment.resources["servers"]["north-cache-2"]["server_id"]
@@ -410,6 +411,10 @@ def test_a_failed_rebuild_is_undone_and_an_interrupted_one_restored(
                    s.metadata[rebuild.METADATA_KEY] == rebuild.digest(before[n])
                    for n, s in servers.items())
         assert all(members for _pool, members in calls)  # north-cache-1 left its pool alone
+        (cache,) = caches_of(deployment)["south"]  # south's, alone, was stood in for
+        south = restored.resources["regions"]["south"]["pool_id"]
+        assert [members for pool, members in calls if pool == south][:2] == \
+            [[str(ipaddress.ip_address(cache) + 1)], [cache]]
         assert members_of(admin_conn, restored) == caches_of(deployment)
         assert tagged(admin_conn, sig.vcdn_id)["servers"] == recorded
     finally:

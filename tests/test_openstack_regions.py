@@ -9,7 +9,9 @@ import ipaddress
 import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, RemovalIncomplete,
+                               VnfInstance)
+from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vim.openstack.undo import Undo
@@ -96,7 +98,7 @@ def test_regions_come_and_go_and_the_dns_follows_the_default_region(driver, admi
         moved = shrunk.resources["servers"]["dns-1"]
         assert moved["server_id"] != dns_after["server_id"] and moved["region"] == "south"
         south_net = ipaddress.ip_network(shrunk.resources["regions"]["south"]["cidr"])
-        assert shrunk.entry_point.dns_servers == [str(south_net[plan.DNS_HOST])]
+        assert shrunk.entry_point.dns_servers == [str(south_net[hosts.DNS_HOSTS[0]])]
         assert sorted(shrunk.resources["regions"]["south"]["security_groups"]) == \
             ["cache", "dns"]
         north_info = grown.resources["regions"]["north"]
@@ -126,6 +128,48 @@ def test_a_failed_region_change_is_undone(driver, admin_conn, fail_host_openstac
     finally:
         driver.terminate(deployment)
     assert nothing_left(admin_conn, north.vcdn_id) == {}
+
+
+def test_what_a_done_update_could_not_delete_goes_with_the_next_update(
+        driver, admin_conn, monkeypatch):
+    """Someone else's port on south's network: Neutron will not delete the network (409,
+    in use). The update removing south is done all the same: its deployment, north alone,
+    comes with the error, the record says something is left; once the port is gone, the
+    next update deletes south's network first."""
+    both = make_sig(BOTH)
+    north = make_sig(NORTH, both.vcdn_id)
+    deployment = driver.deploy(both)
+    south = deployment.resources["regions"]["south"]
+    blocker = admin_conn.network.create_port(network_id=south["network_id"],
+                                             name="someone-elses")
+    try:
+        monkeypatch.setenv("CDNAAS_OS_DELETE_TIMEOUT", "10")
+        with pytest.raises(RemovalIncomplete, match="(?i)in use.*update is done") as caught:
+            driver.update(deployment, north, previous=both)
+        deployment = caught.value.deployment
+        assert sorted(deployment.resources["regions"]) == ["north"]
+        assert deployment.resources["leftovers"] is True
+        assert members_of(admin_conn, deployment) == caches_of(deployment)
+        assert dns_regions(admin_conn, deployment) == {
+            "north": deployment.region_endpoints["north"]}
+        assert regions_in_cloud(admin_conn, both.vcdn_id) == {
+            "networks": [plan.resource_name(both.vcdn_id, r) for r in ("north", "south")],
+            "balancers": [plan.resource_name(both.vcdn_id, "north-lb")]}
+        assert admin_conn.network.find_network(south["network_id"]) is not None
+
+        admin_conn.network.delete_port(blocker)
+        grown = make_sig({"north": 2}, both.vcdn_id)
+        reports = []
+        deployment = driver.update(deployment, grown, lambda *r: reports.append(r),
+                                   previous=north)
+        assert_serves(admin_conn, deployment, grown)  # south's network went first
+        assert "leftovers" not in deployment.resources
+        steps = [step for step, _done, _total in reports]
+        assert steps.index("remove VNFs the update added") < steps.index("boot caches")
+    finally:
+        admin_conn.network.delete_port(blocker, ignore_missing=True)
+        driver.terminate(deployment)
+    assert nothing_left(admin_conn, both.vcdn_id) == {}
 
 
 def test_a_balancer_or_shield_an_update_cannot_make_is_refused_before_anything():

@@ -12,16 +12,13 @@ import yaml
 from cdnaas.ro import traffic, vnfconfig
 from cdnaas.ro.vim.openstack import userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
-from tests.openstack.caches_here import CachesHere, cache_files, unrouted_pool
+from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
 from tests.test_openstack_driver import make_sig, nothing_left
 
 
 @pytest.fixture
-def driver(openstack_env, monkeypatch):
-    pool = unrouted_pool()
-    monkeypatch.setenv("CDNAAS_OS_POOL", pool)
-    monkeypatch.setenv("CDNAAS_OS_MANAGEMENT_CIDR", pool)
+def driver(caches_here_env):
     return OpenStackDriver()
 
 

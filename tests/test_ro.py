@@ -17,7 +17,7 @@ from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro.app import create_app
 from cdnaas.ro.models import DeploymentRecord
-from cdnaas.ro.vim.base import VimError, no_progress
+from cdnaas.ro.vim.base import RemovalIncomplete, VimError, no_progress
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support.sigs import sample_sig
 from tests.support.auth import signed
@@ -47,6 +47,15 @@ class RefusingTerminateDriver(NoopDriver):
             self.refusals -= 1
             raise VimError("the VIM refused to delete servers")
         super().terminate(deployment, progress)
+
+
+class LeavingDriver(NoopDriver):
+    """A noop driver whose updates are done but cannot delete all they removed, as a VIM
+    that refuses to delete a network still in use."""
+
+    def update(self, deployment, sig, progress=no_progress, previous=None):
+        done = super().update(deployment, sig, progress, previous)
+        raise RemovalIncomplete("network south is in use; the update is done", done)
 
 
 @pytest.fixture
@@ -183,6 +192,19 @@ def test_failed_update_keeps_the_previous_deployment(client, monkeypatch):
     assert after["error"] is None and "north-host-3" in after["last_error"]
     assert after["vnfs"] == before["vnfs"]
     assert client.get("/ro/v1/deployments/vcdn-1/health").get_json()["healthy"] is True
+
+
+def test_an_update_done_with_something_left_to_delete_records_what_serves(make_app):
+    client = signed(make_app(LeavingDriver()).test_client())
+    put(client, sample_sig("vcdn-1"))
+    wait_for(client, "vcdn-1", "ACTIVE")
+    shrunk = sample_sig("vcdn-1", {"north": 1, "south": 1})
+    assert put(client, shrunk).get_json()["status"] == "UPDATING"
+    after = wait_for(client, "vcdn-1", "ACTIVE")
+    assert vnf_names(after) == sorted(v["name"] for v in shrunk["vnfs"]), "the new VNFs serve"
+    assert after["error"] is None and after["last_error"] == \
+        "network south is in use; the update is done"
+    assert put(client, shrunk).status_code in (200, 202)  # the same SIG again: nothing new
 
 
 def test_failed_terminate_keeps_the_record_until_removed(make_app):

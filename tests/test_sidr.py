@@ -172,14 +172,16 @@ def test_semantic_rules(static):
     broken["vnfs"]["cache"]["instances"] = {"min": 0, "max": 3}
     broken["vnfs"]["load_balancer"]["instances"] = {"min": 0, "max": 1}
     broken["vnfs"]["dns"]["ram_mb"] = {"min": 512, "max": 256}
+    broken["vnfs"]["dns"]["instances"] = {"min": 1, "max": 7}  # 6 DNS addresses a region
     broken["placement"] = {"objective": "fewest_hosts", "max_host_share": 0.5}
 
     with pytest.raises(errors.BadRequest) as raised:
         service.validate(broken)
 
     assert [d["field"] for d in raised.value.details] == [
-        "vnfs.cache.instances.min", "vnfs.load_balancer.instances.min", "vnfs.dns.ram_mb",
-        "placement.max_host_share"]
+        "vnfs.cache.instances.min", "vnfs.load_balancer.instances.min",
+        "vnfs.dns.instances.max", "vnfs.dns.ram_mb", "placement.max_host_share"]
+    assert "at most 6 (got 7)" in raised.value.details[2]["problem"]
     spread = copy.deepcopy(static)
     spread["placement"] = {"objective": "spread", "max_host_share": 0.5}
     service.validate(spread)

@@ -176,6 +176,8 @@ DECLARED = (
             "openstack"),
     Setting("CDNAAS_OS_DELETE_TIMEOUT", "number", 300.0, "seconds to wait for deletions",
             "openstack"),
+    Setting("CDNAAS_OS_DNS_TIMEOUT", "number", 180.0, "seconds a rebuilt DNS server has to "
+            "answer before the vCDN's next one is rebuilt", "openstack"),
     Setting("CDNAAS_OS_POLL_INTERVAL", "number", 1.0, "how often the waits look (s)",
             "openstack"),
     Setting("CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES", "integer", 20000, "the largest secret "

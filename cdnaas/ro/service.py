@@ -33,7 +33,7 @@ from cdnaas.db import leases
 from cdnaas.ro import traffic
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
-from cdnaas.ro.vim.base import Deployment, EntryPoint, VimError
+from cdnaas.ro.vim.base import Deployment, EntryPoint, RemovalIncomplete, VimError
 
 LOG = logging.getLogger(__name__)
 PROGRESS_INTERVAL = 0.1  # seconds between two recorded reports of a step in progress
@@ -404,6 +404,10 @@ class DeploymentService:
         try:
             new = self.driver.update(old, sig, self._progress(deployment_id),
                                      previous=ServiceInstanceGraph.from_record(record.sig))
+        except RemovalIncomplete as exc:  # the new deployment serves: it is the record
+            self._save(deployment_id, ACTIVE, sig=sig.to_dict(),
+                       deployment=exc.deployment.to_dict(), error=str(exc))
+            return
         except VimError as exc:
             self._save(deployment_id, ACTIVE,
                        error=f"update failed; the previous deployment still serves: {exc}")

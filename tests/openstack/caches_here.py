@@ -1,7 +1,8 @@
 """The caches of a vCDN on the mini cloud, run on this machine as their servers would.
 
-The mini cloud's servers boot no guest. :class:`CachesHere` runs each cache of a
-deployment here instead: the ``nginx.conf`` its user-data writes (as Nova keeps it),
+The mini cloud's servers boot no guest. :class:`CachesHere` runs each cache (and the
+origin shield, at each of its legs) of a deployment here instead: the ``nginx.conf`` its
+user-data writes (as Nova keeps it),
 moved from the image's prefix to a folder of its own, at the cache's address in a
 network namespace standing in for the vCDN's networks, with the origin of the SIG at
 its address there and this machine at ``.1`` of each region's subnet (RO's side of the
@@ -26,6 +27,7 @@ import yaml
 
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.ro.vim.local import netns
+from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import userdata
 
 
@@ -61,6 +63,7 @@ class CachesHere:
         tag = uuid.uuid4().hex[:6]
         self.namespace, self.host_link, self.link = f"cdnaas-ch-{tag}", f"ch{tag}h", f"ch{tag}n"
         self.caches = [v for v in deployment.vnfs if v.role == "cache"]
+        self.shields = [v for v in deployment.vnfs if v.role == "shield"]
         self.prefixes = {}
         self.processes, self.origin = [], None
 
@@ -80,20 +83,27 @@ class CachesHere:
             network = ipaddress.ip_network(info["cidr"])
             _ip("addr", "add", f"{network[1]}/{network.prefixlen}", "dev", self.host_link)
         _ip("link", "set", self.host_link, "up")
-        for cache in self.caches:
-            prefixlen = ipaddress.ip_network(
-                self.deployment.resources["regions"][cache.region]["cidr"]).prefixlen
-            _ip("-n", self.namespace, "addr", "add", f"{cache.address}/{prefixlen}", "dev",
-                self.link)
+        for address, prefixlen in self._addresses():
+            _ip("-n", self.namespace, "addr", "add", f"{address}/{prefixlen}", "dev", self.link)
         _ip("-n", self.namespace, "addr", "add", f"{self.origin_at[0]}/32", "dev", "lo")
         _ip("-n", self.namespace, "link", "set", self.link, "up")
         _ip("-n", self.namespace, "link", "set", "lo", "up")
         with netns.entered(self.namespace):  # its socket is the namespace's
             self.origin, _thread = serve_in_thread(*self.origin_at)
-        for cache in self.caches:
-            self._start(cache)
-        for cache in self.caches:
-            self._wait_listening(cache)
+        for vnf in self.shields + self.caches:
+            self._start(vnf)
+        for vnf in self.shields + self.caches:
+            self._wait_listening(vnf)
+
+    def _addresses(self):
+        """``(address, prefix length)`` of each cache, and of the shield on each network."""
+        regions = self.deployment.resources["regions"]
+        found = [(c.address, ipaddress.ip_network(regions[c.region]["cidr"]).prefixlen)
+                 for c in self.caches]
+        for _shield in self.shields:
+            found += [(str(network[hosts.SHIELD_HOST]), network.prefixlen) for network in
+                      (ipaddress.ip_network(info["cidr"]) for info in regions.values())]
+        return found
 
     def _start(self, cache):
         """Run ``cache``'s nginx as its unit would, in a folder of its own."""
@@ -125,20 +135,25 @@ class CachesHere:
     def fetch(self, cache, path, viewer):
         """GET ``path`` from ``cache`` for ``viewer`` (the address Octavia adds):
         ``(status, bytes received: status line, headers and body)``."""
-        connection = http.client.HTTPConnection(cache.address, 80, timeout=10)
-        try:
-            connection.request("GET", path, headers={"X-Forwarded-For": viewer})
-            response = connection.getresponse()
-            body = response.read()
-        finally:
-            connection.close()
+        response, body = self.get(cache, path, viewer)
         head = f"HTTP/1.1 {response.status} {response.reason}\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in response.getheaders()) + "\r\n"
         return response.status, len(head.encode("latin-1")) + len(body)
 
+    @staticmethod
+    def get(cache, path, viewer):
+        """``(response, body)`` of GET ``path`` from ``cache`` for ``viewer``."""
+        connection = http.client.HTTPConnection(cache.address, 80, timeout=10)
+        try:
+            connection.request("GET", path, headers={"X-Forwarded-For": viewer})
+            response = connection.getresponse()
+            return response, response.read()
+        finally:
+            connection.close()
+
     def _why(self, cache):
         """What an operator on call would look at: nginx's state and words, the route."""
-        process = self.processes[self.caches.index(cache)]
+        process = self.processes[(self.shields + self.caches).index(cache)]
         logs = self.prefixes[cache.name] / "logs"
         said = {name: (logs / name).read_text(errors="replace")[-2000:]
                 for name in ("stderr", "error.log") if (logs / name).exists()}

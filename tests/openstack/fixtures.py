@@ -39,6 +39,7 @@ import configs
 __all__ = [
     "_openstack_contract_env",
     "admin_conn",
+    "caches_here_env",
     "fail_host_openstack",
     "minicloud",
     "minicloud_outage",
@@ -175,16 +176,23 @@ def origin_openstack(openstack_env):
 
 
 @pytest.fixture
-def traffic_openstack(openstack_env, admin_conn, monkeypatch):
-    """The driver contract's viewers: ``serve(deployment)`` runs the caches of
-    ``deployment`` here (:class:`caches_here.CachesHere`: the mini cloud's servers boot no
-    guest) until the test ends, ``make(deployment)`` sends three viewer requests to each.
-    RO reads them from ``.1`` of each region's subnet: the pool, one this machine routes
-    nowhere else, and the management prefix are set here before the vCDN is deployed."""
-    from caches_here import CachesHere, unrouted_pool
+def caches_here_env(openstack_env, monkeypatch):
+    """The mini cloud, for vCDNs whose caches run here (:class:`caches_here.CachesHere`):
+    their networks from a pool this machine routes nowhere else, which is also the
+    management prefix (RO reads and purges the caches from ``.1`` of each subnet)."""
+    from caches_here import unrouted_pool
     pool = unrouted_pool()
     monkeypatch.setenv("CDNAAS_OS_POOL", pool)
     monkeypatch.setenv("CDNAAS_OS_MANAGEMENT_CIDR", pool)
+    return pool
+
+
+@pytest.fixture
+def traffic_openstack(caches_here_env, admin_conn):
+    """The driver contract's viewers: ``serve(deployment)`` runs the caches of
+    ``deployment`` here (:class:`caches_here.CachesHere`: the mini cloud's servers boot no
+    guest) until the test ends, ``make(deployment)`` sends three viewer requests to each."""
+    from caches_here import CachesHere
     with contextlib.ExitStack() as running:
         serving = {}
 

@@ -90,6 +90,16 @@ class DeploymentFailed(VimError):
     """A deploy or update failed; what it had created was undone before raising."""
 
 
+class RemovalIncomplete(VimError):
+    """An update succeeded (:attr:`deployment` serves the new SIG, and is to be recorded),
+    but some of what it was removing could not be deleted: the driver deletes it first
+    on the deployment's next update or restore, and with the rest on terminate."""
+
+    def __init__(self, message, deployment):
+        super().__init__(message)
+        self.deployment = deployment
+
+
 @dataclasses.dataclass
 class VnfInstance:
     """A running VNF as the driver created it."""
@@ -361,6 +371,8 @@ class VimDriver(abc.ABC):
         :param previous: the SIG ``deployment`` serves (what a failed update goes back
             to); None: ``sig`` with the deployment's VNFs (its origin and regions unchanged).
         :raises DeploymentFailed: nothing new is left running; the old VNFs still serve.
+        :raises RemovalIncomplete: the update is done (its ``deployment`` serves ``sig``),
+            but what it removed is not all deleted yet.
         """
 
     @abc.abstractmethod

@@ -30,7 +30,7 @@ import time
 from cdnaas.common import config
 from cdnaas.common.sig import Origin
 from cdnaas.ro import purge, vnfconfig
-from cdnaas.ro.vim import logfiles
+from cdnaas.ro.vim import dnsprobe, hosts, logfiles
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 PrerequisitesMissing, VimDriver, VimError, VnfHealth,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
@@ -46,7 +46,6 @@ HTTP_PORT = 80
 HTTPS_PORT = 443
 DNS_BASE_PORT = 5300
 SPARE_DNS_PORT = 5400  # + index: a region's spare dnsmasq while its own restarts
-FIRST_CACHE_HOST = 10
 #: how long a new deployment's check from each region may keep asking its DNS for an answer
 VERIFY_SECONDS = 15.0
 VNF_USER = "root"  # the namespace is the VNF's machine; its files live under the state dir
@@ -304,7 +303,7 @@ class LocalDriver(VimDriver):
         results = []
         for vnf in deployment.vnfs:
             if vnf.role == "dns":
-                healthy = bool(processes.resolves(vnf.address, deployment.entry_point.hostname))
+                healthy = bool(dnsprobe.resolves(vnf.address, deployment.entry_point.hostname))
                 detail = "answers DNS" if healthy else "no DNS answer"
             else:
                 healthy = processes.answers_http(vnf.address)
@@ -504,7 +503,7 @@ class LocalDriver(VimDriver):
 
         def start(path, region, index, base, suffix=""):
             processes.start_daemon(namespace, ["dnsmasq", f"--conf-file={path}"])
-            processes.wait_until(lambda: processes.resolves(
+            processes.wait_until(lambda: dnsprobe.resolves(
                 addresses[vnf.name][0], served_names(sig)[-1], port=base + index),
                 f"DNS {vnf.name} for {region}")
             cgroups.adopt(group, processes.pid_in(prefix / f"{vnf.name}-{region}{suffix}.pid"))
@@ -517,7 +516,7 @@ class LocalDriver(VimDriver):
 
         configs = self._dns_configs(sig, vnf, prefix, addresses)
         changed = [r for i, (r, (path, text)) in enumerate(configs.items())
-                   if not (path.exists() and path.read_text() == text and processes.resolves(
+                   if not (path.exists() and path.read_text() == text and dnsprobe.resolves(
                        addresses[vnf.name][0], served_names(sig)[-1], port=DNS_BASE_PORT + i))]
         spares = self._dns_configs(sig, vnf, prefix, addresses, SPARE_DNS_PORT, "-spare")
         for region in changed:
@@ -586,7 +585,7 @@ class LocalDriver(VimDriver):
                 command = ["false"]
             processes.start_daemon(namespace, command)
         for region in regions:
-            processes.wait_until(lambda r=region: processes.resolves(
+            processes.wait_until(lambda r=region: dnsprobe.resolves(
                 own[0], sig.hostname, port=ports[r]), f"DNS {vnf.name} for {region}")
             cgroups.adopt(group, processes.pid_in(prefix / f"{vnf.name}-{region}.pid"))
 
@@ -799,17 +798,19 @@ def _assign(sig, layout, kept):
         # being removed: a replacement must not answer while the old one still drains.
         taken = {a for address in kept.values()
                  for a in (address if isinstance(address, list) else [address])}
-        free = (str(a) for a in list(subnet.hosts())[FIRST_CACHE_HOST - 1:] if str(a) not in taken)
+        free = (str(a) for a in list(subnet.hosts())[hosts.FIRST_CACHE_HOST - 1:]
+                if str(a) not in taken)
         for vnf in sig.vnfs_in(region):
             if vnf.role == "load_balancer":
-                addresses[vnf.name] = str(subnet.network_address + 2)
+                addresses[vnf.name] = str(subnet.network_address + hosts.LB_HOST)
             elif vnf.role == "cache":
                 addresses[vnf.name] = kept.get(vnf.name) or next(free)
-    for role, host in (("dns", 3), ("shield", 4)):  # multi-homed: on every region, SIG order
-        for vnf in sig.vnfs_in(role=role):
-            addresses[vnf.name] = [
-                str(ipaddress.ip_network(layout[r.name]["subnet"]).network_address + host)
-                for r in sig.regions]
+    # DNS VNFs and the shield are multi-homed: an address on every region, in SIG order
+    for vnf in sig.vnfs_in(role="dns") + sig.vnfs_in(role="shield"):
+        host = hosts.SHIELD_HOST if vnf.role == "shield" else hosts.dns_host(sig, vnf)
+        addresses[vnf.name] = [
+            str(ipaddress.ip_network(layout[r.name]["subnet"]).network_address + host)
+            for r in sig.regions]
     return addresses
 
 

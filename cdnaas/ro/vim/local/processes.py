@@ -18,10 +18,6 @@ import resource
 import signal
 import time
 
-import dns.message
-import dns.query
-import dns.rdatatype
-
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, netns
 from cdnaas.ro.vim.local.system import run
@@ -187,17 +183,6 @@ def stub_status(address, port=MANAGEMENT_PORT):
     reading, writing, waiting = (int(x) for x in lines[3].split()[1::2])
     return {"active": int(lines[0].split(":")[1]), "accepts": accepts, "handled": handled,
             "requests": total, "reading": reading, "writing": writing, "waiting": waiting}
-
-
-def resolves(server, hostname, port=53, timeout=0.5):
-    """Addresses ``server`` answers for ``hostname`` (A records), or [] when it does not answer."""
-    query = dns.message.make_query(hostname, dns.rdatatype.A)
-    try:
-        answer = dns.query.udp(query, str(server), port=port, timeout=timeout)
-    except (OSError, dns.exception.DNSException):
-        return []
-    return [item.address for rrset in answer.answer for item in rrset
-            if rrset.rdtype == dns.rdatatype.A]
 
 
 def wait_until(check, what, timeout=10.0):

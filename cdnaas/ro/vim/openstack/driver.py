@@ -2,9 +2,11 @@
 
 Per vCDN and region: a Neutron network and /24 subnet (RO's addresses, see
 :mod:`.plan`), security groups opening only what each VNF needs (TCP 80 from
-the region's subnet for caches, and their management port with the status page
-from ``CDNAAS_OS_MANAGEMENT_CIDR`` only; UDP and TCP 53 for DNS), one port per VNF with
-its address, one Nova server per cache or DNS VNF on its planned host (``vnfs[].host``,
+the region's subnet for caches and an origin shield, and their management port with the
+status page from ``CDNAAS_OS_MANAGEMENT_CIDR`` only; UDP and TCP 53 for DNS), one port
+per VNF with its address (an origin shield: one on each region's network, its legs,
+where that region's caches fetch from), one Nova server per cache, shield or DNS VNF on
+its planned host (``vnfs[].host``,
 asked of Nova as far as its policy allows, else left to its scheduler: :mod:`.placement`)
 in the region's availability
 zone (``regions[].zone``) and OpenStack region (``regions[].vim_region``), with the
@@ -23,7 +25,8 @@ strays by tag. An update adds and removes caches and regions (the DNS server fol
 the default region), rotates the certificate, turns HTTPS on or off (each balancer's
 TERMINATED_HTTPS listener and its pool), and gives a new origin, cache rules or names
 by rebuilding the servers whose user-data changes, caches in waves that keep their
-balancer serving (:mod:`.rebuild`).
+balancer serving (:mod:`.rebuild`). What a done update could not delete is deleted by
+the next update or restore (:class:`~cdnaas.ro.vim.base.RemovalIncomplete`).
 
 Settings (read at call time): ``CDNAAS_OS_CLOUD`` / ``OS_CLOUD`` (the clouds.yaml
 entry), ``CDNAAS_OS_OWNER``, ``CDNAAS_OS_POOL``, ``CDNAAS_OS_MANAGEMENT_CIDR``
@@ -40,12 +43,14 @@ import logging
 import socket
 
 from cdnaas.common import config
+from cdnaas.common.sig import Origin
 from cdnaas.ro import purge, vnfconfig
-from cdnaas.ro.vim import logfiles
+from cdnaas.ro.vim import dnsprobe, logfiles
 from cdnaas.ro.vim.base import (
     Deployment,
     DeploymentFailed,
     EntryPoint,
+    RemovalIncomplete,
     RetryableVimError,
     VimDriver,
     VimError,
@@ -61,9 +66,9 @@ from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
 
-SERVER_ROLES = ("cache", "dns")
-_NO_SHIELD = ("the openstack driver does not deploy an origin shield yet (its flavor's "
-              "template has vnfs.shield); use a flavor without one on this cloud")
+SERVER_ROLES = ("cache", "shield", "dns")
+#: record key: an update's removals failed, something of it is left to delete
+_LEFTOVERS = "leftovers"
 
 
 class OpenStackDriver(VimDriver):
@@ -94,9 +99,8 @@ class OpenStackDriver(VimDriver):
 
     def deploy(self, sig, progress=no_progress):
         """See :meth:`VimDriver.deploy`."""
+        _check_shield(sig)
         self.check_prerequisites()
-        if sig.vnfs_in(role="shield"):
-            raise DeploymentFailed(_NO_SHIELD)
         cloud = self.cloud
         management = plan.management_cidrs()
         prepared = self._prepare(cloud, sig, sig.vnfs)
@@ -109,7 +113,7 @@ class OpenStackDriver(VimDriver):
             self._create_networks(cloud, sig, cidrs, record, undo, progress)
             addresses = self._operator_addresses(sig, record, addresses)
             lbs = self._create_balancers(cloud, sig, addresses, record, undo)
-            self._boot(cloud, sig, sig.vnfs_in(role="cache") + sig.vnfs_in(role="dns"),
+            self._boot(cloud, sig, [v for v in sig.vnfs if v.role in SERVER_ROLES],
                        prepared, addresses, record, undo, progress)
             self._register_members(cloud, sig, lbs, record, addresses, undo, progress)
         except Exception as exc:
@@ -141,7 +145,7 @@ class OpenStackDriver(VimDriver):
                 key = (vim_region, vnf.vcpus, vnf.ram_mb)
                 if key not in prepared["flavors"]:
                     prepared["flavors"][key] = _find_flavor(conn, vnf.vcpus, vnf.ram_mb)
-            if any(v.role == "cache" for v in vnfs):
+            if any(v.role in ("cache", "shield") for v in vnfs):
                 prepared["origin_address"] = _resolve(sig.origin)
         except RetryableVimError:
             raise
@@ -182,6 +186,8 @@ class OpenStackDriver(VimDriver):
                 conn.network.set_tags(subnet, tags)
                 info.update(network_id=network.id, subnet_id=subnet.id)
             roles = {v.role for v in sig.vnfs_in(region.name)} & set(SERVER_ROLES)
+            if sig.vnfs_in(role="shield"):  # its leg here, where the region's caches fetch
+                roles.add("shield")
             for role in sorted(roles):
                 info["security_groups"][role] = self._security_group(
                     conn, sig, region.name, role, info["cidr"], record.get("management_cidrs", []),
@@ -189,15 +195,16 @@ class OpenStackDriver(VimDriver):
             progress(step, done, len(regions))
 
     def _security_group(self, conn, sig, region, role, cidr, management, undo):
-        """A security group opening only what ``role`` serves: 80/tcp (cache) and, to the
-        ``management`` prefixes only, the caches' management port; 53 (DNS)."""
+        """A security group opening only what ``role`` serves: 80/tcp (cache, shield) and,
+        to the ``management`` prefixes only, their management port; 53 (DNS)."""
         name = plan.resource_name(sig.vcdn_id, f"{region}-{role}")
         group = conn.network.create_security_group(
             name=name, description=f"CDNaaS vCDN {sig.vcdn_id}: {role} VNFs of {region}")
         undo.push(f"security group {name}", oscloud.gone, conn.network.delete_security_group,
                   group.id)
         conn.network.set_tags(group, plan.tags(sig.vcdn_id))
-        if role == "cache":  # from the region's subnet: the balancer reaches its caches
+        if role in ("cache", "shield"):  # from the region's subnet: balancer to caches,
+            #                              caches to the shield's leg
             rules = [("tcp", plan.HTTP_PORT, cidr)]
             rules += [("tcp", vnfconfig.MANAGEMENT_PORT, prefix) for prefix in management]
         else:  # from anywhere: the region's clients
@@ -255,24 +262,29 @@ class OpenStackDriver(VimDriver):
 
     def _boot(self, cloud, sig, vnfs, prepared, addresses, record, undo, progress,
               step="boot servers"):
-        """Create the ports (one bulk call per region) and servers (in parallel) of ``vnfs``;
-        return when every server is ACTIVE."""
+        """Create the ports (one bulk call per region; an origin shield's legs in the other
+        regions with theirs) and servers (in parallel) of ``vnfs``; return when every
+        server is ACTIVE."""
         if not vnfs:
             return
         tags = plan.tags(sig.vcdn_id)
-        by_region = {}
+        by_region, wanted = {}, {}
         for vnf in vnfs:
             by_region.setdefault(vnf.region, []).append(vnf)
+            wanted.setdefault(vnf.region, []).append((vnf.name, vnf))
+            for region, leg in _legs(sig, record, vnf):
+                wanted.setdefault(region, []).append((leg, vnf))
         ports = {}
-        for region, members in by_region.items():  # one bulk call per region
+        for region, members in wanted.items():  # one bulk call per region
             conn = cloud.conn(sig.region(region).vim_region)
             info = record["regions"][region]
-            created = list(conn.network.create_ports([self._port_spec(sig, v, info, addresses,
-                                                                      tags) for v in members]))
-            for vnf, port in zip(members, created):
-                undo.push(f"port of {vnf.name}", oscloud.gone, conn.network.delete_port, port.id)
-                ports[vnf.name] = port
-                addresses[vnf.name] = port.fixed_ips[0]["ip_address"]
+            created = list(conn.network.create_ports([
+                self._port_spec(sig, key, vnf.role, info, addresses, tags)
+                for key, vnf in members]))
+            for (key, _vnf), port in zip(members, created):
+                undo.push(f"port of {key}", oscloud.gone, conn.network.delete_port, port.id)
+                ports[key] = port
+                addresses[key] = port.fixed_ips[0]["ip_address"]
             # Neutron keeps tags given at creation only with ML2's extension driver
             # tag_ports_during_bulk_creation; without it, tag each port afterwards
             untagged = [p for p in created if not set(tags) <= set(p.tags or ())]
@@ -292,20 +304,23 @@ class OpenStackDriver(VimDriver):
             conn = cloud.conn(region.vim_region)
             name = plan.resource_name(sig.vcdn_id, vnf.name)
             compute_host = placement.compute_host(vnf.host, hosts)
-            user_data = self._user_data(sig, vnf, addresses, prepared,
-                                        record.get("management_cidrs", []))
+            user_data = self._user_data(sig, vnf, addresses, prepared, record)
+            legs = {region: ports[leg].id for region, leg in _legs(sig, record, vnf)}
             server, way, refused = self._create_server(
                 cloud, conn, region, compute_host, name=name,
                 image_id=prepared["images"][(region.vim_region, vnf.image)],
                 flavor_id=prepared["flavors"][(region.vim_region, vnf.vcpus, vnf.ram_mb)],
-                networks=[{"port": ports[vnf.name].id}], user_data=rebuild.encoded(user_data),
-                tags=tags, metadata=_metadata(sig, vnf, user_data))
+                networks=[{"port": ports[vnf.name].id}] + [{"port": i} for i in legs.values()],
+                user_data=rebuild.encoded(user_data), tags=tags,
+                metadata=_metadata(sig, vnf, user_data))
             undo.push(f"server {name}", oscloud.gone, conn.compute.delete_server, server.id)
             server_ids[vnf.name] = server.id
             record["servers"][vnf.name] = {
                 "server_id": server.id, "port_id": ports[vnf.name].id, "region": vnf.region,
                 "placement": placement.outcome(vnf.host, compute_host, way, refused, None),
                 rebuild.DIGEST_KEY: rebuild.digest(user_data)}
+            if legs:
+                record["servers"][vnf.name]["legs"] = legs
             return server.id
 
         self._parallel(create, vnfs)
@@ -391,19 +406,36 @@ class OpenStackDriver(VimDriver):
                                 region.vim_region or "default", way, why)
 
     @staticmethod
-    def _port_spec(sig, vnf, info, addresses, tags):
-        spec = {"name": plan.resource_name(sig.vcdn_id, vnf.name), "network_id": info["network_id"],
-                "security_group_ids": [info["security_groups"][vnf.role]], "tags": tags,
+    def _port_spec(sig, key, role, info, addresses, tags):
+        """The port named ``key`` (a VNF's, or a shield's leg) of a ``role`` VNF on the
+        network of the region recorded as ``info``."""
+        spec = {"name": plan.resource_name(sig.vcdn_id, key), "network_id": info["network_id"],
+                "security_group_ids": [info["security_groups"][role]], "tags": tags,
                 "fixed_ips": [{"subnet_id": info["subnet_id"]}]}
-        if addresses.get(vnf.name):
-            spec["fixed_ips"][0]["ip_address"] = addresses[vnf.name]
+        if addresses.get(key):
+            spec["fixed_ips"][0]["ip_address"] = addresses[key]
         return spec
 
     @staticmethod
-    def _user_data(sig, vnf, addresses, prepared, management):
-        if vnf.role == "cache":
+    def _user_data(sig, vnf, addresses, prepared, record):
+        """``vnf``'s user-data: an origin shield fetches from the origin and listens on its
+        legs too; a cache fetches from the shield's address on its region's network
+        (plain HTTP, the origin's name as Host) where the vCDN has one, else from the
+        origin."""
+        management = record.get("management_cidrs", [])
+        if vnf.role == "shield":
             return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"],
-                                  management)
+                                  management, shield=True,
+                                  also_listen=[addresses[leg] for _r, leg in
+                                               _legs(sig, record, vnf)])
+        if vnf.role == "cache":
+            shield_at = _shield_address(sig, record, addresses, vnf.region)
+            if shield_at is None:
+                return userdata.cache(sig, vnf, addresses[vnf.name],
+                                      prepared["origin_address"], management)
+            return userdata.cache(sig, vnf, addresses[vnf.name], shield_at, management,
+                                  origin=Origin(scheme="http", host=sig.origin.host,
+                                                port=plan.HTTP_PORT))
         balancers = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
                      for r in sig.regions}
         return userdata.dns(sig, vnf, addresses[vnf.name], balancers)
@@ -451,20 +483,29 @@ class OpenStackDriver(VimDriver):
         once everything else succeeded (:meth:`_remove_regions`, not undone). A DNS
         server whose region goes (it follows the default region) is booted again in its
         new region, at that region's DNS address, and the old one goes with the others.
-        With ``previous`` None, nothing is rebuilt and HTTPS stays as it is."""
-        record = _copy(deployment.resources)
-        if sig.vnfs_in(role="shield"):
-            raise DeploymentFailed(_NO_SHIELD)
+        With ``previous`` None, nothing is rebuilt and HTTPS stays as it is.
+
+        What the removals could not delete (the update done) is deleted first by the
+        next update (with ``previous``) or restore: :meth:`restore` deletes what the
+        record does not name.
+
+        :raises RemovalIncomplete: the update is done, what it removed is not all deleted.
+        """
         old = {v.name: v for v in deployment.vnfs}
         moved = {v.name for v in sig.vnfs if v.name in old and old[v.name].region != v.region}
-        new_regions = [r for r in sig.regions if r.name not in record["regions"]]
-        gone_regions = sorted(set(record["regions"]) - {r.name for r in sig.regions})
+        recorded_regions = deployment.resources["regions"]
+        new_regions = [r for r in sig.regions if r.name not in recorded_regions]
+        gone_regions = sorted(set(recorded_regions) - {r.name for r in sig.regions})
+        _check_shield_change(deployment, sig, moved, new_regions or gone_regions)
         new_names = {v.name for v in sig.vnfs} - moved
         added = [v for v in sig.vnfs if v.name not in old or v.name in moved]
         removed = [v for v in deployment.vnfs if v.name not in new_names]
         _check_changes(added, removed, {r.name for r in new_regions}, gone_regions)
         self.check_prerequisites()
         cloud = self.cloud
+        if deployment.resources.get(_LEFTOVERS) and previous is not None:
+            deployment = self.restore(deployment, previous, progress)
+        record = _copy(deployment.resources)
         added = [v for v in added if v.role in SERVER_ROLES]
         if previous is None:
             kept = []
@@ -511,13 +552,20 @@ class OpenStackDriver(VimDriver):
             raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
         for item in rebuilds:  # only now: a failed update leaves the record as it was
             record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
-        if before is not None and after is None:
-            self._https_off(cloud, record, progress)
         leaving.update({v.name: record["servers"].pop(v.name) for v in stand_ins})
         gone = {r: record["regions"].pop(r) for r in gone_regions}
-        self._remove_servers(cloud, {**record["regions"], **gone}, leaving, progress,
-                             step="remove servers" if gone or moved else "remove caches")
-        self._remove_regions(cloud, gone, progress)
+        try:  # the update is done: what fails now is left to delete, never undone
+            if before is not None and after is None:
+                self._https_off(cloud, record, progress)
+            self._remove_servers(cloud, {**record["regions"], **gone}, leaving, progress,
+                                 step="remove servers" if gone or moved else "remove caches")
+            self._remove_regions(cloud, gone, progress)
+        except Exception as exc:  # pylint: disable=broad-except  (any VIM failure)
+            record[_LEFTOVERS] = True
+            message = (f"{_words(exc)}; the update is done, but what it removed is not all "
+                       "deleted: the next update or restore deletes it (ending the vCDN too)")
+            LOG.warning("vCDN %s: %s", sig.vcdn_id, message)
+            raise RemovalIncomplete(message, self._deployment(sig, record, addresses)) from exc
         return self._deployment(sig, record, addresses)
 
     def _add_regions(self, cloud, sig, regions, cidrs, addresses, record, undo, progress):
@@ -546,7 +594,7 @@ class OpenStackDriver(VimDriver):
         network (not the operator's) of each region recorded as ``infos`` (region ->
         its record), their servers gone already; side by side. Nothing undoes this.
 
-        :raises VimError: a delete failed (named; update again).
+        :raises Exception: a delete failed (:meth:`update` records what is left).
         """
         def remove(region):
             info = infos[region]
@@ -557,11 +605,7 @@ class OpenStackDriver(VimDriver):
                 oscloud.gone(conn.network.delete_security_group, group_id)
             if info.get("network_id") and not info.get("operator_network"):
                 self._delete_network(conn, info["network_id"])
-        try:
-            self._parallel(remove, sorted(infos), "remove regions", progress)
-        except Exception as exc:
-            raise VimError(f"{_words(exc)}; the removed regions could not all be deleted: "
-                           "update again") from exc
+        self._parallel(remove, sorted(infos), "remove regions", progress)
 
     def _remove_unrecorded(self, cloud, deployment_id, record):
         """Delete the balancers, security groups and networks carrying the vCDN's tag that
@@ -626,18 +670,18 @@ class OpenStackDriver(VimDriver):
         if not kept:
             return []
         record = deployment.resources
-        management = record.get("management_cidrs", [])
         before = {"origin_address": prepared["origin_address"]}
-        if previous.origin != sig.origin and any(v.role == "cache" for v in kept):
+        if previous.origin != sig.origin and any(v.role in ("cache", "shield") for v in kept):
             try:
                 before["origin_address"] = _resolve(previous.origin)
             except VimError as exc:
                 raise DeploymentFailed(f"{exc} (the previous origin, what a failed update "
                                        "goes back to); nothing was changed") from exc
         earlier = {v.name: v for v in previous.vnfs}
-        addresses_before = {v.name: v.address for v in deployment.vnfs}
+        # (a shield's legs stay where they are: regions do not change beside a shield)
+        addresses_before = {**addresses, **{v.name: v.address for v in deployment.vnfs}}
         items = [self._rebuild_of(sig, vnf, record, prepared, addresses, self._user_data(
-            previous, earlier.get(vnf.name, vnf), addresses_before, before, management))
+            previous, earlier.get(vnf.name, vnf), addresses_before, before, record))
             for vnf in kept]
         changed = rebuild.changed(items, {n: e.get(rebuild.DIGEST_KEY)
                                           for n, e in record["servers"].items()})
@@ -669,8 +713,7 @@ class OpenStackDriver(VimDriver):
     def _rebuild_of(self, sig, vnf, record, prepared, addresses, previous=None):
         """The :class:`.rebuild.Rebuild` of ``vnf``'s recorded server to ``sig``'s image
         and user-data (``previous``: what it had, if known)."""
-        user_data = self._user_data(sig, vnf, addresses, prepared,
-                                    record.get("management_cidrs", []))
+        user_data = self._user_data(sig, vnf, addresses, prepared, record)
         return rebuild.Rebuild(
             vnf=vnf, server_id=record["servers"][vnf.name]["server_id"],
             image_id=prepared["images"][(sig.region(vnf.region).vim_region, vnf.image)],
@@ -678,17 +721,22 @@ class OpenStackDriver(VimDriver):
 
     def _reconfigure(self, cloud, deployment, sig, rebuilds, addresses, undo, progress):
         """Rebuild the servers of ``rebuilds`` (:meth:`_rebuilds`) with their new user-data:
-        each region's caches in waves (:func:`.rebuild.waves`), regions side by side,
-        then the DNS servers, in place (the geo-DNS does not answer meanwhile).
+        the origin shield first, in place (the caches' misses fail meanwhile, their hits
+        serve); then each region's caches in waves (:func:`.rebuild.waves`), regions side
+        by side; then the DNS servers one at a time (:meth:`_rebuild_dns`).
 
         A wave leaves its region's pools (one batch call per pool) while the others
         serve, is rebuilt and waited ACTIVE, and comes back. A region of one cache is
-        served by its item's stand-in meanwhile (booted by :meth:`update`); without one
-        (a restore) its cache is rebuilt in its pool, and the region answers with errors
-        until it is ACTIVE. Each server's undo rebuilds it back (with the
-        user-data Nova shows it had, else the previous SIG's), in its pool; each
-        region's then puts ``deployment``'s members back.
+        served by its item's stand-in meanwhile (booted by :meth:`update` or
+        :meth:`restore`). Each server's undo rebuilds it back (with the user-data Nova
+        shows it had, else the previous SIG's), in its pool; each region's then puts
+        ``deployment``'s members back.
         """
+        shields = [r for r in rebuilds if r.vnf.role == "shield"]
+        if shields:
+            self._parallel(lambda item: self._rebuild_wave(
+                cloud.conn(sig.region(item.vnf.region).vim_region), sig, [item], undo),
+                shields, "rebuild origin shield", progress)
         caches = [r for r in rebuilds if r.vnf.role == "cache"]
         regions = sorted({r.vnf.region for r in caches})
         rebuilt = dict.fromkeys(regions, 0)
@@ -704,11 +752,31 @@ class OpenStackDriver(VimDriver):
         if caches:
             progress("rebuild caches", 0, len(caches))
             self._parallel(roll, regions)
-        dns = [r for r in rebuilds if r.vnf.role == "dns"]
-        if dns:
-            self._parallel(lambda item: self._rebuild_wave(
-                cloud.conn(sig.region(item.vnf.region).vim_region), sig, [item], undo),
-                dns, "rebuild DNS", progress)
+        self._rebuild_dns(cloud, sig, [r for r in rebuilds if r.vnf.role == "dns"], addresses,
+                          undo, progress)
+
+    def _rebuild_dns(self, cloud, sig, items, addresses, undo, progress):
+        """Rebuild the DNS servers of ``items`` one at a time, so that a vCDN of two DNS
+        VNFs always has one answering: where RO reaches the vCDN's networks (management
+        prefixes set), a rebuilt server is waited until it answers the vCDN's name (to
+        RO's address, as to the default region's clients) before the next is rebuilt,
+        ``CDNAAS_OS_DNS_TIMEOUT`` at most; elsewhere ACTIVE is all RO can see.
+
+        :raises VimError: a rebuilt server never answered (the update is undone).
+        """
+        step = "rebuild DNS"
+        if items:
+            progress(step, 0, len(items))
+        for done, item in enumerate(items, 1):
+            self._rebuild_wave(cloud.conn(sig.region(item.vnf.region).vim_region), sig,
+                               [item], undo)
+            if done < len(items) and plan.management_cidrs():
+                address = addresses[item.vnf.name]
+                oscloud.wait_until(lambda a=address: dnsprobe.resolves(a, sig.hostname),
+                                   f"DNS server {item.vnf.name} at {address} to answer "
+                                   f"{sig.hostname} after its rebuild", oscloud.timeout("dns"))
+            progress(step, done, len(items))
+
 
     def _roll_region(self, cloud, sig, info, items, addresses, undo, report):
         """Rebuild ``items``, caches of the region recorded as ``info``, wave by wave out of
@@ -793,16 +861,12 @@ class OpenStackDriver(VimDriver):
         drop them from the record. Nothing undoes this: :meth:`update` does it once
         everything else succeeded.
 
-        :raises VimError: a delete failed.
+        :raises Exception: a delete failed (:meth:`update` records what is left).
         """
         def remove(region):
             info = record["regions"][region]
             https.restore(cloud.conn(info["vim_region"]), info, None)
-        try:
-            self._parallel(remove, sorted(record["regions"]), "turn HTTPS off", progress)
-        except Exception as exc:
-            raise VimError(f"{_words(exc)}; HTTPS could not be turned off everywhere: "
-                           "update again") from exc
+        self._parallel(remove, sorted(record["regions"]), "turn HTTPS off", progress)
 
     def _https_spec(self, conn, sig, region):
         """The HTTPS listener (with its default pool) of ``region``'s balancer as
@@ -847,7 +911,9 @@ class OpenStackDriver(VimDriver):
         each listener given ``sig``'s certificate container where it has another); then
         the members of each balancer's pools are set back to the recorded caches, one
         batch call per pool. A server still rebuilding refuses a rebuild (409): the
-        restore fails, and restoring again once it is ACTIVE is success.
+        restore fails, and restoring again once it is ACTIVE is success. The same deletes
+        what a done update could not (:class:`RemovalIncomplete`): servers, HTTPS
+        listeners and regions its record no longer names.
 
         :returns: the deployment, with the new ids of what was made again: servers and
             ports, networks, security groups, balancers, HTTPS listeners and pools.
@@ -857,6 +923,7 @@ class OpenStackDriver(VimDriver):
         self.check_prerequisites()
         cloud = self.cloud
         record = _copy(deployment.resources)
+        record.pop(_LEFTOVERS, None)  # what is not recorded goes below
         tags = f"{plan.owner_tag()},{plan.vcdn_tag(deployment.deployment_id)}"
         vim_regions = sorted({i.get("vim_region") for i in record["regions"].values()}
                              | set(cloud.regions()), key=str)
@@ -875,7 +942,7 @@ class OpenStackDriver(VimDriver):
             gone = sorted(n for n, e in recorded.items() if e["server_id"] not in existing)
             for name in gone:
                 record["servers"].pop(name)
-            ports = {e["port_id"] for e in record["servers"].values()}
+            ports = {p for e in record["servers"].values() for p in _port_ids(e)}
             prefix = plan.resource_name(deployment.deployment_id, "")
             for port in list(conn.network.ports(tags=tags)):  # ours only, never Octavia's VIP
                 if port.id not in ports and (port.name or "").startswith(prefix):
@@ -885,7 +952,8 @@ class OpenStackDriver(VimDriver):
                         rebuild.rebuilt_since(existing[e["server_id"]].metadata, e)]
             progress("remove VNFs the update added", done, len(vim_regions))
         self._remove_unrecorded(cloud, deployment.deployment_id, record)
-        addresses = {v.name: v.address for v in deployment.vnfs}
+        addresses = plan.addresses(sig, {r: i["cidr"] for r, i in record["regions"].items()},
+                                   {v.name: v.address for v in deployment.vnfs})  # + legs
         self._repair_regions(cloud, sig, record, addresses, progress)
         if missing:
             vnfs = [v for v in sig.vnfs if v.name in missing]
@@ -907,17 +975,25 @@ class OpenStackDriver(VimDriver):
 
     def _restore_user_data(self, cloud, deployment, sig, names, record, addresses, progress):
         """Rebuild the servers of the VNFs ``names`` with ``sig``'s user-data, caches in
-        waves (:meth:`_reconfigure`; nothing is undone should one fail), and record it."""
+        waves (:meth:`_reconfigure`), a region's lone cache stood in for as in an update
+        (:meth:`_stand_ins`, deleted afterwards), and record it. Nothing is undone should
+        a step fail: a stand-in left serving is deleted by the next restore."""
         vnfs = [v for v in sig.vnfs if v.name in names]
         prepared = self._prepare(cloud, sig, vnfs)
         items = [self._rebuild_of(sig, v, record, prepared, addresses) for v in vnfs]
+        stand_ins = self._stand_ins(sig, items, record, addresses)
         try:
+            self._boot(cloud, sig, stand_ins, prepared, addresses, record, Undo(), progress,
+                       step="boot stand-ins")
             self._reconfigure(cloud, deployment, sig, items, addresses, Undo(), progress)
         except Exception as exc:
             raise VimError(f"{_words(exc)}; could not give {', '.join(sorted(names))} their "
                            "recorded configuration again") from exc
         for item in items:
             record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
+        self._remove_servers(cloud, record["regions"], {v.name: record["servers"].pop(v.name)
+                                                        for v in stand_ins}, progress,
+                             step="remove stand-ins")
 
     def _restore_members(self, cloud, deployment, region):
         info = deployment.resources["regions"][region]
@@ -946,7 +1022,8 @@ class OpenStackDriver(VimDriver):
                 oscloud.gone(conn.compute.delete_server, server_id)
             oscloud.servers_gone(conn, server_ids, oscloud.timeout("delete"))
             for entry in by_region[vim_region]:
-                oscloud.gone(conn.network.delete_port, entry["port_id"])
+                for port_id in _port_ids(entry):
+                    oscloud.gone(conn.network.delete_port, port_id)
         self._parallel(remove, sorted(by_region, key=str))
         progress(step, len(entries), len(entries))
 
@@ -1063,7 +1140,8 @@ class OpenStackDriver(VimDriver):
             return None
 
     def cleanup(self, known_ids):
-        """See :meth:`VimDriver.cleanup`: vCDN tags of this owner's resources not in ``known_ids``."""
+        """See :meth:`VimDriver.cleanup`: vCDN tags of this owner's resources not in
+        ``known_ids``."""
         self.check_prerequisites()
         cloud = self.cloud
         known = {plan.vcdn_tag(i) for i in known_ids}
@@ -1104,7 +1182,8 @@ class OpenStackDriver(VimDriver):
             server_ids = {s.id for s in conn.compute.servers(tags=tags, details=False)} - keep \
                 if servers else set()
             server_ids |= {e["server_id"] for e in record.get("servers", {}).values()
-                           if record["regions"].get(e["region"], {}).get("vim_region") == vim_region}
+                           if record["regions"].get(e["region"], {}).get("vim_region")
+                           == vim_region}
             for lb_id in lb_ids:
                 self._delete_load_balancer(conn, lb_id, wait=False)
             self._parallel(lambda sid, conn=conn: oscloud.gone(conn.compute.delete_server, sid),
@@ -1114,8 +1193,9 @@ class OpenStackDriver(VimDriver):
                 oscloud.load_balancer_gone(conn, lb_id, oscloud.timeout("delete"))
             port_ids = {p.id for p in conn.network.ports(tags=tags)} - keep \
                 if servers else set()
-            port_ids |= {e["port_id"] for e in record.get("servers", {}).values()
-                         if record["regions"].get(e["region"], {}).get("vim_region") == vim_region}
+            port_ids |= {p for e in record.get("servers", {}).values() for p in _port_ids(e)
+                         if record["regions"].get(e["region"], {}).get("vim_region")
+                         == vim_region}
             for port_id in port_ids:
                 oscloud.gone(conn.network.delete_port, port_id)
             for group in list(conn.network.security_groups(tags=tags)):
@@ -1181,6 +1261,53 @@ def _balancer_gone(conn, lb_id):
     """Whether Octavia balancer ``lb_id`` is gone (or going: DELETED, PENDING_DELETE)."""
     lb = conn.load_balancer.find_load_balancer(lb_id)
     return lb is None or lb.provisioning_status in ("DELETED", "PENDING_DELETE")
+
+
+def _legs(sig, record, vnf):
+    """``[(region, leg name)]``: the regions on whose networks origin shield ``vnf`` has a
+    port besides its own region's (:func:`.plan.leg_name`); none for another VNF, nor for
+    a region on its own region's network (an operator's)."""
+    if vnf.role != "shield":
+        return []
+    home = record["regions"][vnf.region]["network_id"]
+    return [(r.name, plan.leg_name(vnf, r.name)) for r in sig.regions
+            if r.name != vnf.region and record["regions"][r.name]["network_id"] != home]
+
+
+def _shield_address(sig, record, addresses, region):
+    """Where ``region``'s caches fetch from: the origin shield's address on its network;
+    None without a shield."""
+    for shield in sig.vnfs_in(role="shield"):
+        return addresses[dict(_legs(sig, record, shield)).get(region, shield.name)]
+    return None
+
+
+def _port_ids(entry):
+    """The ports of a server's record ``entry``: its own, then its legs'."""
+    return [entry["port_id"], *entry.get("legs", {}).values()]
+
+
+def _check_shield(sig):
+    """Refuse an origin shield whose legs cannot reach every region: Neutron networks are
+    an OpenStack region's."""
+    vim_regions = {r.vim_region for r in sig.regions}
+    if sig.vnfs_in(role="shield") and len(vim_regions) > 1:
+        raise DeploymentFailed(
+            "an origin shield has a leg on each region's network, and networks are an "
+            f"OpenStack region's: these regions are in {len(vim_regions)} "
+            f"({', '.join(sorted(str(v) for v in vim_regions))}); use a flavor without a "
+            "shield or regions of one OpenStack region; nothing was created")
+
+
+def _check_shield_change(deployment, sig, moved, regions_change):
+    """Refuse, before anything changes, what an update cannot do with an origin shield:
+    add, remove or move it, or change the regions (its legs) of a vCDN that has one."""
+    before = sorted(v.name for v in deployment.vnfs if v.role == "shield")
+    after = sorted(v.name for v in sig.vnfs_in(role="shield"))
+    if before != after or set(after) & moved or (after and regions_change):
+        raise DeploymentFailed(
+            "on OpenStack an update does not add, remove or move an origin shield, nor "
+            "change the regions of a vCDN with one (its legs); nothing was changed")
 
 
 def _check_changes(added, removed, new_regions, gone_regions):

@@ -2,8 +2,10 @@
 
 RO manages the addresses: each region of a vCDN gets its own /24 out of
 ``CDNAAS_OS_POOL`` (default ``10.200.0.0/16``; vCDN networks are isolated, so
-every vCDN may use the same pool): gateway ``.1``, load balancer VIP ``.2``,
-DNS ``.3``, caches from ``.10``. Regions and caches that stay keep theirs.
+every vCDN may use the same pool), each VNF at its place (:mod:`cdnaas.ro.vim.hosts`):
+gateway ``.1``, load balancer VIP ``.2``, DNS ``.3`` (more DNS VNFs ``.5``...), origin
+shield ``.4`` (in every region: a leg of the one shield server, where the region's
+caches fetch from), caches from ``.10``. Regions and caches that stay keep theirs.
 """
 import hashlib
 import ipaddress
@@ -11,10 +13,8 @@ import re
 
 from cdnaas.common import config
 from cdnaas.ro.vim.base import DeploymentFailed
+from cdnaas.ro.vim.hosts import FIRST_CACHE_HOST, LB_HOST, SHIELD_HOST, dns_host
 
-LB_HOST = 2
-DNS_HOST = 3
-FIRST_CACHE_HOST = 10
 HTTP_PORT = 80
 HTTPS_PORT = 443
 #: the Octavia API version whose listeners take ``alpn_protocols`` (HTTP/2 by ALPN)
@@ -107,7 +107,9 @@ def subnets(sig, existing):
 
 
 def addresses(sig, region_cidrs, kept):
-    """VNF name -> address: kept VNFs keep theirs; LB .2, DNS .3, caches the lowest free from .10."""
+    """VNF name -> address: kept VNFs keep theirs; LB .2, DNS .3 (.5... for more:
+    :func:`~cdnaas.ro.vim.hosts.dns_host`), origin shield .4, caches the lowest free from
+    .10; and the shield's leg in each other region (:func:`leg_name`) at that region's .4."""
     result = dict(kept)
     for region in sig.regions:
         network = ipaddress.ip_network(region_cidrs[region.name])
@@ -118,11 +120,22 @@ def addresses(sig, region_cidrs, kept):
             if vnf.role == "load_balancer":
                 result[vnf.name] = str(network[LB_HOST])
             elif vnf.role == "dns":
-                result[vnf.name] = str(network[DNS_HOST])
+                result[vnf.name] = str(network[dns_host(sig, vnf)])
+            elif vnf.role == "shield":
+                result[vnf.name] = str(network[SHIELD_HOST])
             else:
                 result[vnf.name] = spare_address(network, used, vnf.name)
             used.add(result[vnf.name])
+        for shield in sig.vnfs_in(role="shield"):
+            if shield.region != region.name:
+                result[leg_name(shield, region.name)] = str(network[SHIELD_HOST])
     return result
+
+
+def leg_name(shield, region):
+    """The name of origin shield ``shield``'s port on ``region``'s network (not its own
+    region's, whose port is the shield's): ``<shield>-leg-<region>``."""
+    return f"{shield.name}-leg-{region}"
 
 
 def spare_address(network, used, name):

@@ -8,7 +8,9 @@ process, and starts them:
 - cache: ``/etc/cdnaas/nginx.conf`` (``cache_config`` with the flavor's template and
   ``boot_config`` variables: ``flavor_config``, sized for the connections the
   plan sends it: ``planned_connections``; logging every viewer request to its usage
-  log, since Octavia's balancer logs nothing RO reads), unit ``cdnaas-cache`` with the
+  log, since Octavia's balancer logs nothing RO reads; an origin shield is a cache that
+  fetches from the origin for the others, listening on its legs in every region and
+  logging no viewer), unit ``cdnaas-cache`` with the
   open-file limit the config asks for (``LimitNOFILE``), a timer rotating the usage log
   past :data:`USAGE_ROTATE_BYTES` (``cdnaas-usage-rotate``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
   raising the listen queues to its backlog (as the local driver does in a VNF's
@@ -153,22 +155,26 @@ WantedBy=multi-user.target
 """
 
 
-def cache(sig, vnf, address, origin_address, management=()):
-    """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``.
+def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=False,
+          also_listen=()):
+    """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``
+    (or ``origin``: where the vCDN has an origin shield, the shield).
 
     :param origin_address: IP address the cache connects to (the driver resolved
         ``sig.origin.host``; the Host header and SNI name stay the origin's name).
     :param management: prefixes allowed to read the status page on the management port
         (:func:`.plan.management_cidrs`); none: only the VNF itself (its own address).
+    :param shield: ``vnf`` is the vCDN's origin shield (:func:`.vnfconfig.cache_config`),
+        listening on its legs ``also_listen`` too; it logs no viewer (none reaches it).
     :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
     """
     nginx = vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=plan.HTTP_PORT,
-        origin=sig.origin, origin_address=origin_address, prefix_dir=PREFIX, daemon=False,
-        planned_connections=vnfconfig.planned_connections(sig, vnf),
+        origin=origin or sig.origin, origin_address=origin_address, prefix_dir=PREFIX,
+        daemon=False, planned_connections=vnfconfig.planned_connections(sig, vnf),
         user=NGINX_USER, management_sources=list(management) or [address],
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        usage_log=True)
+        shield=shield, also_listen=list(also_listen), usage_log=not shield)
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
