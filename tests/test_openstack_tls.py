@@ -22,7 +22,7 @@ from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
-from cdnaas.ro.vim.base import DeploymentFailed, VimError
+from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, VimError
 from cdnaas.ro.vim.openstack import plan
 from cdnaas.ro.vim.openstack.barbican import _id
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
@@ -418,7 +418,8 @@ def test_restore_makes_again_the_https_an_interrupted_update_was_turning_off_or_
         with monkeypatch.context() as dying:
             dying_at(dying, "delete_listener",
                      lambda listener, **_: listener == south["tls_listener_id"])
-            with pytest.raises(VimError, match="the RO died at delete_listener.*update again"):
+            with pytest.raises(RemovalIncomplete, match="the RO died at delete_listener; the "
+                                                        "update is done"):
                 driver.update(deployment, https_sig(vcdn_id, caches), previous=secure)
         assert list(listeners(admin_conn, north["lb_id"])) == ["HTTP"]
         assert listeners(admin_conn, south["lb_id"])["TERMINATED_HTTPS"].id == \

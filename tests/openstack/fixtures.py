@@ -110,7 +110,7 @@ def openstack_env(minicloud, monkeypatch):
     monkeypatch.setenv("OS_CLOUD", "minicloud")
     monkeypatch.delenv("CDNAAS_OS_CLOUD", raising=False)
     monkeypatch.setenv("CDNAAS_OS_OWNER", owner)
-    monkeypatch.setenv("CDNAAS_OS_POLL_INTERVAL", "0.5")
+    monkeypatch.setenv("CDNAAS_OS_POLL_INTERVAL", "0.25")  # the waits end sooner
     return owner
 
 
