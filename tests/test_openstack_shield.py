@@ -49,8 +49,7 @@ def leg_in(deployment, region):
                [hosts.SHIELD_HOST])
 
 
-def test_a_shield_has_a_leg_in_each_region_and_the_caches_fetch_through_it(
-        driver, admin_conn, monkeypatch):
+def test_a_shield_has_a_leg_in_each_region_and_the_caches_fetch_through_it(driver, admin_conn):
     sig = shielded({"north": 1, "south": 1})
     deployment = driver.deploy(sig)
     try:

@@ -31,7 +31,8 @@ from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import userdata
 
 
-def _ip(*args):
+def ip(*args):
+    """Run ``ip`` with ``args`` (this machine's networks: root)."""
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
@@ -76,18 +77,18 @@ class CachesHere:
         return self
 
     def _run(self):
-        _ip("netns", "add", self.namespace)
-        _ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.link, "netns",
+        ip("netns", "add", self.namespace)
+        ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.link, "netns",
             self.namespace)
         for info in self.deployment.resources["regions"].values():
             network = ipaddress.ip_network(info["cidr"])
-            _ip("addr", "add", f"{network[1]}/{network.prefixlen}", "dev", self.host_link)
-        _ip("link", "set", self.host_link, "up")
+            ip("addr", "add", f"{network[1]}/{network.prefixlen}", "dev", self.host_link)
+        ip("link", "set", self.host_link, "up")
         for address, prefixlen in self._addresses():
-            _ip("-n", self.namespace, "addr", "add", f"{address}/{prefixlen}", "dev", self.link)
-        _ip("-n", self.namespace, "addr", "add", f"{self.origin_at[0]}/32", "dev", "lo")
-        _ip("-n", self.namespace, "link", "set", self.link, "up")
-        _ip("-n", self.namespace, "link", "set", "lo", "up")
+            ip("-n", self.namespace, "addr", "add", f"{address}/{prefixlen}", "dev", self.link)
+        ip("-n", self.namespace, "addr", "add", f"{self.origin_at[0]}/32", "dev", "lo")
+        ip("-n", self.namespace, "link", "set", self.link, "up")
+        ip("-n", self.namespace, "link", "set", "lo", "up")
         with netns.entered(self.namespace):  # its socket is the namespace's
             self.origin, _thread = serve_in_thread(*self.origin_at)
         for vnf in self.shields + self.caches:
@@ -100,7 +101,7 @@ class CachesHere:
         regions = self.deployment.resources["regions"]
         found = [(c.address, ipaddress.ip_network(regions[c.region]["cidr"]).prefixlen)
                  for c in self.caches]
-        for _shield in self.shields:
+        if self.shields:  # one, with a leg on every network
             found += [(str(network[hosts.SHIELD_HOST]), network.prefixlen) for network in
                       (ipaddress.ip_network(info["cidr"]) for info in regions.values())]
         return found

@@ -14,17 +14,13 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 
-from tests.openstack.caches_here import cache_files as written_files
+from tests.openstack.caches_here import cache_files as written_files, ip
 from cdnaas.ro.vim import dnsprobe
+from cdnaas.ro.vim.local.processes import wait_until
 from cdnaas.ro.vim.openstack import userdata
-
-
-def _ip(*args):
-    subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
 class DnsHere:
@@ -54,14 +50,14 @@ class DnsHere:
         namespace, host_link, link = self.namespaces[name]
         prefixlen = ipaddress.ip_network(
             self.deployment.resources["regions"][vnf.region]["cidr"]).prefixlen
-        _ip("netns", "add", namespace)
-        _ip("link", "add", host_link, "type", "veth", "peer", "name", link, "netns", namespace)
-        _ip("link", "set", host_link, "up")
-        _ip("route", "add", f"{vnf.address}/32", "dev", host_link)
-        _ip("-n", namespace, "addr", "add", f"{vnf.address}/{prefixlen}", "dev", link)
-        _ip("-n", namespace, "link", "set", link, "up")
-        _ip("-n", namespace, "link", "set", "lo", "up")
-        _ip("-n", namespace, "route", "add", "default", "dev", link)  # back to this machine
+        ip("netns", "add", namespace)
+        ip("link", "add", host_link, "type", "veth", "peer", "name", link, "netns", namespace)
+        ip("link", "set", host_link, "up")
+        ip("route", "add", f"{vnf.address}/32", "dev", host_link)
+        ip("-n", namespace, "addr", "add", f"{vnf.address}/{prefixlen}", "dev", link)
+        ip("-n", namespace, "link", "set", link, "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
+        ip("-n", namespace, "route", "add", "default", "dev", link)  # back to this machine
 
     def start(self, name):
         """Run DNS VNF ``name`` as its user-data says now: steering rules, then a dnsmasq
@@ -86,10 +82,9 @@ class DnsHere:
                 self.processes[name].append(subprocess.Popen(  # pylint: disable=consider-using-with
                     ["ip", "netns", "exec", namespace, "dnsmasq", "--keep-in-foreground",
                      f"--conf-file={files[conf]}"], stderr=subprocess.DEVNULL))
-        address, deadline = self.servers[name].address, time.monotonic() + 10
-        while not dnsprobe.resolves(address, self.deployment.entry_point.hostname):
-            assert time.monotonic() < deadline, f"{name} at {address} never answered"
-            time.sleep(0.1)
+        address = self.servers[name].address
+        wait_until(lambda: dnsprobe.resolves(address, self.deployment.entry_point.hostname),
+                   f"{name} at {address} to answer")
 
     def stop(self, name):
         """Stop DNS VNF ``name``'s dnsmasqs (its steering rules stay, as a dead guest's)."""
