@@ -161,14 +161,27 @@ def run_seconds(seconds, connections, size):
     return min(MAX_SECONDS, max(seconds, 4 * wave))
 
 
-def settle(*vnfs, timeout=20.0):
-    """Wait (at most ``timeout`` s) until ``vnfs`` hold almost no connections: a balancer's
-    pool of idle connections to its cache from the run before closes after its idle time,
-    and a cache measured straight must not start with them."""
+def kernel_tcp():
+    """``(orphaned sockets, TCP memory in MB)`` of this machine's kernel (every namespace)."""
+    with open("/proc/net/sockstat", encoding="ascii") as handle:
+        fields = next(line for line in handle if line.startswith("TCP:")).split()
+    return int(fields[fields.index("orphan") + 1]), \
+        int(fields[fields.index("mem") + 1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+
+
+def settle(*vnfs, timeout=60.0):
+    """Wait (at most ``timeout`` s) until ``vnfs`` hold almost no connections and the
+    kernel holds almost no TCP memory: a balancer's pool of idle connections to its cache
+    from the run before closes after its idle time, and a run must not start with them,
+    nor with the buffers of the run before still queued (one kernel's TCP memory serves
+    every target and the generator here: at 10,000 connections of large objects, what
+    one run leaves would starve the next)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         held = [processes.stub_status(vnf.address) for vnf in vnfs]
-        if all(status is None or status["active"] < 100 for status in held):
+        orphans, megabytes = kernel_tcp()
+        if all(status is None or status["active"] < 100 for status in held) and \
+                orphans < 100 and megabytes < 64:
             return
         time.sleep(0.5)
 

@@ -105,6 +105,35 @@ def test_a_cache_holds_2000_connections_direct_and_through_its_balancer(deployed
             assert trouble not in log, f"{vnf}: {trouble}"
 
 
+def test_a_generator_host_stays_until_its_connections_are_closed(deployed):
+    """A load generator's host is deleted only once it holds no connection (or after its
+    bound): deleted at once, it would leave the cache's side of each connection still
+    sending into the void, holding the kernel's TCP memory the next load needs (at
+    10,000 connections of 435 KB objects, all of it: benchmarks/dataplane.py)."""
+    import ipaddress
+    import socket
+    import time
+
+    from cdnaas.ro.vim.local import clients, netns
+    _driver, _sig, deployment = deployed
+    cache = {v.name: v for v in deployment.vnfs}["north-cache-1"]
+    subnet = network.find_bridge(deployment.deployment_id, "north")[1]
+    address = ipaddress.ip_network(subnet).broadcast_address - 3  # no probe's, no generator's
+    with clients.client(deployment.deployment_id, "north", address) as host:
+        assert host.wait_closed(timeout=1) == 0  # a new host holds nothing
+        with netns.entered(host.namespace):
+            held = socket.create_connection((cache.address, 80), timeout=5)
+        try:
+            started = time.monotonic()
+            assert host.wait_closed(timeout=0.5) == 1  # waits its bound, then says so
+            assert time.monotonic() - started >= 0.5
+        finally:
+            held.close()
+        started = time.monotonic()
+        assert host.wait_closed(timeout=5) == 0  # closed: the wait ends at once
+        assert time.monotonic() - started < 2
+
+
 def test_the_cache_logs_misses_not_hits_and_the_balancer_every_request(deployed):
     _driver, sig, deployment = deployed
     owner = deployment.resources["owner"]

@@ -12,6 +12,7 @@ import itertools
 import os
 import resource
 import threading
+import time
 
 from cdnaas.calibration import agent
 from cdnaas.ro.vim.local import netns, network
@@ -20,6 +21,10 @@ from cdnaas.ro.vim.local.system import run
 CLIENT_PREFIX = "cdnc_"
 #: open files a load generator may hold (a socket per connection or viewer)
 GENERATOR_FILES = 65536
+#: seconds a load generator's host waits for its connections to close (:meth:`Client.wait_closed`)
+CLOSE_SECONDS = 10.0
+#: /proc/net/tcp states that hold no connection: TIME-WAIT (06) and LISTEN (0A)
+_IDLE = ("06", "0A")
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 
@@ -85,6 +90,25 @@ class Client:
         with netns.entered(self.namespace):
             return agent.measure(command, timeout, lambda: _generator_limits(cpus))
 
+    def wait_closed(self, timeout=CLOSE_SECONDS):
+        """Wait (at most ``timeout`` s) until this client holds no TCP connection.
+
+        A generator that exits closes its connections, but the servers may still be
+        sending into them: this client's kernel answers that data with a reset, which
+        a namespace deleted at once would never send, leaving the server's side of every
+        connection to hold its unsent data until its own timeouts (minutes, and all the
+        host's TCP memory at 10,000 connections of large objects).
+
+        :returns: the connections still held (0 once closed).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with netns.entered(self.namespace):
+                held = _tcp_in_use()
+            if held == 0 or time.monotonic() >= deadline:
+                return held
+            time.sleep(0.1)
+
 
 @contextlib.contextmanager
 def client(deployment_id, region, address, prefix_len=None):
@@ -111,6 +135,19 @@ def remove_clients(deployment_id):
              if ns.startswith(f"{CLIENT_PREFIX}{deployment_id}_")]
     network.delete_namespaces(stale)
     return len(stale)
+
+
+def _tcp_in_use():
+    """TCP connections of this thread's network namespace (not listening, not in TIME-WAIT)."""
+    held = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/thread-self/net/{table}", encoding="ascii") as handle:
+                next(handle, None)  # the header
+                held += sum(1 for line in handle if line.split(None, 4)[3] not in _IDLE)
+        except FileNotFoundError:  # no IPv6 here
+            continue
+    return held
 
 
 def _is_ipv4(text):

@@ -7,7 +7,8 @@ stay on their host's CPU set, where the VNF has one: :func:`.cgroups.pinned_cpus
 the generator to the others, so the generator never takes the cache's CPU time (with
 no CPU to spare, as a 2-vCPU cache on a 2-core machine, both share every CPU and the
 report says ``isolated: false``). Its own CPU time comes from the kernel's accounting
-of the child process; the VNF's from its CPU group.
+of the child process; the VNF's from its CPU group. Its host is removed once it holds no
+connection (:meth:`.clients.Client.wait_closed`), as a viewer's machine that stays.
 """
 import contextlib
 import ipaddress
@@ -38,6 +39,7 @@ def run(deployment, vnf, group, test):
                                                      loads.timeout(checked), generator_cpus),
                                   tool=loads.tool(test.kind))
         after = cgroups.cpu_usage_seconds(group)
+        host.wait_closed()
     return loadreport.report(test, measured, None if before is None or after is None
                              else after - before, isolated=generator_cpus is not None)
 
