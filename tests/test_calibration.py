@@ -230,6 +230,63 @@ def test_a_driver_without_a_load_generator_says_so():
         Bare().load_test(None, "cache-0", LoadTest("http", "/", 1, 1))
 
 
+def test_the_sample_origin_is_served_where_the_vims_servers_reach_it(monkeypatch):
+    """A campaign without an origin serves the sample origin on RO's machine and names it
+    CDNAAS_CALIBRATION_ORIGIN_HOST (127.0.0.1 reaches nothing in a cloud's server): the
+    measurement vCDN fetches from there, and it answers there."""
+    import time
+    import urllib.request
+
+    from cdnaas.calibration.jobs import Jobs
+    seen = []
+
+    class Recording(NoopDriver):
+        def deploy(self, sig, progress=None):
+            origin = sig.origin
+            with urllib.request.urlopen(f"http://{origin.host}:{origin.port}/objects/small",
+                                        timeout=5) as answer:
+                seen.append((origin.host, answer.status))
+            raise VimError("recorded; no campaign needed")
+
+    monkeypatch.setenv("CDNAAS_CALIBRATION_ORIGIN_HOST", "127.0.0.2")
+    jobs = Jobs(Recording())
+    job = jobs.start({**vars(_plan(vcpus=[1])), "origin": None})
+    deadline = time.monotonic() + 10
+    while jobs.get(job["id"])["state"] not in ("COMPLETED", "FAILED"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert jobs.get(job["id"])["error"] == "recorded; no campaign needed"
+    assert seen == [("127.0.0.2", 200)]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_the_openstack_driver_refuses_a_loopback_origin(host):
+    """A loopback origin is the server itself in a cloud: refused, naming the setting."""
+    from cdnaas.common.sig import Origin
+    from cdnaas.ro.vim.openstack.driver import _resolve
+    with pytest.raises(VimError, match="loopback address.*CDNAAS_CALIBRATION_ORIGIN_HOST"):
+        _resolve(Origin("http", host, 8080))
+
+
+def test_the_openstack_driver_measures_a_vnf_only_on_its_planned_vcpus():
+    """A cache of 1 vCPU on the smallest flavor that fits its RAM, of 2 vCPUs: refused,
+    naming a flavor to create (per-vCPU figures would be overstated); on 1: measured."""
+    from types import SimpleNamespace
+
+    from cdnaas.ro.vim.base import VnfInstance
+    from cdnaas.ro.vim.openstack.driver import _check_measured_vcpus
+    cache = VnfInstance("cache-0", "cache", "eu", "eu-1", "10.0.0.10", "server-1", vcpus=1)
+
+    def nova(vcpus):
+        flavor = SimpleNamespace(name="m1.medium", vcpus=vcpus, ram=1024)
+        return SimpleNamespace(compute=SimpleNamespace(
+            get_server=lambda server_id: SimpleNamespace(flavor=flavor)))
+    with pytest.raises(VimError, match=r"cache-0 runs on flavor m1.medium of 2 vCPUs, not the "
+                                       r"1 .*create one of 1 vCPUs and 1024 MB"):
+        _check_measured_vcpus(nova(2), cache)
+    _check_measured_vcpus(nova(1), cache)
+
+
 # -- a real campaign on the local driver -------------------------------------------------
 
 @pytest.fixture

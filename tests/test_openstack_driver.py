@@ -26,7 +26,9 @@ from cdnaas.ro.vim.openstack import cloud, placement, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vim.openstack.undo import Undo
 from tests.openstack import configs
+from tests.openstack.caches_here import CachesHere
 from tests.openstack.fixtures import ORIGIN
+from tests.openstack.generator_here import UNIT, GeneratorsHere, exec_start, generator_files
 from tests.support.sigs import sample_sig
 
 @pytest.fixture
@@ -709,109 +711,13 @@ def test_cli_registers_an_image_in_glance(openstack_env, admin_conn, tmp_path):
 
 # -- the load generator of a calibration (cdnaas.ro.vim.openstack.loadgen) ---------------
 
-def _generator_files(server):
-    """``{path: text}`` of what a load generator's user-data writes."""
-    import gzip
-    files = {}
-    for entry in yaml.safe_load(base64.b64decode(server.user_data).decode())["write_files"]:
-        content = entry["content"]
-        if entry.get("encoding") == "gz+b64":
-            content = gzip.decompress(base64.b64decode(content)).decode()
-        files[entry["path"]] = content
-    return files
-
-
-def _exec_start(unit):
-    """The command line of a systemd unit's ``ExecStart`` (continuation lines joined)."""
-    import shlex
-    text = unit.replace("\\\n", " ")
-    line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
-    return shlex.split(line[len("ExecStart="):])
-
-
-class _StandIn:
-    """A network namespace standing in for a region's network on this machine: the
-    generator's and the cache's addresses in it, this machine at ``.1`` on a veth (RO's
-    side: its management prefix). In it, the sample origin answers at the cache's
-    address, and once the driver has created the generator's server, the agent its
-    user-data writes runs at the generator's address, with the files and the command
-    line of that user-data: what the VNF image's systemd would run."""
-
-    def __init__(self, cidr, cache_address):
-        tag = uuid.uuid4().hex[:6]
-        self.namespace, self.host_link, self.link = f"cdnaas-lgt-{tag}", f"lgt{tag}h", \
-            f"lgt{tag}n"
-        network = ipaddress.ip_network(cidr)
-        self.generator = str(network.broadcast_address - 1)
-        self.cache = cache_address
-        self.host = str(network[1])
-        self.prefixlen = network.prefixlen
-        self.agent, self.origin, self.failure = None, None, None
-
-    def __enter__(self):
-        import subprocess
-        from cdnaas.origin.server import serve_in_thread
-        from cdnaas.ro.vim.local import netns
-
-        def ip(*args):
-            subprocess.run(["ip", *args], check=True, capture_output=True)
-        ip("netns", "add", self.namespace)
-        ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.link,
-           "netns", self.namespace)
-        ip("addr", "add", f"{self.host}/{self.prefixlen}", "dev", self.host_link)
-        ip("link", "set", self.host_link, "up")
-        for address in (self.generator, self.cache):
-            ip("-n", self.namespace, "addr", "add", f"{address}/{self.prefixlen}", "dev",
-               self.link)
-        ip("-n", self.namespace, "link", "set", self.link, "up")
-        ip("-n", self.namespace, "link", "set", "lo", "up")
-        with netns.entered(self.namespace):  # its socket is the namespace's
-            self.origin, _thread = serve_in_thread(self.cache, 80)
-        return self
-
-    def start_agent(self, admin_conn, name, root):
-        """Wait (60 s at most) for server ``name``; run its user-data's agent (thread body)."""
-        import subprocess
-        import time
-        try:
-            deadline = time.monotonic() + 60
-            found = []
-            while not found and time.monotonic() < deadline:
-                found = list(admin_conn.compute.servers(all_projects=True, name=f"^{name}$"))
-                time.sleep(0.5)
-            files = _generator_files(admin_conn.compute.get_server(found[0].id))
-            for path, text in files.items():
-                target = root / path.lstrip("/")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-            argv = _exec_start(files["/etc/systemd/system/cdnaas-loadgen.service"])
-            self.agent = subprocess.Popen(  # pylint: disable=consider-using-with
-                ["ip", "netns", "exec", self.namespace, "env",
-                 f"PYTHONPATH={root}{userdata.LOADGEN_DIR}", *argv])
-        except Exception as exc:  # pylint: disable=broad-except  (the test reports it)
-            self.failure = exc
-
-    def __exit__(self, *exc):
-        import subprocess
-        if self.agent is not None:
-            self.agent.kill()
-            self.agent.wait()
-        if self.origin is not None:
-            self.origin.shutdown()
-            self.origin.server_close()
-        subprocess.run(["ip", "netns", "del", self.namespace], check=False)
-        subprocess.run(["ip", "link", "del", self.host_link], check=False, capture_output=True)
-
-
 def test_a_load_test_boots_a_generator_that_measures_and_goes_with_the_vcdn(
         driver, admin_conn, monkeypatch, tmp_path):
     """The generator: a server of the cache's image in its network and zone, at the
     subnet's last address, with the cache security group and the agent's user-data; the
-    agent that user-data writes (run here in a namespace at that address) runs real wrk
-    and viewers at the cache's address; the generator serves the next test too and goes
-    with the vCDN."""
-    import threading
-
+    agent that user-data writes (run here in a namespace at that address, beside the
+    cache's nginx run from its user-data) runs real wrk and viewers at the cache; the
+    generator serves the next test too and goes with the vCDN."""
     from cdnaas.calibration.campaign import VIDEO_PATH
     from cdnaas.ro.vim.base import LoadTest
     monkeypatch.setenv("CDNAAS_OS_POOL", "10.231.0.0/16")  # nothing else of this machine's
@@ -821,14 +727,11 @@ def test_a_load_test_boots_a_generator_that_measures_and_goes_with_the_vcdn(
     try:
         cache = {v.name: v for v in deployment.vnfs}["north-cache-1"]
         name = plan.resource_name(sig.vcdn_id, "loadgen-north")
-        with _StandIn(deployment.resources["regions"]["north"]["cidr"], cache.address) as net:
-            starter = threading.Thread(target=net.start_agent,
-                                       args=(admin_conn, name, tmp_path), daemon=True)
-            starter.start()
+        with CachesHere(admin_conn, deployment, (ORIGIN["host"], ORIGIN["port"])) as caches, \
+                GeneratorsHere(caches, tmp_path) as generators:
             http = driver.load_test(deployment, cache.name,
                                     LoadTest("http", "/objects/small", 4, 2))
-            starter.join()
-            assert net.failure is None
+            generators.started()
             assert http.requests > 0 and http.errors == http.non_2xx == 0
             assert http.tool.startswith("wrk") and http.isolated
             assert http.target_cpu_seconds is None  # Nova shows diagnostics to admins only
@@ -849,7 +752,7 @@ def test_a_load_test_boots_a_generator_that_measures_and_goes_with_the_vcdn(
         assert port.network_id == info["network_id"]
         assert port.security_group_ids == [info["security_groups"]["cache"]]
         assert set(plan.tags(sig.vcdn_id)) <= set(port.tags)
-        argv = _exec_start(_generator_files(server)["/etc/systemd/system/cdnaas-loadgen.service"])
+        argv = exec_start(generator_files(server)[UNIT])
         assert argv[argv.index("--address") + 1:] == [
             "10.231.0.254", "--port", "8081", "--management", "10.231.0.0/24",
             "--targets", "10.231.0.0/24"]
@@ -861,8 +764,8 @@ def test_a_load_test_boots_a_generator_that_measures_and_goes_with_the_vcdn(
 
 def test_a_load_generator_that_never_answers_is_removed_in_bounded_time(
         driver, admin_conn, monkeypatch):
-    """No agent answers at the generator's address (it is this machine's stand-in's, which
-    refuses the connections): the test fails within
+    """No agent answers at the generator's address (it is in this machine's namespace of
+    the vCDN's caches, which refuses the connections): the test fails within
     CDNAAS_OS_BOOT_TIMEOUT (and the deletion), saying what, with no generator left;
     a deployment without a management prefix gets no generator at all."""
     import time
@@ -876,7 +779,8 @@ def test_a_load_generator_that_never_answers_is_removed_in_bounded_time(
         before = tagged(admin_conn, sig.vcdn_id)
         monkeypatch.setenv("CDNAAS_OS_BOOT_TIMEOUT", "12")
         started = time.monotonic()
-        with _StandIn(deployment.resources["regions"]["north"]["cidr"], "10.233.0.10"), \
+        with CachesHere(admin_conn, deployment, (ORIGIN["host"], ORIGIN["port"])) as caches, \
+                GeneratorsHere(caches), \
                 pytest.raises(VimError, match=r"agent of the load generator at "
                                               r"10\.233\.0\.254:8081 did not answer within \d+ s "
                                               r"\(last: .*ConnectionRefused.*the load generator "

@@ -15,10 +15,10 @@ from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
-from cdnaas.ro.app import create_app
 from cdnaas.ro.models import DeploymentRecord
 from cdnaas.ro.vim.base import RemovalIncomplete, VimError, no_progress
 from cdnaas.ro.vim.noop import NoopDriver
+from tests.support.ro import ro_apps
 from tests.support.sigs import sample_sig
 from tests.support.auth import signed
 
@@ -61,17 +61,8 @@ class LeavingDriver(NoopDriver):
 @pytest.fixture
 def make_app(database_url):
     """``make_app(driver=None)``: an RO app over a migrated database, stopped at the end."""
-    migrate.upgrade("ro", database_url)
-    apps = []
-
-    def make(driver=None):
-        apps.append(create_app(Database(database_url), driver=driver or NoopDriver()))
-        return apps[-1]
-
-    yield make
-    for app in apps:
-        app.extensions["ro"].shutdown()
-        app.extensions["ro"].database.dispose()
+    with ro_apps(database_url) as make:
+        yield lambda driver=None: make(driver or NoopDriver())
 
 
 @pytest.fixture

@@ -128,13 +128,29 @@ def measurement_sig(plan, job_id, vcpus):
 
 
 def _warm(driver, deployment, plan):
-    """Fetch every object and video segment once, so the loads measure cache hits."""
+    """Fetch every object and video segment once, so the loads measure cache hits.
+
+    :raises VimError: the cache served an object with no success (an origin it cannot
+        reach, say): the loads would measure its error answers.
+    """
     for path in OBJECTS:
-        driver.load_test(deployment, CACHE, LoadTest("http", path, 1, 1))
+        _served(driver.load_test(deployment, CACHE, LoadTest("http", path, 1, 1)), path, plan)
     chunk = 0.5
     driver.load_test(deployment, CACHE, LoadTest(
         "viewers", VIDEO_PATH, plan.segments, 4 * chunk, chunk_seconds=chunk,
         segments=plan.segments, window_seconds=4 * chunk))
+
+
+def _served(report, path, plan):
+    """:raises VimError: ``report``, of fetching ``path`` from the cache, has no answer or
+        answers of an error status."""
+    if report.requests and not report.non_2xx:
+        return
+    origin = plan.origin or {}
+    raise VimError(f"the measurement cache did not serve {path} ({report.requests} answers, "
+                   f"{report.non_2xx} of an error status, {report.errors} failed connections) "
+                   "and a campaign measures no error answers: can the VIM's servers reach the "
+                   f"origin {origin.get('host')}:{origin.get('port')}?")
 
 
 def _throughput(driver, deployment, plan, vcpus, progress):

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from cdnaas.calibration import campaign, modelfile
-from cdnaas.common import errors, origin_policy
+from cdnaas.common import errors, origin_policy, settings
 from cdnaas.origin.server import serve_in_thread
 
 LOG = logging.getLogger(__name__)
@@ -77,9 +77,9 @@ class Jobs:
             allowed = contextlib.nullcontext()
             if plan.origin is None:  # the sample origin, on this machine, for this campaign
                 origin, _thread = serve_in_thread("0.0.0.0", 0)
-                plan.origin = {"scheme": "http", "host": "127.0.0.1",
-                               "port": origin.server_address[1]}
-                allowed = origin_policy.operator_origin("127.0.0.1", origin.server_address[1])
+                host = settings.get("CDNAAS_CALIBRATION_ORIGIN_HOST")
+                plan.origin = {"scheme": "http", "host": host, "port": origin.server_address[1]}
+                allowed = origin_policy.operator_origin(host, origin.server_address[1])
             with allowed:
                 runs = campaign.run(self.driver, plan, job_id, lambda step, done, total:
                                     self._progress(job_id, step, done, total))

@@ -138,6 +138,10 @@ DECLARED = (
             "of this machine (`eu-1=0;eu-2=1-3,6`): each VNF's cgroup is pinned to its "
             "planned host's set; a host not listed runs unpinned", "ro",
             default_text="`CDNAAS_POWER_LOCAL_CPUS`'s hosts, else none (unpinned)"),
+    Setting("CDNAAS_CALIBRATION_ORIGIN_HOST", "text", "127.0.0.1", "the address of RO's "
+            "machine as the VIM's servers reach it, where a calibration serves its sample "
+            "origin (`openstack`: RO's address on the operator's management network)", "ro",
+            default_text="`127.0.0.1` (the `local` driver's caches reach it)"),
     Setting("CDNAAS_LOCAL_LOG_ROTATE_MB", "number", 64.0, "size past which the local driver "
             "rotates a balancer's usage log once RO's reader has read it (it keeps one "
             "previous generation)", "ro"),

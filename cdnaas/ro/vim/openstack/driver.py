@@ -1113,6 +1113,7 @@ class OpenStackDriver(VimDriver):
         cloud = self.cloud
         vnf = loadgen.measured(deployment, vnf_name)
         conn = cloud.conn(deployment.resources["regions"][vnf.region]["vim_region"])
+        _check_measured_vcpus(conn, vnf)
 
         def cpu_seconds():
             return translate.server_metrics(vnf, self._diagnostics(cloud, conn, vnf)).cpu_seconds
@@ -1418,11 +1419,28 @@ def _find_flavor(conn, vcpus, ram_mb):
                                       is_public=True).id
 
 
+def _check_measured_vcpus(conn, vnf):
+    """Refuse to measure ``vnf`` on a server of more vCPUs than planned (the smallest flavor
+    that fits may have more): a calibration's figures are per planned vCPU.
+
+    :raises VimError: its flavor has other vCPUs, naming the flavor to create.
+    """
+    flavor = conn.compute.get_server(vnf.resource_id).flavor
+    vcpus = getattr(flavor, "vcpus", None)
+    if vcpus is not None and vcpus != vnf.vcpus:
+        raise VimError(
+            f"{vnf.name} runs on flavor {flavor.name} of {vcpus} vCPUs, not the {vnf.vcpus} it "
+            f"is measured for (the smallest flavor that fits its RAM has more): create one of "
+            f"{vnf.vcpus} vCPUs and {flavor.ram} MB (e.g. "
+            f"{plan.flavor_name(vnf.vcpus, flavor.ram)}) and measure again")
+
+
 def _resolve(origin):
     """The IPv4 address caches connect to for ``origin`` (an address stays as is).
 
-    :raises VimError: the host does not resolve, or resolves to an address the
-        operator's origin policy refuses.
+    :raises VimError: the host does not resolve, resolves to a loopback address (in a
+        server of the cloud, the server itself), or to one the operator's origin policy
+        refuses.
     """
     host = origin.host
     try:
@@ -1432,6 +1450,11 @@ def _resolve(origin):
             address = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
         except socket.gaierror as exc:
             raise VimError(f"origin host {host} does not resolve here: {exc}") from None
+    if ipaddress.ip_address(address).is_loopback:
+        raise VimError(f"origin {host} is a loopback address, which a server of the cloud "
+                       "reaches as itself (a calibration's sample origin is served at "
+                       "CDNAAS_CALIBRATION_ORIGIN_HOST: set it to RO's address as the "
+                       "cloud's servers reach it)")
     check_origin_policy(origin, [address])
     return address
 
