@@ -123,13 +123,14 @@ class CachesHere:
                  str(prefix / "nginx.conf")], stderr=stderr))
 
     def _wait_listening(self, cache, seconds=20):
-        """Until ``cache``'s nginx accepts connections."""
+        """Until ``cache``'s nginx accepts connections (a first SYN may be lost while the
+        namespace's link comes up: a connection timing out is tried again too)."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:
                 socket.create_connection((cache.address, 80), timeout=2).close()
                 return
-            except ConnectionRefusedError:
+            except (ConnectionRefusedError, TimeoutError):
                 time.sleep(0.1)
         raise AssertionError(f"{cache.name} at {cache.address} never answered: {self._why(cache)}")
 

@@ -22,8 +22,9 @@ tags ``cdnaas``, ``cdnaas-owner:<owner>`` and ``cdnaas-vcdn:<id>``; each step
 records its undo (:class:`.undo.Undo`), a failed deploy undoes everything and
 then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
 strays by tag. An update adds and removes caches and regions (the DNS server follows
-the default region), rotates the certificate, turns HTTPS on or off (each balancer's
-TERMINATED_HTTPS listener and its pool), and gives a new origin, cache rules or names
+the default region; an origin shield gains and loses legs: :mod:`.shield`), rotates
+the certificate, turns HTTPS on or off (each balancer's TERMINATED_HTTPS listener and
+its pool), and gives a new origin, cache rules or names
 by rebuilding the servers whose user-data changes, caches in waves that keep their
 balancer serving (:mod:`.rebuild`). What a done update could not delete is deleted by
 the next update or restore (:class:`~cdnaas.ro.vim.base.RemovalIncomplete`).
@@ -61,7 +62,7 @@ from cdnaas.ro.vim.base import (
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import (barbican, https, loadgen, placement, plan, rebuild,
-                                     translate, userdata)
+                                     shield, translate, userdata)
 from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class OpenStackDriver(VimDriver):
 
     def deploy(self, sig, progress=no_progress):
         """See :meth:`VimDriver.deploy`."""
-        _check_shield(sig)
+        shield.check(sig)
         self.check_prerequisites()
         cloud = self.cloud
         management = plan.management_cidrs()
@@ -272,14 +273,14 @@ class OpenStackDriver(VimDriver):
         for vnf in vnfs:
             by_region.setdefault(vnf.region, []).append(vnf)
             wanted.setdefault(vnf.region, []).append((vnf.name, vnf))
-            for region, leg in _legs(sig, record, vnf):
+            for region, leg in shield.legs(sig, record, vnf):
                 wanted.setdefault(region, []).append((leg, vnf))
         ports = {}
         for region, members in wanted.items():  # one bulk call per region
             conn = cloud.conn(sig.region(region).vim_region)
             info = record["regions"][region]
             created = list(conn.network.create_ports([
-                self._port_spec(sig, key, vnf.role, info, addresses, tags)
+                plan.port_spec(sig, key, vnf.role, info, addresses, tags)
                 for key, vnf in members]))
             for (key, _vnf), port in zip(members, created):
                 undo.push(f"port of {key}", oscloud.gone, conn.network.delete_port, port.id)
@@ -305,7 +306,7 @@ class OpenStackDriver(VimDriver):
             name = plan.resource_name(sig.vcdn_id, vnf.name)
             compute_host = placement.compute_host(vnf.host, hosts)
             user_data = self._user_data(sig, vnf, addresses, prepared, record)
-            legs = {region: ports[leg].id for region, leg in _legs(sig, record, vnf)}
+            legs = {region: ports[leg].id for region, leg in shield.legs(sig, record, vnf)}
             server, way, refused = self._create_server(
                 cloud, conn, region, compute_host, name=name,
                 image_id=prepared["images"][(region.vim_region, vnf.image)],
@@ -406,30 +407,19 @@ class OpenStackDriver(VimDriver):
                                 region.vim_region or "default", way, why)
 
     @staticmethod
-    def _port_spec(sig, key, role, info, addresses, tags):
-        """The port named ``key`` (a VNF's, or a shield's leg) of a ``role`` VNF on the
-        network of the region recorded as ``info``."""
-        spec = {"name": plan.resource_name(sig.vcdn_id, key), "network_id": info["network_id"],
-                "security_group_ids": [info["security_groups"][role]], "tags": tags,
-                "fixed_ips": [{"subnet_id": info["subnet_id"]}]}
-        if addresses.get(key):
-            spec["fixed_ips"][0]["ip_address"] = addresses[key]
-        return spec
-
-    @staticmethod
     def _user_data(sig, vnf, addresses, prepared, record):
         """``vnf``'s user-data: an origin shield fetches from the origin and listens on its
-        legs too; a cache fetches from the shield's address on its region's network
-        (plain HTTP, the origin's name as Host) where the vCDN has one, else from the
-        origin."""
+        legs too (:func:`.shield.listened`, in address order); a cache fetches from the
+        shield's address on its region's network (plain HTTP, the origin's name as Host)
+        where the vCDN has one, else from the origin."""
         management = record.get("management_cidrs", [])
         if vnf.role == "shield":
+            legs = [addresses[leg] for leg in shield.listened(sig, record, vnf)]
             return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"],
                                   management, shield=True,
-                                  also_listen=[addresses[leg] for _r, leg in
-                                               _legs(sig, record, vnf)])
+                                  also_listen=sorted(legs, key=ipaddress.ip_address))
         if vnf.role == "cache":
-            shield_at = _shield_address(sig, record, addresses, vnf.region)
+            shield_at = shield.fetched_from(sig, record, addresses, vnf.region)
             if shield_at is None:
                 return userdata.cache(sig, vnf, addresses[vnf.name],
                                       prepared["origin_address"], management)
@@ -480,7 +470,12 @@ class OpenStackDriver(VimDriver):
         A new region gets what deploy makes of one (network, subnet, security groups, a
         balancer with ``sig``'s listeners, its servers), the DNS servers are rebuilt
         with ``sig``'s regions, and a removed region's servers, balancer and network go
-        once everything else succeeded (:meth:`_remove_regions`, not undone). A DNS
+        once everything else succeeded (:meth:`_remove_regions`, not undone). An origin
+        shield gets a leg in each new region before it is rebuilt, first of all servers
+        (:meth:`_grow_shields`), and the new region's caches boot; it keeps listening on
+        its legs in removed regions until their caches are gone, then is rebuilt without
+        them and loses them (:meth:`_shrink_shields`, not undone); it is not added,
+        removed nor moved (:func:`.shield.check_change`). A DNS
         server whose region goes (it follows the default region) is booted again in its
         new region, at that region's DNS address, and the old one goes with the others.
         With ``previous`` None, nothing is rebuilt and HTTPS stays as it is.
@@ -496,7 +491,8 @@ class OpenStackDriver(VimDriver):
         recorded_regions = deployment.resources["regions"]
         new_regions = [r for r in sig.regions if r.name not in recorded_regions]
         gone_regions = sorted(set(recorded_regions) - {r.name for r in sig.regions})
-        _check_shield_change(deployment, sig, moved, new_regions or gone_regions)
+        shield.check_change(deployment, sig, moved, bool(new_regions or gone_regions),
+                            previous)
         new_names = {v.name for v in sig.vnfs} - moved
         added = [v for v in sig.vnfs if v.name not in old or v.name in moved]
         removed = [v for v in deployment.vnfs if v.name not in new_names]
@@ -511,7 +507,7 @@ class OpenStackDriver(VimDriver):
             kept = []
         else:
             rebuilt_roles = SERVER_ROLES if rebuild.reconfigured(previous, sig) else \
-                ("dns",) if new_regions or gone_regions else ()
+                ("dns", "shield") if new_regions or gone_regions else ()
             kept = [v for v in sig.vnfs if v.name in new_names & set(old)
                     and v.role in rebuilt_roles]
         prepared = self._prepare(cloud, sig, added + kept)
@@ -520,7 +516,9 @@ class OpenStackDriver(VimDriver):
                                                 if n in new_names})
         if any(i.get("operator_network") for i in record["regions"].values()):
             addresses.update({v.name: None for v in added})
+        addresses.update(shield.leaving_addresses(sig, record))
         rebuilds = self._rebuilds(cloud, deployment, sig, previous, kept, prepared, addresses)
+        shields = [r for r in rebuilds if r.vnf.role == "shield"]
         stand_ins = self._stand_ins(sig, rebuilds, record, addresses)
         lived = sorted(r for r in record["regions"] if r not in gone_regions)
         resized = sorted({v.region for v in added + removed if v.role == "cache"} & set(lived))
@@ -533,6 +531,7 @@ class OpenStackDriver(VimDriver):
                                     progress)
             lbs.update({r: record["regions"][r]["lb_id"] for r in lived})
             self._open_roles(cloud, sig, added, record, undo, lived)
+            self._grow_shields(cloud, sig, shields, record, addresses, undo, progress)
             self._boot(cloud, sig, added + stand_ins, prepared, addresses, record, undo,
                        progress, step="boot servers" if new_regions or moved else "boot caches")
             for region in resized:  # should the batch fail: put the old members back
@@ -541,7 +540,8 @@ class OpenStackDriver(VimDriver):
             self._register_members(cloud, sig, lbs, record, addresses, undo, progress,
                                    regions=resized + [r.name for r in new_regions],
                                    step="update load balancers")
-            self._reconfigure(cloud, deployment, sig, rebuilds, addresses, undo, progress)
+            self._reconfigure(cloud, deployment, sig, [r for r in rebuilds if r not in shields],
+                              addresses, undo, progress)
             if before is None and after is not None:
                 self._https_on(cloud, sig, record, addresses, undo, progress, lived)
             elif None not in (before, after) and before != after:
@@ -559,6 +559,7 @@ class OpenStackDriver(VimDriver):
                 self._https_off(cloud, record, progress)
             self._remove_servers(cloud, {**record["regions"], **gone}, leaving, progress,
                                  step="remove servers" if gone or moved else "remove caches")
+            self._shrink_shields(cloud, sig, record, gone, prepared, addresses, progress)
             self._remove_regions(cloud, gone, progress)
         except Exception as exc:  # pylint: disable=broad-except  (any VIM failure)
             record[_LEFTOVERS] = True
@@ -678,7 +679,6 @@ class OpenStackDriver(VimDriver):
                 raise DeploymentFailed(f"{exc} (the previous origin, what a failed update "
                                        "goes back to); nothing was changed") from exc
         earlier = {v.name: v for v in previous.vnfs}
-        # (a shield's legs stay where they are: regions do not change beside a shield)
         addresses_before = {**addresses, **{v.name: v.address for v in deployment.vnfs}}
         items = [self._rebuild_of(sig, vnf, record, prepared, addresses, self._user_data(
             previous, earlier.get(vnf.name, vnf), addresses_before, before, record))
@@ -721,9 +721,10 @@ class OpenStackDriver(VimDriver):
 
     def _reconfigure(self, cloud, deployment, sig, rebuilds, addresses, undo, progress):
         """Rebuild the servers of ``rebuilds`` (:meth:`_rebuilds`) with their new user-data:
-        the origin shield first, in place (the caches' misses fail meanwhile, their hits
-        serve); then each region's caches in waves (:func:`.rebuild.waves`), regions side
-        by side; then the DNS servers one at a time (:meth:`_rebuild_dns`).
+        the origin shield first (:meth:`_rebuild_shields`; :meth:`update` rebuilds it
+        before, with its new legs); then each region's caches in waves
+        (:func:`.rebuild.waves`), regions side by side; then the DNS servers one at a
+        time (:meth:`_rebuild_dns`).
 
         A wave leaves its region's pools (one batch call per pool) while the others
         serve, is rebuilt and waited ACTIVE, and comes back. A region of one cache is
@@ -732,11 +733,8 @@ class OpenStackDriver(VimDriver):
         shows it had, else the previous SIG's), in its pool; each region's then puts
         ``deployment``'s members back.
         """
-        shields = [r for r in rebuilds if r.vnf.role == "shield"]
-        if shields:
-            self._parallel(lambda item: self._rebuild_wave(
-                cloud.conn(sig.region(item.vnf.region).vim_region), sig, [item], undo),
-                shields, "rebuild origin shield", progress)
+        self._rebuild_shields(cloud, sig, [r for r in rebuilds if r.vnf.role == "shield"],
+                              undo, progress)
         caches = [r for r in rebuilds if r.vnf.role == "cache"]
         regions = sorted({r.vnf.region for r in caches})
         rebuilt = dict.fromkeys(regions, 0)
@@ -754,6 +752,45 @@ class OpenStackDriver(VimDriver):
             self._parallel(roll, regions)
         self._rebuild_dns(cloud, sig, [r for r in rebuilds if r.vnf.role == "dns"], addresses,
                           undo, progress)
+
+    def _rebuild_shields(self, cloud, sig, items, undo, progress):
+        """Rebuild the origin shields of ``items`` in place (the caches' misses fail
+        meanwhile, their hits serve), each undone by ``undo``."""
+        if items:
+            self._parallel(lambda item: self._rebuild_wave(
+                cloud.conn(sig.region(item.vnf.region).vim_region), sig, [item], undo),
+                items, "rebuild origin shield", progress)
+
+    def _grow_shields(self, cloud, sig, items, record, addresses, undo, progress):
+        """Give each origin shield of ``sig`` a leg in each new region (made already:
+        :func:`.shield.add_legs`), then rebuild those of ``items`` (:meth:`_rebuilds`:
+        listening on them), before any cache boots or is rebuilt; all undone by ``undo``."""
+        for vnf in sig.vnfs_in(role="shield"):
+            shield.add_legs(cloud.conn(sig.region(vnf.region).vim_region), sig, record, vnf,
+                            addresses, undo)
+        self._rebuild_shields(cloud, sig, items, undo, progress)
+
+    def _shrink_shields(self, cloud, sig, record, gone, prepared, addresses, progress):
+        """Take from each origin shield its legs in the regions of ``gone`` (their caches
+        gone already): out of ``record`` first (what fails is the next update's or
+        restore's to delete), the shield rebuilt without them (its new digest recorded),
+        then each detached and deleted (:func:`.shield.delete_leg`). Nothing undoes this.
+
+        :raises Exception: a step failed (:meth:`update` records what is left).
+        """
+        for vnf in sig.vnfs_in(role="shield"):
+            entry = record["servers"][vnf.name]
+            leaving = {r: entry["legs"].pop(r) for r in gone if r in entry.get("legs", {})}
+            if not leaving:
+                continue
+            if not entry["legs"]:
+                del entry["legs"]
+            item = self._rebuild_of(sig, vnf, record, prepared, addresses)
+            entry[rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
+            self._rebuild_shields(cloud, sig, [item], Undo(), progress)
+            conn = cloud.conn(sig.region(vnf.region).vim_region)
+            for port_id in leaving.values():
+                shield.delete_leg(conn, entry["server_id"], port_id)
 
     def _rebuild_dns(self, cloud, sig, items, addresses, undo, progress):
         """Rebuild the DNS servers of ``items`` one at a time, so that a vCDN of two DNS
@@ -905,10 +942,13 @@ class OpenStackDriver(VimDriver):
         the balancers, security groups and networks of regions the record does not name
         are deleted (:meth:`_remove_unrecorded`: a region the update was adding), and what
         it had deleted of a recorded region is made again (:meth:`_repair_regions`: a
-        region it was removing) before the servers are;
-        each balancer's HTTPS is put back as ``sig`` serves it (:meth:`_restore_https`: an
-        HTTPS listener and pool the update made are deleted, those it deleted made again,
-        each listener given ``sig``'s certificate container where it has another); then
+        region it was removing) before the servers are; a port on a recorded server that
+        the record does not name (an origin shield's leg the update was adding) is
+        detached before it is deleted, and the legs it had taken from the shield are made
+        again (:meth:`_repair_legs`); each balancer's HTTPS is put back as ``sig`` serves
+        it (:meth:`_restore_https`: an HTTPS listener and pool the update made are
+        deleted, those it deleted made again, each listener given ``sig``'s certificate
+        container where it has another); then
         the members of each balancer's pools are set back to the recorded caches, one
         batch call per pool. A server still rebuilding refuses a rebuild (409): the
         restore fails, and restoring again once it is ACTIVE is success. The same deletes
@@ -943,9 +983,12 @@ class OpenStackDriver(VimDriver):
             for name in gone:
                 record["servers"].pop(name)
             ports = {p for e in record["servers"].values() for p in _port_ids(e)}
+            servers = {e["server_id"] for e in record["servers"].values()}
             prefix = plan.resource_name(deployment.deployment_id, "")
             for port in list(conn.network.ports(tags=tags)):  # ours only, never Octavia's VIP
                 if port.id not in ports and (port.name or "").startswith(prefix):
+                    if port.device_id in servers:  # a shield's leg the update was adding
+                        shield.detach(conn, port.device_id, port.id)
                     oscloud.gone(conn.network.delete_port, port.id)
             missing += gone
             rebuilt += [n for n, e in record["servers"].items() if n in recorded and
@@ -955,6 +998,7 @@ class OpenStackDriver(VimDriver):
         addresses = plan.addresses(sig, {r: i["cidr"] for r, i in record["regions"].items()},
                                    {v.name: v.address for v in deployment.vnfs})  # + legs
         self._repair_regions(cloud, sig, record, addresses, progress)
+        self._repair_legs(cloud, sig, record, addresses)
         if missing:
             vnfs = [v for v in sig.vnfs if v.name in missing]
             undo = Undo()
@@ -972,6 +1016,24 @@ class OpenStackDriver(VimDriver):
         self._parallel(lambda region: self._restore_members(cloud, restored, region),
                        sorted(record["regions"]), "restore load balancers", progress)
         return restored
+
+    def _repair_legs(self, cloud, sig, record, addresses):
+        """Give each recorded origin shield back the legs an interrupted update took
+        (:func:`.shield.repair_legs`: it was removing their regions); what this makes is
+        deleted should a step fail.
+
+        :raises VimError: a step failed.
+        """
+        undo = Undo()
+        try:
+            for vnf in sig.vnfs_in(role="shield"):
+                if vnf.name in record["servers"]:  # else booted again, legs and all
+                    shield.repair_legs(cloud.conn(sig.region(vnf.region).vim_region), sig,
+                                       record, vnf, addresses, undo)
+        except Exception as exc:
+            undo.run()
+            raise VimError(f"{_words(exc)}; could not give the origin shield its legs "
+                           "again") from exc
 
     def _restore_user_data(self, cloud, deployment, sig, names, record, addresses, progress):
         """Rebuild the servers of the VNFs ``names`` with ``sig``'s user-data, caches in
@@ -1264,51 +1326,9 @@ def _balancer_gone(conn, lb_id):
     return lb is None or lb.provisioning_status in ("DELETED", "PENDING_DELETE")
 
 
-def _legs(sig, record, vnf):
-    """``[(region, leg name)]``: the regions on whose networks origin shield ``vnf`` has a
-    port besides its own region's (:func:`.plan.leg_name`); none for another VNF, nor for
-    a region on its own region's network (an operator's)."""
-    if vnf.role != "shield":
-        return []
-    home = record["regions"][vnf.region]["network_id"]
-    return [(r.name, plan.leg_name(vnf, r.name)) for r in sig.regions
-            if r.name != vnf.region and record["regions"][r.name]["network_id"] != home]
-
-
-def _shield_address(sig, record, addresses, region):
-    """Where ``region``'s caches fetch from: the origin shield's address on its network;
-    None without a shield."""
-    for shield in sig.vnfs_in(role="shield"):
-        return addresses[dict(_legs(sig, record, shield)).get(region, shield.name)]
-    return None
-
-
 def _port_ids(entry):
     """The ports of a server's record ``entry``: its own, then its legs'."""
     return [entry["port_id"], *entry.get("legs", {}).values()]
-
-
-def _check_shield(sig):
-    """Refuse an origin shield whose legs cannot reach every region: Neutron networks are
-    an OpenStack region's."""
-    vim_regions = {r.vim_region for r in sig.regions}
-    if sig.vnfs_in(role="shield") and len(vim_regions) > 1:
-        raise DeploymentFailed(
-            "an origin shield has a leg on each region's network, and networks are an "
-            f"OpenStack region's: these regions are in {len(vim_regions)} "
-            f"({', '.join(sorted(str(v) for v in vim_regions))}); use a flavor without a "
-            "shield or regions of one OpenStack region; nothing was created")
-
-
-def _check_shield_change(deployment, sig, moved, regions_change):
-    """Refuse, before anything changes, what an update cannot do with an origin shield:
-    add, remove or move it, or change the regions (its legs) of a vCDN that has one."""
-    before = sorted(v.name for v in deployment.vnfs if v.role == "shield")
-    after = sorted(v.name for v in sig.vnfs_in(role="shield"))
-    if before != after or set(after) & moved or (after and regions_change):
-        raise DeploymentFailed(
-            "on OpenStack an update does not add, remove or move an origin shield, nor "
-            "change the regions of a vCDN with one (its legs); nothing was changed")
 
 
 def _check_changes(added, removed, new_regions, gone_regions):

@@ -138,6 +138,18 @@ def leg_name(shield, region):
     return f"{shield.name}-leg-{region}"
 
 
+def port_spec(sig, key, role, info, addresses, tags_):
+    """The port named ``key`` (a VNF's, or a shield's leg) of a ``role`` VNF on the network
+    of the region recorded as ``info``: in its ``role`` security group, at ``addresses[key]``
+    where RO chose it (else Neutron picks)."""
+    spec = {"name": resource_name(sig.vcdn_id, key), "network_id": info["network_id"],
+            "security_group_ids": [info["security_groups"][role]], "tags": tags_,
+            "fixed_ips": [{"subnet_id": info["subnet_id"]}]}
+    if addresses.get(key):
+        spec["fixed_ips"][0]["ip_address"] = addresses[key]
+    return spec
+
+
 def spare_address(network, used, name):
     """The lowest address of ``network`` from ``.10`` (a cache's) not in ``used``.
 
