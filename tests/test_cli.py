@@ -354,8 +354,11 @@ def test_up_detach_status_and_down(up_env):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_up_in_the_foreground_stops_every_service_on_a_signal(up_env, signum):
+    """Also when started with SIGINT ignored, as a script's background job is."""
     with subprocess.Popen(stacks.cli_command("up"), env=up_env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as up_process:
+                          stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) \
+            as up_process:
         deadline = time.monotonic() + 60
         while _cdnaas("status", env=up_env, timeout=30).returncode != 0:
             assert up_process.poll() is None, up_process.stderr.read()
@@ -363,7 +366,11 @@ def test_up_in_the_foreground_stops_every_service_on_a_signal(up_env, signum):
             time.sleep(0.3)
         pids = _recorded_pids(up_env)
         up_process.send_signal(signum)
-        _, err = up_process.communicate(timeout=30)
+        try:
+            _, err = up_process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            up_process.kill()  # never leave the suite waiting on it
+            raise
     assert up_process.returncode == 0, err
     assert "stopped" in err
     assert _gone(pids)

@@ -90,10 +90,13 @@ def up(detach, timeout):
     output.note(f"starting {', '.join(stack.services)} (state and logs in {stack.state_dir}, "
                 f"VIM driver {stack.env.get('CDNAAS_VIM_DRIVER') or config.vim_driver_name()})")
 
-    def on_sigterm(_signum, _frame):
+    def on_signal(_signum, _frame):
         raise KeyboardInterrupt  # stop as on Ctrl-C
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    # SIGINT too: a process started in the background of a script inherits it ignored,
+    # and would then never stop on one
+    previous = {signum: signal.signal(signum, on_signal)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         stack.start(timeout=timeout, detach=detach)
         _status_table({svc: {"url": url, "answers": True, "pid": stack.processes[svc].pid}
@@ -113,7 +116,8 @@ def up(detach, timeout):
         output.note("stopped")
         code = 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     sys.exit(code)
 
 
