@@ -180,3 +180,31 @@ def test_nginx_runs_with_the_limits_its_config_asks(deployed):
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf)
         somaxconn = run(["sysctl", "-n", "net.core.somaxconn"], namespace=namespace)
         assert int(somaxconn) >= wanted["somaxconn"]
+
+
+def test_the_benchmark_sees_the_tcp_memory_a_run_holds():
+    """benchmarks/dataplane.py tells a run at the kernel's TCP memory limit from the rest by
+    the most TCP memory the kernel held while it ran: 8 MB queued and not read show."""
+    import socket
+    import time
+
+    from benchmarks import dataplane
+    assert dataplane.kernel_tcp_limit_mb() > 0
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sender = socket.create_connection(server.getsockname())
+        receiver, _peer = server.accept()
+        with sender, receiver:
+            sender.setsockopt(socket.SOL_SOCKET, 32, 16 << 20)  # SO_SNDBUFFORCE (root)
+            sender.setblocking(False)
+            before = dataplane.kernel_tcp()[1]
+            with dataplane.tcp_memory_peak(interval=0.05) as peak:
+                queued = 0
+                while queued < 8 << 20:
+                    try:
+                        queued += sender.send(b"x" * 65536)
+                    except BlockingIOError:
+                        break
+                time.sleep(0.3)
+                assert queued >= 4 << 20
+                receiver.recv(1)
+    assert peak["mb"] >= before + 4
