@@ -172,15 +172,19 @@ def kernel_tcp():
     """``(orphaned sockets, TCP memory in MB)`` of this machine's kernel (every namespace)."""
     with open("/proc/net/sockstat", encoding="ascii") as handle:
         fields = next(line for line in handle if line.startswith("TCP:")).split()
-    return int(fields[fields.index("orphan") + 1]), \
-        int(fields[fields.index("mem") + 1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+    return int(fields[fields.index("orphan") + 1]), _megabytes(int(fields[fields.index("mem") + 1]))
 
 
 def kernel_tcp_limit_mb():
     """The kernel's TCP memory in MB at which it starts refusing buffers (``tcp_mem``'s
     third value): past it, queues are pruned and segments dropped in every namespace."""
     with open("/proc/sys/net/ipv4/tcp_mem", encoding="ascii") as handle:
-        return int(handle.read().split()[2]) * os.sysconf("SC_PAGE_SIZE") >> 20
+        return _megabytes(int(handle.read().split()[2]))
+
+
+def _megabytes(pages):
+    """``pages`` of this machine's memory in MB (the kernel counts TCP memory in pages)."""
+    return pages * os.sysconf("SC_PAGE_SIZE") >> 20
 
 
 @contextlib.contextmanager

@@ -286,10 +286,8 @@ class OpenStackDriver(VimDriver):
                 undo.push(f"port of {key}", oscloud.gone, conn.network.delete_port, port.id)
                 ports[key] = port
                 addresses[key] = port.fixed_ips[0]["ip_address"]
-            # Neutron keeps tags given at creation only with ML2's extension driver
-            # tag_ports_during_bulk_creation; without it, tag each port afterwards
-            untagged = [p for p in created if not set(tags) <= set(p.tags or ())]
-            self._parallel(lambda p, conn=conn: conn.network.set_tags(p, tags), untagged)
+            self._parallel(lambda p, conn=conn: conn.network.set_tags(p, tags),
+                           plan.untagged(created, tags))
         # LIFO: this runs after every server's delete, before the ports' deletes
         server_ids = {}
         undo.push("wait for servers to go", lambda: [

@@ -150,6 +150,13 @@ def port_spec(sig, key, role, info, addresses, tags_):
     return spec
 
 
+def untagged(ports, tags_):
+    """Those of ``ports`` (just created) without every one of ``tags_``: Neutron keeps tags
+    given at creation only with ML2's extension driver ``tag_ports_during_bulk_creation``;
+    these are to be tagged afterwards."""
+    return [port for port in ports if not set(tags_) <= set(port.tags or ())]
+
+
 def spare_address(network, used, name):
     """The lowest address of ``network`` from ``.10`` (a cache's) not in ``used``.
 

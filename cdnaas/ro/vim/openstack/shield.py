@@ -68,8 +68,8 @@ def add_legs(conn, sig, record, vnf, addresses, undo):
         port = conn.network.create_port(**plan.port_spec(
             sig, leg, "shield", record["regions"][region], addresses, tags))
         undo.push(f"port of {leg}", oscloud.gone, conn.network.delete_port, port.id)
-        if not set(tags) <= set(port.tags or ()):  # Neutron without tags at creation
-            conn.network.set_tags(port, tags)
+        for untagged in plan.untagged([port], tags):
+            conn.network.set_tags(untagged, tags)
         conn.compute.create_server_interface(entry["server_id"], port_id=port.id)
         undo.push(f"{leg} on its server", detach, conn, entry["server_id"], port.id)
         entry.setdefault("legs", {})[region] = port.id
