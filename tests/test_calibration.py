@@ -268,25 +268,6 @@ def test_the_openstack_driver_refuses_a_loopback_origin(host):
         _resolve(Origin("http", host, 8080))
 
 
-def test_the_openstack_driver_measures_a_vnf_only_on_its_planned_vcpus():
-    """A cache of 1 vCPU on the smallest flavor that fits its RAM, of 2 vCPUs: refused,
-    naming a flavor to create (per-vCPU figures would be overstated); on 1: measured."""
-    from types import SimpleNamespace
-
-    from cdnaas.ro.vim.base import VnfInstance
-    from cdnaas.ro.vim.openstack.driver import _check_measured_vcpus
-    cache = VnfInstance("cache-0", "cache", "eu", "eu-1", "10.0.0.10", "server-1", vcpus=1)
-
-    def nova(vcpus):
-        flavor = SimpleNamespace(name="m1.medium", vcpus=vcpus, ram=1024)
-        return SimpleNamespace(compute=SimpleNamespace(
-            get_server=lambda server_id: SimpleNamespace(flavor=flavor)))
-    with pytest.raises(VimError, match=r"cache-0 runs on flavor m1.medium of 2 vCPUs, not the "
-                                       r"1 .*create one of 1 vCPUs and 1024 MB"):
-        _check_measured_vcpus(nova(2), cache)
-    _check_measured_vcpus(nova(1), cache)
-
-
 # -- a real campaign on the local driver -------------------------------------------------
 
 @pytest.fixture

@@ -21,9 +21,9 @@ import yaml
 from cdnaas.calibration import campaign, modelfile, qoe, viewers, wrk
 from cdnaas.common import plugins
 from cdnaas.planning import models
-from cdnaas.ro.vim.base import no_progress
+from cdnaas.ro.vim.base import VimError, VnfInstance, no_progress
 from cdnaas.ro.vim.openstack import plan
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.openstack.driver import OpenStackDriver, _check_measured_vcpus
 from tests.openstack.caches_here import CachesHere
 from tests.openstack.fixtures import ORIGIN
 from tests.openstack.generator_here import GeneratorsHere
@@ -189,3 +189,26 @@ def test_a_cache_that_cannot_reach_its_origin_fails_the_campaign(ro, admin_conn,
         "viewers 1 vCPU": "SKIPPED", "remove 1 vCPU": "COMPLETED", "write model": "SKIPPED"}
     [vcdn_id] = driver.servers
     assert nothing_left(admin_conn, vcdn_id) == {}
+
+
+def test_the_driver_measures_a_vnf_only_on_its_planned_vcpus(admin_conn):
+    """A cache of 1 vCPU on the smallest flavor that fits its RAM, m1.medium of 2 vCPUs, as
+    Nova shows a server's flavor: refused, naming a flavor to create (per-vCPU figures
+    would be overstated); planned for 2: measured."""
+    server = admin_conn.compute.create_server(
+        name=f"cdnaas-test-vcpus-{uuid.uuid4().hex[:6]}", networks="none",
+        flavor_id=admin_conn.compute.find_flavor("m1.medium", ignore_missing=False).id,
+        image_id=admin_conn.image.find_image("cdnaas-vnf", ignore_missing=False).id)
+    try:
+        admin_conn.compute.wait_for_server(server, wait=120, interval=0.5)
+
+        def cache(vcpus):
+            return VnfInstance("cache-0", "cache", "north", HOST, "10.0.0.10", server.id,
+                               vcpus=vcpus)
+        with pytest.raises(VimError, match=r"cache-0 runs on flavor m1.medium of 2 vCPUs, not "
+                                           r"the 1 .*create one of 1 vCPUs and 1024 MB"):
+            _check_measured_vcpus(admin_conn, cache(1))
+        _check_measured_vcpus(admin_conn, cache(2))
+    finally:
+        admin_conn.compute.delete_server(server.id, ignore_missing=True)
+        admin_conn.compute.wait_for_delete(server, wait=120, interval=0.5)
