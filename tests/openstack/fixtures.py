@@ -1,6 +1,6 @@
 """pytest fixtures running the ``openstack`` VIM driver against the mini cloud.
 
-- ``minicloud`` (session): starts the mini cloud (``minicloud.py start``: installs
+- ``minicloud`` (session): claims the mini cloud (:func:`minicloud.claim`: ``start`` installs
   what is missing, idempotent) and stops it at the end if this test run started
   it. Under pytest-xdist the workers share one cloud: a lock serialises the start
   and the last worker out stops it. A cloud already running before the tests
@@ -22,9 +22,7 @@
 Use: ``from tests.openstack.fixtures import *  # noqa`` in a conftest or test module.
 """
 import contextlib
-import fcntl
 import os
-import subprocess
 import sys
 import types
 import uuid
@@ -55,51 +53,17 @@ BASE = Path(os.environ.get("CDNAAS_MINICLOUD_DIR") or "/opt/cdnaas-minicloud")
 ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
 
 
-def _minicloud(*command, check=True):
-    return subprocess.run([sys.executable, str(HERE / "minicloud.py"), *command], check=check)
-
-
-def _running():
-    result = subprocess.run([sys.executable, str(HERE / "minicloud.py"), "status"],
-                            capture_output=True, text=True, check=False)
-    return result.returncode == 0 and "stopped" not in result.stdout
-
-
 @pytest.fixture(scope="session")
 def minicloud():
     """Path of the mini cloud's clouds.yaml, the cloud running for the whole session."""
     if os.geteuid() != 0:
         pytest.skip("the mini OpenStack needs root (apt packages, its own MariaDB and RabbitMQ)")
-    state = Path("/tmp/cdnaas-minicloud-tests")
-    users = state / "users"
-    users.mkdir(parents=True, exist_ok=True)
+    import minicloud as script
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
-    me = users / f"{run_id}-{os.getpid()}"
-    with open(state / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _running():
-            _minicloud("start")
-            (state / "started-by").write_text(run_id)
-        me.touch()
+    me = f"{run_id}-{os.getpid()}"
+    script.claim(run_id, me)
     yield BASE / "clouds.yaml"
-    with open(state / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        me.unlink(missing_ok=True)
-        starter = (state / "started-by").read_text() if (state / "started-by").exists() else ""
-        still_used = [u for u in users.iterdir() if _pid_alive(u.name.rsplit("-", 1)[-1])]
-        if starter == run_id and not still_used:
-            _minicloud("stop", check=False)
-            (state / "started-by").unlink(missing_ok=True)
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    script.release(run_id, me)
 
 
 @pytest.fixture

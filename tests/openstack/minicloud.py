@@ -5,6 +5,12 @@
     python3 tests/openstack/minicloud.py stop     # stop what start started (by PID)
     python3 tests/openstack/minicloud.py status   # which of its processes run
     python3 tests/openstack/minicloud.py destroy  # stop, then remove its data (keeps the venv)
+    python3 tests/openstack/minicloud.py start --for-run RUN  # as test run RUN (below)
+
+The tests share one cloud (:func:`claim`, :func:`release`): the run that started it
+stops it when its last user leaves; a cloud started otherwise (a developer's) is left
+running. ``start --for-run`` claims it for a run that has no user yet: ``scripts/test``
+starts it so while the suite is being set up and collected.
 
 keystone, glance, placement, nova (fake virt driver; four nova-compute processes
 standing for two regional data centers of two compute hosts each, one availability
@@ -29,6 +35,7 @@ Standard library only: it runs under the system ``python3`` before any venv exis
 import argparse
 import base64
 import concurrent.futures
+import fcntl
 import hashlib
 import os
 import shutil
@@ -512,13 +519,72 @@ def _wait_port(port, what, timeout):
     raise SystemExit(f"{what} did not listen on {configs.HOST}:{port} within {timeout} s")
 
 
+#: where test runs sharing the cloud keep their lock, who started it and its users
+TESTS_STATE = Path("/tmp/cdnaas-minicloud-tests")
+
+
+def _run(*command, check=True):
+    """This script's ``command`` in a process of its own (the start's daemons leave it)."""
+    return subprocess.run([sys.executable, str(Path(__file__).resolve()), *command],
+                          check=check, capture_output=command == ("status",), text=True)
+
+
+def _running():
+    result = _run("status", check=False)
+    return result.returncode == 0 and "stopped" not in result.stdout
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(run_id, user=None):
+    """Under the tests' lock, start the cloud unless it runs, recording test run ``run_id``
+    as the one that started it, and ``user`` (a name ending in ``-<pid>`` of a live
+    process) as one of the run's users. A second claim waits for the first's start."""
+    users = TESTS_STATE / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    with open(TESTS_STATE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _running():
+            _run("start")
+            (TESTS_STATE / "started-by").write_text(run_id)
+        if user:
+            (users / user).touch()
+
+
+def release(run_id, user):
+    """``user`` leaves; the cloud stops if ``run_id`` started it and none of the users of
+    the cloud still runs."""
+    users = TESTS_STATE / "users"
+    with open(TESTS_STATE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        (users / user).unlink(missing_ok=True)
+        started_by = TESTS_STATE / "started-by"
+        starter = started_by.read_text() if started_by.exists() else ""
+        still_used = [u for u in users.iterdir() if _pid_alive(u.name.rsplit("-", 1)[-1])]
+        if starter == run_id and not still_used:
+            _run("stop", check=False)
+            started_by.unlink(missing_ok=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["install", "start", "stop", "status", "destroy"])
+    parser.add_argument("--for-run", metavar="RUN",
+                        help="start: claim the cloud for test run RUN (see claim())")
     args = parser.parse_args(argv)
     cloud = Cloud()
     if args.command == "install":
         cloud.install()
+    elif args.command == "start" and args.for_run:
+        claim(args.for_run)
     elif args.command == "start":
         try:
             cloud.start()
