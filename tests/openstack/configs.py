@@ -100,7 +100,11 @@ def render(run, venv, kek):
         [credential]
         key_repository = {run}/state/keystone/credential-keys
         [cache]
-        enabled = false
+        # In this one keystone process: a token is validated once, not once per service
+        # that sees it (each validation otherwise reads the token's roles from MariaDB,
+        # behind a lock per token, while every API waits for it).
+        enabled = true
+        backend = dogpile.cache.memory
         [oslo_messaging_notifications]
         driver = noop
         """)
