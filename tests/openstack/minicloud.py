@@ -523,15 +523,13 @@ def _wait_port(port, what, timeout):
 TESTS_STATE = Path("/tmp/cdnaas-minicloud-tests")
 
 
-def _run(*command, check=True):
+def _in_own_process(command, check=True):
     """This script's ``command`` in a process of its own (the start's daemons leave it)."""
-    return subprocess.run([sys.executable, str(Path(__file__).resolve()), *command],
-                          check=check, capture_output=command == ("status",), text=True)
+    return subprocess.run([sys.executable, str(Path(__file__).resolve()), command], check=check)
 
 
 def _running():
-    result = _run("status", check=False)
-    return result.returncode == 0 and "stopped" not in result.stdout
+    return all(Cloud().status().values())
 
 
 def _pid_alive(pid):
@@ -553,7 +551,7 @@ def claim(run_id, user=None):
     with open(TESTS_STATE / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _running():
-            _run("start")
+            _in_own_process("start")
             (TESTS_STATE / "started-by").write_text(run_id)
         if user:
             (users / user).touch()
@@ -570,7 +568,7 @@ def release(run_id, user):
         starter = started_by.read_text() if started_by.exists() else ""
         still_used = [u for u in users.iterdir() if _pid_alive(u.name.rsplit("-", 1)[-1])]
         if starter == run_id and not still_used:
-            _run("stop", check=False)
+            _in_own_process("stop", check=False)
             started_by.unlink(missing_ok=True)
 
 
