@@ -642,6 +642,43 @@ def test_cleanup_removes_strays_by_tag(driver, admin_conn):
     assert driver.cleanup(set()) == []
 
 
+def test_a_balancer_octavia_failed_to_delete_is_asked_again(driver, admin_conn,
+                                                           minicloud_faults, caplog,
+                                                           monkeypatch):
+    """Octavia leaves a balancer whose delete flow failed in ERROR: terminate asks again.
+    One that fails every time is named, left in ERROR; one Octavia's worker does not finish
+    deleting is named with its PENDING_DELETE; the next terminate removes it."""
+    sig = make_sig({"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    south = deployment.resources["regions"]["south"]["lb_id"]
+    asked_again = f"load balancer {south} went to ERROR while being deleted; asking again"
+
+    def south_status():
+        return admin_conn.load_balancer.get_load_balancer(south).provisioning_status
+    minicloud_faults.vip_deallocation(south, cloud.LB_DELETE_ASKS)
+    with pytest.raises(VimError, match=f"failed {cloud.LB_DELETE_ASKS} times to delete load "
+                                       f"balancer {south}; it is in ERROR"):
+        driver.terminate(deployment)
+    assert caplog.text.count(asked_again) == cloud.LB_DELETE_ASKS - 1
+    assert south_status() == "ERROR"
+    assert [lb.id for lb in admin_conn.load_balancer.load_balancers(
+        tags=plan.vcdn_tag(sig.vcdn_id))] == [south]  # the north one went
+
+    minicloud_faults.vip_deallocation(south, "hold")
+    monkeypatch.setenv("CDNAAS_OS_DELETE_TIMEOUT", "3")
+    with pytest.raises(VimError, match=f"deletion of load balancer {south} did not happen "
+                                       "within 3 s: Octavia still shows it PENDING_DELETE"):
+        driver.terminate(deployment)
+    monkeypatch.delenv("CDNAAS_OS_DELETE_TIMEOUT")
+    minicloud_faults.vip_deallocation(south, 1)  # the held deletion now fails
+    cloud.wait_until(lambda: south_status() == "ERROR", "the held deletion to fail", 30)
+
+    minicloud_faults.vip_deallocation(south, 1)
+    driver.terminate(deployment)
+    assert caplog.text.count(asked_again) == cloud.LB_DELETE_ASKS
+    assert nothing_left(admin_conn, sig.vcdn_id) == {}
+
+
 def test_creates_a_flavor_when_allowed(driver, admin_conn, monkeypatch):
     monkeypatch.setenv("OS_CLOUD", "minicloud-admin")  # creating flavors is for admins
     monkeypatch.setenv("CDNAAS_OS_CREATE_FLAVORS", "1")

@@ -225,7 +225,7 @@ def render(run, venv, kek):
         [controller_worker]
         amphora_driver = amphora_noop_driver
         compute_driver = compute_noop_driver
-        network_driver = network_noop_driver
+        network_driver = cdnaas_faults_noop
         volume_driver = volume_noop_driver
         image_driver = image_noop_driver
         loadbalancer_topology = SINGLE

@@ -13,9 +13,14 @@
   the nova-compute service of the zone the host's region maps to (``<region>-az``),
   so a server placed there really fails to schedule (NoValidHost); it is enabled
   again after the test.
+- ``minicloud_faults``: faults of the mini cloud's services at the test's own resources
+  only: ``.vip_deallocation(lb_id, fault)`` (:meth:`minicloud.Cloud.fault_vip_deallocation`:
+  deleting that balancer fails or stops); taken back after the test.
 - ``minicloud_outage``: ``.stop(name)`` stops one of the mini cloud's APIs (e.g.
   ``barbican``) as a service that dies, ``.start(name)`` starts it again; what is still
   stopped is started again, and answers, after the test.
+- ``_minicloud_log_marks`` (autouse) and the ``pytest_runtest_makereport`` hook: a failed
+  test on the mini cloud reports the errors its services logged while it ran.
 - ``_openstack_contract_env`` (autouse): gives a contract test parametrized with
   ``driver_name=openstack`` the mini cloud before its ``driver`` fixture runs.
 
@@ -40,15 +45,23 @@ __all__ = [
     "caches_here_env",
     "fail_host_openstack",
     "minicloud",
+    "minicloud_faults",
     "minicloud_outage",
     "minicloud_sql",
     "openstack_env",
     "origin_openstack",
     "pytest_collection_modifyitems",
+    "pytest_runtest_makereport",
+    "_minicloud_log_marks",
     "traffic_openstack",
 ]
 
 BASE = Path(os.environ.get("CDNAAS_MINICLOUD_DIR") or "/opt/cdnaas-minicloud")
+#: where the mini cloud's services log (``minicloud.Cloud.logs``)
+LOGS = BASE / "run/logs"
+#: lines of a service's log a failed test reports at most
+LOGGED_ERRORS = 40
+_LOG_MARKS = pytest.StashKey[dict]()
 #: the origin of contract SIGs: TEST-NET-1 (the fake servers never fetch from it)
 ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
 
@@ -116,6 +129,20 @@ def minicloud_sql(minicloud):
     only a peer outside it would write (e.g. a provider's balancer statistics)."""
     import minicloud as script
     return script.Cloud(BASE).sql
+
+
+@pytest.fixture
+def minicloud_faults(minicloud):
+    """``.vip_deallocation(lb_id, fault)``: see the module's docstring."""
+    import minicloud as script
+    cloud, asked = script.Cloud(BASE), set()
+
+    def vip_deallocation(lb_id, fault):
+        asked.add(lb_id)
+        cloud.fault_vip_deallocation(lb_id, fault)
+    yield types.SimpleNamespace(vip_deallocation=vip_deallocation)
+    for lb_id in asked:
+        cloud.fault_vip_deallocation(lb_id, None)
 
 
 @pytest.fixture
@@ -188,6 +215,38 @@ def _openstack_contract_env(request):
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and callspec.params.get("driver_name") == "openstack":
         request.getfixturevalue("openstack_env")
+
+
+@pytest.fixture(autouse=True)
+def _minicloud_log_marks(request):
+    """Where the mini cloud's logs ended as a test on it (one of its group) started."""
+    if "openstack" in request.node.nodeid:
+        request.node.stash[_LOG_MARKS] = {p.name: p.stat().st_size for p in LOGS.glob("*.log")}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test on the mini cloud carries, as a section of its report, the errors the
+    cloud's services logged since it started: what an operator would read first."""
+    outcome = yield
+    report = outcome.get_result()
+    marks = item.stash.get(_LOG_MARKS, None)
+    if report.failed and marks is not None:
+        errors = _logged_errors(marks)
+        if errors:
+            report.sections.append(("errors the mini cloud logged during the test", errors))
+
+
+def _logged_errors(marks):
+    """The ERROR/CRITICAL lines of each service's log past ``marks`` (name -> offset)."""
+    found = []
+    for path in sorted(LOGS.glob("*.log")):
+        with open(path, "rb") as log:
+            log.seek(marks.get(path.name, 0))
+            lines = [line for line in log.read().decode("utf-8", "replace").splitlines()
+                     if " ERROR " in line or " CRITICAL " in line]
+        found += [f"{path.stem}: {line}" for line in lines[-LOGGED_ERRORS:]]
+    return "\n".join(found)
 
 
 @pytest.hookimpl(tryfirst=True)

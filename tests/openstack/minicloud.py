@@ -90,6 +90,8 @@ class Cloud:
         self.etc = self.run / "etc"
         self.logs = self.run / "logs"
         self.pids = self.run / "pids"
+        #: where tests ask a service's test plugin to fail (``plugins/``)
+        self.faults = self.run / "state/faults"
         self.clouds_yaml = self.base / "clouds.yaml"
 
     # -- install -------------------------------------------------------------
@@ -425,7 +427,8 @@ class Cloud:
 
     def _start_octavia(self):
         self._spawn("octavia-worker", [str(self.venv / "bin/octavia-worker"), "--config-file",
-                                       str(self.etc / "octavia/octavia.conf")])
+                                       str(self.etc / "octavia/octavia.conf")],
+                    env={"CDNAAS_MINICLOUD_FAULTS": str(self.faults)})
         self._start_wsgi("octavia")
 
     def _wait_http(self, name, path, timeout=180):
@@ -486,6 +489,21 @@ class Cloud:
         """Start the API ``name`` again (if it is not running); return once it answers."""
         self._start_wsgi(name)
         self._wait_http(name, "/")
+
+    def fault_vip_deallocation(self, lb_id, fault):
+        """What the next deletions of balancer ``lb_id`` meet in octavia's worker, at its
+        network driver's VIP deallocation (``plugins/.../octavia_network.py``): a count
+        ``n`` fails ``n`` of them, each leaving the balancer in ERROR; ``"hold"`` stops the
+        next one until another fault replaces it (the balancer stays in PENDING_DELETE);
+        None: nothing."""
+        path = self.faults / "deallocate_vip" / lb_id
+        if fault is None:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written = path.with_suffix(".new")
+        written.write_text(str(fault))
+        written.replace(path)  # the worker never reads half of it
 
 
 def _group_alive(pgid):

@@ -232,16 +232,60 @@ def servers_gone(conn, server_ids, seconds):
                f"deletion of {len(wanted)} server(s)", seconds)
 
 
-def load_balancer_gone(conn, lb_id, seconds):
+#: how many times a balancer is asked to go: Octavia leaves one whose delete flow failed
+#: (a network or compute driver error) in ERROR, where a new delete is accepted
+LB_DELETE_ASKS = 3
+
+
+def delete_load_balancer(conn, lb_id):
+    """Ask Octavia to delete balancer ``lb_id`` with everything it holds (cascade); one
+    still provisioning (409) is asked again once it has settled."""
     from openstack import exceptions
+    try:
+        conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
+    except exceptions.ConflictException:
+        wait_until(lambda: not _lb_status(conn, lb_id).startswith("PENDING"),
+                   f"load balancer {lb_id} to settle", timeout("lb"))
+        conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
+
+
+def load_balancer_gone(conn, lb_id, seconds):
+    """Wait until balancer ``lb_id``, asked to go (:func:`delete_load_balancer`), is gone;
+    one that went to ERROR is asked again, up to :data:`LB_DELETE_ASKS` times in all.
+
+    :raises VimError: it stayed in ERROR, or the wait timed out (naming the status it
+        was left in).
+    """
+    asked, last = 1, {}
 
     def check():
-        try:
-            lb = conn.load_balancer.get_load_balancer(lb_id)
-        except exceptions.NotFoundException:
-            return True
-        return lb.provisioning_status == "DELETED"
-    wait_until(check, f"deletion of load balancer {lb_id}", seconds)
+        nonlocal asked
+        status = last["status"] = _lb_status(conn, lb_id)
+        if status == "ERROR":
+            if asked == LB_DELETE_ASKS:
+                raise VimError(f"Octavia failed {asked} times to delete load balancer {lb_id}; "
+                               "it is in ERROR (its worker's log says why)")
+            LOG.warning("load balancer %s went to ERROR while being deleted; asking again",
+                        lb_id)
+            delete_load_balancer(conn, lb_id)
+            asked += 1
+        return status == "DELETED"
+    try:
+        wait_until(check, f"deletion of load balancer {lb_id}", seconds)
+    except VimError as exc:
+        if not last.get("status", "").startswith("PENDING"):
+            raise
+        raise VimError(f"{exc}: Octavia still shows it {last['status']} (its worker has not "
+                       "finished; an operator can look at octavia-worker's log)") from None
+
+
+def _lb_status(conn, lb_id):
+    """Balancer ``lb_id``'s provisioning status (``DELETED`` once Octavia forgot it)."""
+    from openstack import exceptions
+    try:
+        return conn.load_balancer.get_load_balancer(lb_id).provisioning_status
+    except exceptions.NotFoundException:
+        return "DELETED"
 
 
 def retry_conflicts(action, what, seconds):

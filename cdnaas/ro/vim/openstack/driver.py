@@ -1271,14 +1271,9 @@ class OpenStackDriver(VimDriver):
             for network_id in network_ids:
                 self._delete_network(conn, network_id)
 
-    def _delete_load_balancer(self, conn, lb_id, wait=True):
-        from openstack import exceptions
-        try:
-            conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
-        except exceptions.ConflictException:  # still provisioning: delete once it settles
-            oscloud.wait_until(lambda: _settled(conn, lb_id), f"load balancer {lb_id} to settle",
-                               oscloud.timeout("lb"))
-            conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
+    @staticmethod
+    def _delete_load_balancer(conn, lb_id, wait=True):
+        oscloud.delete_load_balancer(conn, lb_id)
         if wait:
             oscloud.load_balancer_gone(conn, lb_id, oscloud.timeout("delete"))
 
@@ -1475,15 +1470,6 @@ def _resolve(origin):
                        "cloud's servers reach it)")
     check_origin_policy(origin, [address])
     return address
-
-
-def _settled(conn, lb_id):
-    from openstack import exceptions
-    try:
-        return not conn.load_balancer.get_load_balancer(lb_id).provisioning_status.startswith(
-            "PENDING")
-    except exceptions.NotFoundException:
-        return True
 
 
 def _words(exc):
