@@ -21,10 +21,9 @@ import yaml
 
 from cdnaas.common import caching
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
-from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, VimError
+from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, Undo, VimError
 from cdnaas.ro.vim.openstack import cloud, placement, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
-from cdnaas.ro.vim.openstack.undo import Undo
 from tests.openstack import configs
 from tests.openstack.caches_here import CachesHere
 from tests.openstack.fixtures import ORIGIN

@@ -10,11 +10,10 @@ import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, RemovalIncomplete,
-                               VnfInstance)
+                               Undo, VnfInstance)
 from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
-from cdnaas.ro.vim.openstack.undo import Undo
 from tests.test_openstack_driver import (caches_of, make_sig, members_of, nothing_left,
                                          servers_of, tagged, written)
 

@@ -15,10 +15,9 @@ import pytest
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import hosts
-from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
+from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, Undo, VnfInstance
 from cdnaas.ro.vim.openstack import plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
-from cdnaas.ro.vim.openstack.undo import Undo
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
 from tests.test_openstack_driver import make_sig, nothing_left, rebuilds, reconfigured, tagged

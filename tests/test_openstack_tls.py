@@ -22,11 +22,10 @@ from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
-from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, VimError
+from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, Undo, VimError
 from cdnaas.ro.vim.openstack import plan
 from cdnaas.ro.vim.openstack.barbican import _id
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
-from cdnaas.ro.vim.openstack.undo import Undo
 from tests.openstack.fixtures import ORIGIN
 from tests.support.certs import TestCA, pem_cert
 from tests.support.sigs import sample_sig

@@ -19,7 +19,7 @@ update. The SIG's load-balancer VNF is that Octavia balancer.
 Servers are created in parallel and waited for together (one listing per poll);
 every wait has a timeout (``CDNAAS_OS_*_TIMEOUT``). Every resource carries the
 tags ``cdnaas``, ``cdnaas-owner:<owner>`` and ``cdnaas-vcdn:<id>``; each step
-records its undo (:class:`.undo.Undo`), a failed deploy undoes everything and
+records its undo (:class:`~cdnaas.ro.vim.base.Undo`), a failed deploy undoes everything and
 then sweeps by tag; deleting what is gone is success; :meth:`cleanup` finds
 strays by tag. An update adds and removes caches and regions (the DNS server follows
 the default region; an origin shield gains and loses legs: :mod:`.shield`), rotates
@@ -53,6 +53,7 @@ from cdnaas.ro.vim.base import (
     EntryPoint,
     RemovalIncomplete,
     RetryableVimError,
+    Undo,
     VimDriver,
     VimError,
     check_origin_policy,
@@ -63,7 +64,6 @@ from cdnaas.ro.vim.base import (
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import (barbican, https, loadgen, placement, plan, rebuild,
                                      shield, translate, userdata)
-from cdnaas.ro.vim.openstack.undo import Undo
 
 LOG = logging.getLogger(__name__)
 

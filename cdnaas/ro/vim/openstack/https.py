@@ -4,8 +4,8 @@ listener and its pool, made by an update and put back as recorded by a restore.
 Octavia locks a balancer during each call on it: every write here waits for the
 balancer to be ACTIVE before and after it.
 """
+from cdnaas.ro.vim.base import Undo
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack.undo import Undo
 
 PROTOCOL = "TERMINATED_HTTPS"
 
