@@ -592,10 +592,10 @@ def quota_cloud(admin_conn, openstack_env, minicloud, monkeypatch, tmp_path):
     """A project of its own whose Nova quota allows ``limit`` servers: ``set(limit)``."""
     project = admin_conn.identity.create_project(name=f"cdnaas-quota-{uuid.uuid4().hex[:8]}",
                                                  domain_id="default")
-    user = admin_conn.identity.find_user("cdnaas", domain_id="default")
+    user = admin_conn.identity.find_user("cdnaas", domain_id="default", ignore_missing=False)
     for role in ("member", "load-balancer_member"):
         admin_conn.identity.assign_project_role_to_user(
-            project, user, admin_conn.identity.find_role(role))
+            project, user, admin_conn.identity.find_role(role, ignore_missing=False))
     clouds = yaml.safe_load(minicloud.read_text())
     entry = clouds["clouds"]["minicloud"]
     entry["auth"]["project_name"] = project.name

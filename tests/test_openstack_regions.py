@@ -10,9 +10,9 @@ import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, RemovalIncomplete,
-                               Undo, VnfInstance)
+                                Undo, VnfInstance)
 from cdnaas.ro.vim import hosts
-from cdnaas.ro.vim.openstack import plan, rebuild, userdata
+from cdnaas.ro.vim.openstack import cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.test_openstack_driver import (caches_of, make_sig, members_of, nothing_left,
                                          servers_of, tagged, written)
@@ -101,9 +101,9 @@ def test_regions_come_and_go_and_the_dns_follows_the_default_region(driver, admi
         assert sorted(shrunk.resources["regions"]["south"]["security_groups"]) == \
             ["cache", "dns"]
         north_info = grown.resources["regions"]["north"]
-        assert admin_conn.network.find_network(north_info["network_id"]) is None
-        assert admin_conn.load_balancer.find_load_balancer(north_info["lb_id"]) is None
-        assert all(admin_conn.network.find_security_group(g) is None
+        assert cloud.found(admin_conn.network.find_network, north_info["network_id"]) is None
+        assert cloud.found(admin_conn.load_balancer.find_load_balancer, north_info["lb_id"]) is None
+        assert all(cloud.found(admin_conn.network.find_security_group, g) is None
                    for g in north_info["security_groups"].values())
         deployment = shrunk
     finally:
@@ -154,7 +154,7 @@ def test_what_a_done_update_could_not_delete_goes_with_the_next_update(
         assert regions_in_cloud(admin_conn, both.vcdn_id) == {
             "networks": [plan.resource_name(both.vcdn_id, r) for r in ("north", "south")],
             "balancers": [plan.resource_name(both.vcdn_id, "north-lb")]}
-        assert admin_conn.network.find_network(south["network_id"]) is not None
+        assert cloud.found(admin_conn.network.find_network, south["network_id"]) is not None
 
         admin_conn.network.delete_port(blocker)
         grown = make_sig({"north": 2}, both.vcdn_id)

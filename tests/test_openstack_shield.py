@@ -16,7 +16,7 @@ from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, Undo, VnfInstance
-from cdnaas.ro.vim.openstack import plan, rebuild, userdata
+from cdnaas.ro.vim.openstack import cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
@@ -193,7 +193,7 @@ def test_a_region_comes_to_and_goes_from_a_shielded_vcdn(driver, admin_conn):
         assert shrunk.resources["servers"][SHIELD] == {
             **{k: v for k, v in entry.items() if k != "legs"},
             rebuild.DIGEST_KEY: shrunk.resources["servers"][SHIELD][rebuild.DIGEST_KEY]}
-        assert admin_conn.network.find_port(leg.id) is None
+        assert cloud.found(admin_conn.network.find_port, leg.id) is None
         assert interfaces(admin_conn, own["server_id"]) == [own["port_id"]]
         nginx = nginx_of(admin_conn, shrunk, SHIELD)
         assert f"listen {leg_in(grown, 'south')}:80" not in nginx

@@ -23,7 +23,7 @@ from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
 from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, Undo, VimError
-from cdnaas.ro.vim.openstack import plan
+from cdnaas.ro.vim.openstack import cloud, plan
 from cdnaas.ro.vim.openstack.barbican import _id
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.fixtures import ORIGIN
@@ -121,7 +121,8 @@ def test_an_https_vcdn_serves_barbicans_certificate_rotates_it_and_leaves_nothin
 
         sig = https_sig(vcdn_id, caches, kept)
         deployment = driver.deploy(sig)
-        octavia = admin_conn.identity.find_user("octavia", domain_id="default").id
+        octavia = admin_conn.identity.find_user("octavia", domain_id="default",
+                                                ignore_missing=False).id
         https_ids = {}
         for region in sig.regions:
             info = deployment.resources["regions"][region.name]
@@ -216,8 +217,8 @@ def assert_http_only(admin_conn, before, after):
     for region, info in after.resources["regions"].items():
         was = before.resources["regions"][region]
         assert info["pool_id"] == was["pool_id"]
-        assert admin_conn.load_balancer.find_listener(was["tls_listener_id"]) is None
-        assert admin_conn.load_balancer.find_pool(was["tls_pool_id"]) is None
+        assert cloud.found(admin_conn.load_balancer.find_listener, was["tls_listener_id"]) is None
+        assert cloud.found(admin_conn.load_balancer.find_pool, was["tls_pool_id"]) is None
 
 
 def deployed_plain(driver, caches):

@@ -111,6 +111,9 @@ class FakeBaremetal:
         self.nodes, self.calls = nodes, []
 
     def find_node(self, name, ignore_missing=True):
+        from openstack import exceptions
+        if name not in self.nodes and not ignore_missing:
+            raise exceptions.NotFoundException(f"No Node found for {name}")
         return self.nodes.get(name)
 
     def set_node_power_state(self, node, target, wait=False, timeout=None):

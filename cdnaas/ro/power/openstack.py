@@ -96,7 +96,7 @@ class OpenStackPowerDriver(HostPowerDriver):
             services = list(self.conn.compute.services(binary="nova-compute", host=host))
             node = None
             if self.conn.has_service("baremetal"):
-                node = self.conn.baremetal.find_node(host, ignore_missing=True)
+                node = clouds.found(self.conn.baremetal.find_node, host)
         except Exception as exc:
             raise _failed(exc, f"looking up host {host}") from exc
         service = next((s for s in services if s.host == host), None)

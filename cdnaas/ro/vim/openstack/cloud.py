@@ -223,6 +223,16 @@ def gone(delete, *args, **kwargs):
         pass
 
 
+def found(find, name_or_id, **kwargs):
+    """What openstacksdk's ``find(name_or_id, **kwargs)`` (a ``find_*`` proxy method) finds,
+    or None: asked with ``ignore_missing=False``, as openstacksdk 6 does by default."""
+    from openstack import exceptions
+    try:
+        return find(name_or_id, ignore_missing=False, **kwargs)
+    except exceptions.NotFoundException:
+        return None
+
+
 def servers_gone(conn, server_ids, seconds):
     """Wait until none of ``server_ids`` exists any more (their ports can then go)."""
     wanted = set(server_ids)

@@ -634,12 +634,12 @@ class OpenStackDriver(VimDriver):
                 info = record["regions"][region.name]
                 conn = cloud.conn(info.get("vim_region"))
                 if not info.get("operator_network") and \
-                        conn.network.find_network(info["network_id"]) is None:
+                        oscloud.found(conn.network.find_network, info["network_id"]) is None:
                     self._create_networks(cloud, sig, {region.name: info["cidr"]}, record,
                                           undo, no_progress, [region])
                     info = record["regions"][region.name]
                 for role, group_id in list(info["security_groups"].items()):
-                    if conn.network.find_security_group(group_id) is None:
+                    if oscloud.found(conn.network.find_security_group, group_id) is None:
                         info["security_groups"][role] = self._security_group(
                             conn, sig, region.name, role, info["cidr"],
                             record.get("management_cidrs", []), undo)
@@ -1315,7 +1315,7 @@ class OpenStackDriver(VimDriver):
 
 def _balancer_gone(conn, lb_id):
     """Whether Octavia balancer ``lb_id`` is gone (or going: DELETED, PENDING_DELETE)."""
-    lb = conn.load_balancer.find_load_balancer(lb_id)
+    lb = oscloud.found(conn.load_balancer.find_load_balancer, lb_id)
     return lb is None or lb.provisioning_status in ("DELETED", "PENDING_DELETE")
 
 
@@ -1423,7 +1423,7 @@ def _find_flavor(conn, vcpus, ram_mb):
         raise VimError(f"no flavor with {vcpus} vCPUs and {ram_mb} MB of RAM; create one or "
                        "set CDNAAS_OS_CREATE_FLAVORS=1 (needs the admin role)")
     name = plan.flavor_name(vcpus, ram_mb)
-    existing = conn.compute.find_flavor(name)
+    existing = oscloud.found(conn.compute.find_flavor, name)
     if existing is not None:
         return existing.id
     disk = config.setting("CDNAAS_OS_FLAVOR_DISK_GB")

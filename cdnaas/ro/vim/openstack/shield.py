@@ -81,7 +81,7 @@ def detach(conn, server_id, port_id):
     oscloud.gone(conn.compute.delete_server_interface, port_id, server=server_id)
 
     def unbound():
-        port = conn.network.find_port(port_id)
+        port = oscloud.found(conn.network.find_port, port_id)
         return port is None or port.device_id != server_id
     oscloud.wait_until(unbound, f"port {port_id} detached from server {server_id}",
                        oscloud.timeout("delete"))
@@ -99,7 +99,7 @@ def repair_legs(conn, sig, record, vnf, addresses, undo):
     deleted and made again (:func:`add_legs`), ``record`` taking the new port's id."""
     entry = record["servers"][vnf.name]
     for region, port_id in sorted(entry.get("legs", {}).items()):
-        port = conn.network.find_port(port_id)
+        port = oscloud.found(conn.network.find_port, port_id)
         if port is None or port.device_id != entry["server_id"]:
             oscloud.gone(conn.network.delete_port, port_id)
             del entry["legs"][region]
