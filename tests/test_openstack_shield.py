@@ -152,7 +152,9 @@ def test_a_region_comes_to_and_goes_from_a_shielded_vcdn(driver, admin_conn):
     south's cache boots, and south's cache fetches from that leg: south's miss is the
     shield's hit, one origin fetch for both regions. South removed: once its cache is
     gone the shield is rebuilt without the leg, which is detached and deleted before
-    south's network goes; nothing of south is left, nor of the vCDN once it ends."""
+    south's network goes. The RO dying there, its removal done but not recorded: restore
+    makes south again and gives the shield a new leg at the same address, listened on,
+    which south's cache fetches from. Nothing of the vCDN is left once it ends."""
     north = shielded({"north": 1})
     both = shielded({"north": 1, "south": 1}, north.vcdn_id)
     deployment = driver.deploy(north)
@@ -201,6 +203,20 @@ def test_a_region_comes_to_and_goes_from_a_shielded_vcdn(driver, admin_conn):
         assert [name for names in tagged(admin_conn, north.vcdn_id).values()
                 for name in names if "south" in name] == []
         deployment = shrunk
+
+        restored = driver.restore(grown, both)  # the RO died before recording ``shrunk``
+        deployment = restored
+        entry, south = restored.resources["servers"][SHIELD], restored.resources["regions"]["south"]
+        again = admin_conn.network.get_port(entry["legs"]["south"])
+        assert again.id != leg.id
+        assert (again.device_id, again.network_id, again.fixed_ips[0]["ip_address"],
+                again.security_group_ids) == (own["server_id"], south["network_id"],
+                                              leg_in(grown, "south"),
+                                              [south["security_groups"]["shield"]])
+        assert interfaces(admin_conn, own["server_id"]) == sorted([own["port_id"], again.id])
+        assert f"listen {leg_in(grown, 'south')}:80" in nginx_of(admin_conn, restored, SHIELD)
+        assert f"server {leg_in(grown, 'south')}:80;" in nginx_of(admin_conn, restored,
+                                                                  "south-cache-1")
     finally:
         driver.terminate(deployment)
     assert nothing_left(admin_conn, north.vcdn_id) == {}

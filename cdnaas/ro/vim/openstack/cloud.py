@@ -102,8 +102,7 @@ class Cloud:
         """OpenStack regions clouds.yaml lists for this cloud (cleanup looks in each)."""
         from openstack import config as os_config
         loader = os_config.OpenStackConfig()
-        listing = getattr(loader, "get_clouds", None) or loader.get_all_clouds
-        regions = [c.region_name for c in listing() if c.name == self.name]
+        regions = [c.region_name for c in loader.get_all() if c.name == self.name]
         return sorted(set(regions)) or [None]
 
 
