@@ -103,7 +103,7 @@ def test_requests_spread_over_the_regions_caches(live):
 
 def test_200_concurrent_first_fetches_make_one_origin_fetch(live, origin):
     _driver, sig, deployment = live
-    path = f"/video/hd/seg-{uuid.uuid4().int % 300}.m4s"
+    path = f"/video/hd/seg-{uuid.uuid4().int % 300 + 1}.m4s"
     origin.reset()
     url = f"http://{sig.hostname}{path}"
     command = ["curl", "-s", "-w", "%{http_code}\\n", "--parallel",

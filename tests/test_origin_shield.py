@@ -196,7 +196,7 @@ def test_two_regions_caches_fetch_through_one_shield(origin, monkeypatch):
     try:
         [shield] = [v for v in deployment.vnfs if v.role == "shield"]
         assert shield.region == "north" and shield.address.endswith(".4")
-        path = f"/video/hd/seg-{uuid.uuid4().int % 300}.m4s"
+        path = f"/video/hd/seg-{uuid.uuid4().int % 300 + 1}.m4s"
         origin.reset()
         answers = []
         for region, probe in (("north", "10.1.0.31"), ("south", "10.2.0.31"),
@@ -241,7 +241,7 @@ def test_two_regions_caches_fetch_through_one_shield(origin, monkeypatch):
         reshaped = next(at for at, step in steps if step == ("reshape origin shield", 1, 1))
         assert {status for _at, status in during} <= {0, 200}, during  # never a 502
         assert [at for at, status in during if status == 200 and at > reshaped], during
-        path = f"/video/hd/seg-{uuid.uuid4().int % 300}.m4s"
+        path = f"/video/hd/seg-{uuid.uuid4().int % 300 + 1}.m4s"
         assert fetch_through(grown, west, "west", "10.3.0.31", path) == \
             (200, "MISS", "MISS", "shield-0")
         assert fetch_through(grown, west, "north", "10.1.0.33", path) == \
@@ -270,7 +270,7 @@ def test_a_shield_moves_with_its_region_and_a_failed_move_is_put_back(origin, mo
     assert [v.region for v in moved.vnfs_in(role="shield")] == ["south"]
     deployment = driver.deploy(sig)
     try:
-        path = f"/video/hd/seg-{uuid.uuid4().int % 300}.m4s"
+        path = f"/video/hd/seg-{uuid.uuid4().int % 300 + 1}.m4s"
         origin.reset()
         assert fetch_through(deployment, sig, "north", "10.1.0.31", path) == \
             (200, "MISS", "MISS", "shield-0")
