@@ -653,7 +653,7 @@ def test_a_balancer_octavia_failed_to_delete_is_asked_again(driver, admin_conn,
     asked_again = f"load balancer {south} went to ERROR while being deleted; asking again"
 
     def south_status():
-        return admin_conn.load_balancer.get_load_balancer(south).provisioning_status
+        return cloud.load_balancer_status(admin_conn, south)
     minicloud_faults.vip_deallocation(south, cloud.LB_DELETE_ASKS)
     with pytest.raises(VimError, match=f"failed {cloud.LB_DELETE_ASKS} times to delete load "
                                        f"balancer {south}; it is in ERROR"):

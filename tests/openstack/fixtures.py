@@ -208,7 +208,7 @@ def _openstack_contract_env(request):
     node id (``...@openstack``): without it pytest-xdist schedules it beside the
     others, and one test's disabled compute host fails another's deployment.
     """
-    if (getattr(request.config.option, "loadgroup", False) and "openstack" in request.node.nodeid
+    if (getattr(request.config.option, "loadgroup", False) and on_minicloud(request.node)
             and not request.node.nodeid.endswith("@openstack")):
         pytest.fail("pytest-xdist did not group this mini cloud test (no @openstack in its "
                     "node id): use the pytest versions setup.py names")
@@ -217,10 +217,15 @@ def _openstack_contract_env(request):
         request.getfixturevalue("openstack_env")
 
 
+def on_minicloud(item):
+    """Whether test ``item`` runs on the mini cloud (and so in its xdist group)."""
+    return "openstack" in item.nodeid
+
+
 @pytest.fixture(autouse=True)
 def _minicloud_log_marks(request):
     """Where the mini cloud's logs ended as a test on it (one of its group) started."""
-    if "openstack" in request.node.nodeid:
+    if on_minicloud(request.node):
         request.node.stash[_LOG_MARKS] = {p.name: p.stat().st_size for p in LOGS.glob("*.log")}
 
 
@@ -256,7 +261,7 @@ def pytest_collection_modifyitems(items):
     marked before pytest-xdist's own hook turns the marks into node ids. The group is the
     run's longest (one test after another) and is moved to the front, so that one worker
     starts it at once while the other takes the rest."""
-    on_cloud = [item for item in items if "openstack" in item.nodeid]
+    on_cloud = [item for item in items if on_minicloud(item)]
     for item in on_cloud:
         item.add_marker(pytest.mark.xdist_group("openstack"))
-    items[:] = on_cloud + [item for item in items if "openstack" not in item.nodeid]
+    items[:] = on_cloud + [item for item in items if not on_minicloud(item)]

@@ -253,7 +253,7 @@ def delete_load_balancer(conn, lb_id):
     try:
         conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
     except exceptions.ConflictException:
-        wait_until(lambda: not _lb_status(conn, lb_id).startswith("PENDING"),
+        wait_until(lambda: not load_balancer_status(conn, lb_id).startswith("PENDING"),
                    f"load balancer {lb_id} to settle", timeout("lb"))
         conn.load_balancer.delete_load_balancer(lb_id, ignore_missing=True, cascade=True)
 
@@ -265,11 +265,11 @@ def load_balancer_gone(conn, lb_id, seconds):
     :raises VimError: it stayed in ERROR, or the wait timed out (naming the status it
         was left in).
     """
-    asked, last = 1, {}
+    asked, status = 1, ""
 
     def check():
-        nonlocal asked
-        status = last["status"] = _lb_status(conn, lb_id)
+        nonlocal asked, status
+        status = load_balancer_status(conn, lb_id)
         if status == "ERROR":
             if asked == LB_DELETE_ASKS:
                 raise VimError(f"Octavia failed {asked} times to delete load balancer {lb_id}; "
@@ -282,13 +282,13 @@ def load_balancer_gone(conn, lb_id, seconds):
     try:
         wait_until(check, f"deletion of load balancer {lb_id}", seconds)
     except VimError as exc:
-        if not last.get("status", "").startswith("PENDING"):
+        if not status.startswith("PENDING"):
             raise
-        raise VimError(f"{exc}: Octavia still shows it {last['status']} (its worker has not "
+        raise VimError(f"{exc}: Octavia still shows it {status} (its worker has not "
                        "finished; an operator can look at octavia-worker's log)") from None
 
 
-def _lb_status(conn, lb_id):
+def load_balancer_status(conn, lb_id):
     """Balancer ``lb_id``'s provisioning status (``DELETED`` once Octavia forgot it)."""
     from openstack import exceptions
     try:

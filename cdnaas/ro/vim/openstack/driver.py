@@ -1315,8 +1315,7 @@ class OpenStackDriver(VimDriver):
 
 def _balancer_gone(conn, lb_id):
     """Whether Octavia balancer ``lb_id`` is gone (or going: DELETED, PENDING_DELETE)."""
-    lb = oscloud.found(conn.load_balancer.find_load_balancer, lb_id)
-    return lb is None or lb.provisioning_status in ("DELETED", "PENDING_DELETE")
+    return oscloud.load_balancer_status(conn, lb_id) in ("DELETED", "PENDING_DELETE")
 
 
 def _port_ids(entry):
