@@ -714,7 +714,8 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
         planned_connections=vnfconfig.planned_connections(sig, vnf),
         max_files=processes.open_file_limit(), management_sources=_management_sources(address),
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=vnf.role == "shield", also_listen=also_listen)
+        shield=vnf.role == "shield", also_listen=also_listen,
+        slice_size=sig.service.get("slice_size"))
 
 
 def _lb_text(sig, vnf, address, members, prefix, bundle):
