@@ -8,12 +8,14 @@ without a stall. The local-driver end of it (a vCDN's own balancer) is in
 ``test_a_vcdn_on_the_local_driver_answers_ranges``."""
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import subprocess
 
 import pytest
 import requests
+import yaml
 
 from cdnaas.calibration import viewers
 from cdnaas.common import errors, slicing
@@ -23,12 +25,14 @@ from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim.local import clients
+from cdnaas.ro.vim.openstack import userdata
 from cdnaas.sidr import checks
 from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.test_cache_rules import stack  # noqa: F401 (a module's own stack)
+from tests.test_openstack_driver import make_sig
 from tests.test_origin_shield import STATIC
-from tests.test_vnfconfig import cache_values, need, start_nginx
+from tests.test_vnfconfig import cache_values, need, start_nginx, wait_until
 
 NAME = "ranges.example.com"
 SEGMENT = "/video/hd/seg-1.m4s"
@@ -258,6 +262,38 @@ def test_a_purge_removes_every_slice_and_the_object_is_fetched_again(chain):
     assert chain.get(path, Range="bytes=0-9").headers["X-Cache-Status"] == "MISS"
 
 
+def test_the_usage_log_has_one_line_per_viewer_request_with_its_bytes(tmp_path):
+    """A cache that logs usage (behind Octavia): a request served from several slices is
+    one line with the bytes the viewer received, a range one with the range's bytes."""
+    need("nginx", root=True)
+    with contextlib.ExitStack() as stack:
+        origin, thread = origin_server.serve_in_thread("127.0.0.1", 0)
+        stack.callback(thread.join, 5)
+        stack.callback(origin.server_close)
+        stack.callback(origin.shutdown)
+        port, management = free_loopback_ports(2)
+        text = vnfconfig.cache_config(
+            name="usage-cache", workers=1, listen_address="127.0.0.1", listen_port=port,
+            origin=Origin("http", "origin.example.com", origin.server_address[1]),
+            origin_address="127.0.0.1", prefix_dir=str(tmp_path), daemon=False,
+            management_sources=["127.0.0.1"], management_port=management, user="root",
+            usage_log=True, slice_size="512k")
+        stack.enter_context(start_nginx(text, tmp_path, management))
+        url = f"http://127.0.0.1:{port}/large/2m.bin"
+        assert len(requests.get(url, timeout=30).content) == 2 * MIB  # 4 slices
+        assert requests.get(url, headers={"Range": "bytes=600000-600099"},
+                            timeout=30).status_code == 206
+        log = f"http://127.0.0.1:{management}{vnfconfig.USAGE_LOG_PATH}"
+        # written 2 s late at most (buffered)
+        text = wait_until(lambda: requests.get(log, timeout=5).text.count("\n") >= 2 and
+                          requests.get(log, timeout=5).text, "two usage lines")
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [(line["s"], line["bb"], line["c"]) for line in lines] == [
+        ("200", 2 * MIB, "MISS"), ("206", 100, "HIT")]
+    keys = (tmp_path / "logs" / "keys.log").read_text().splitlines()
+    assert [json.loads(line)["c"] for line in keys] == [f"bytes 0-{(512 << 10) - 1}/{2 * MIB}"]
+
+
 @pytest.mark.parametrize("manifest", ["/video/manifest-ranges.mpd", "/video/low/media.m3u8"])
 def test_byte_range_dash_and_hls_viewers_play_without_a_stall(chain, manifest):
     ranges = viewers.manifest_ranges(viewers.fetch_manifest("127.0.0.1", chain.port, manifest),
@@ -297,3 +333,20 @@ def test_a_vcdn_on_the_local_driver_answers_ranges(stack, origin):  # noqa: F811
     finally:
         ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn['id']}", 202)
         assert stack.acme.wait(ended["operation"]["id"], 60)["state"] == "COMPLETED"
+
+
+# --- OpenStack: the same rendered file in cloud-init ----------------------------------------
+
+def test_the_cloud_init_cache_config_slices_as_the_flavor_says_and_passes_nginx(tmp_path):
+    need("nginx", root=True)
+    sig = dataclasses.replace(make_sig({"north": 1}), service={"slice_size": "2m"})
+    cache = sig.vnfs_in(role="cache")[0]
+    address = "127.0.83.17"  # nginx -t binds the listeners: an address nothing else uses
+    document = yaml.safe_load(userdata.cache(sig, cache, address, "192.0.2.10"))
+    nginx = {f["path"]: f["content"] for f in document["write_files"]}[
+        f"{userdata.CONF_DIR}/nginx.conf"]
+    for line in ("slice 2m;", 'proxy_cache_key "$uri$is_args$args$slice_range";',
+                 "proxy_set_header Range $slice_range;", '"s":"2m"',
+                 'proxy_cache_purge north-cache-1 "$uri$is_args$args$http_x_cdnaas_slice";'):
+        assert line in nginx, line
+    vnfconfig.check_nginx(nginx.replace(userdata.PREFIX, str(tmp_path)), str(tmp_path))
