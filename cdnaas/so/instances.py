@@ -9,6 +9,7 @@ import uuid
 
 from sqlalchemy import and_, or_, select
 
+from cdnaas import delivery
 from cdnaas.common import caching, clock, config, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
@@ -44,6 +45,7 @@ def instance_view(instance):
             "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
             "regions": regions, "entry_point": instance.entry_point, **tls.view(instance.service),
             "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
+            **delivery.view(instance.service),
             "revision": instance.revision,
             "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
 
@@ -252,6 +254,7 @@ def create(database, tenant, body, now=None):
     origin, window, template, plugin = _accept(tenant, body, now)
     hostnames, bundle = tls.accept(body, _hostname(tenant, body), now)
     rules = caching.stored_rules(body.get("cache_rules"))
+    options = delivery.accept(body)
     instance_id = str(uuid.uuid4())
     lead = dt.timedelta(seconds=config.setting("CDNAAS_DEPLOY_LEAD_SECONDS"))
     start_now = window[0] - lead <= now
@@ -263,8 +266,8 @@ def create(database, tenant, body, now=None):
             raise errors.Conflict(f"you already have a vCDN named {body['name']} ({clash}); "
                                   "pick another name or delete it first", field="name")
         tls.check_unclaimed(session, hostnames, instance_id, LIVE_STATES)
-        service = caching.with_rules(tls.record({}, hostnames, stored.keep(bundle) if bundle
-                                                else None), rules)
+        service = caching.with_rules(tls.record(options, hostnames, stored.keep(bundle)
+                                                if bundle else None), rules)
         sig = _plan(session, plugin, template, instance_id, _hostname(tenant, body), origin,
                     body["regions"], window, service=tls.sig_service(service))
         instance = Instance(
@@ -335,6 +338,7 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None):
         service, superseded = tls.change(instance.service, body, old_sig.hostname, now, stored)
         if "cache_rules" in body:  # replaced whole
             service = caching.with_rules(service, caching.stored_rules(body["cache_rules"]))
+        service = delivery.accept(body, service)
         tls.check_unclaimed(session, tls.hostnames_of(service), instance.id, LIVE_STATES)
         window = (start, change.lease_end)
         if change.replan:
