@@ -39,7 +39,8 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dataplane import REFERENCE_HOST, measurement_sig, reference, settle, spread  # noqa: E402
+from dataplane import (REFERENCE_HEAD, REFERENCE_HOST, measurement_sig, reference,  # noqa: E402
+                       settle, spread)
 
 from cdnaas.db import migrate  # noqa: E402
 from cdnaas.db.engine import Database  # noqa: E402
@@ -55,21 +56,7 @@ STREAMS = 10
 
 #: The reference balancer: TLS 1.3 and HTTP/2, the same session policy as ours (a shared
 #: cache, no tickets), no log, a kept-alive pool to our cache.
-REFERENCE_TLS_LB = """\
-user root;
-worker_processes {workers};
-worker_rlimit_nofile {files};
-pid {prefix}/nginx.pid;
-error_log {prefix}/logs/error.log warn;
-events {{ worker_connections {connections}; }}
-http {{
-    server_tokens off;
-    access_log off;
-    keepalive_timeout 65s;
-    keepalive_requests 100000;
-    proxy_temp_path {prefix}/temp;
-    client_body_temp_path {prefix}/temp;
-    server {{ listen {address}:8081; location = /nginx_status {{ stub_status; }} }}
+REFERENCE_TLS_LB = REFERENCE_HEAD + """\
     server {{
         listen {address}:443 ssl http2 backlog=65535 reuseport;
         ssl_certificate {certificate};
