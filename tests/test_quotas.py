@@ -8,27 +8,17 @@ import pytest
 from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
-from tests.support import postgres
-from tests.support.api import Api, populate, vcdn_body
-from tests.support.stack import running_stack
+from tests.support.api import Api, populated_stack, vcdn_body
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def stack(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"quotas-{request.param}")
-    extra = {"CDNAAS_IM_INTERVAL": "3600"}
-    if request.param == "sqlite":
-        with running_stack(None, tmp, extra_env=extra) as running:
-            yield _prepare(running)
-    else:
-        admin = request.getfixturevalue("postgres_admin_url")
-        with postgres.fresh_database(admin) as url, \
-                running_stack(url, tmp, extra_env=extra) as running:
-            yield _prepare(running)
+    with populated_stack(request, tmp_path_factory.mktemp(f"quotas-{request.param}"),
+                         {"CDNAAS_IM_INTERVAL": "3600"}) as running:
+        yield _prepare(running)
 
 
 def _prepare(running):
-    populate(running)
     for region in ("wide", "wide-2"):
         running.operator.ok("POST", "/regions", 201, json={
             "name": region, "client_prefixes": ["10.6.0.0/16" if region == "wide"
