@@ -59,7 +59,7 @@ def test_slice_sizes_render_and_pass_nginx(tmp_path, value, size):
     port, management = free_loopback_ports(2)
     text = vnfconfig.cache_config(**cache_values(
         tmp_path, listen_address="127.0.0.1", listen_port=port, management_port=management,
-        management_sources=["127.0.0.1"], slice_size=value))
+        management_sources=["127.0.0.1"], service={"slice_size": value}))
     assert f"slice {value};" in text and f'"s":"{value}"' in text
     vnfconfig.check_nginx(text, str(tmp_path))
 
@@ -277,7 +277,7 @@ def test_the_usage_log_has_one_line_per_viewer_request_with_its_bytes(tmp_path):
             origin=Origin("http", "origin.example.com", origin.server_address[1]),
             origin_address="127.0.0.1", prefix_dir=str(tmp_path), daemon=False,
             management_sources=["127.0.0.1"], management_port=management, user="root",
-            usage_log=True, slice_size="512k")
+            usage_log=True, service={"slice_size": "512k"})
         stack.enter_context(start_nginx(text, tmp_path, management))
         url = f"http://127.0.0.1:{port}/large/2m.bin"
         assert len(requests.get(url, timeout=30).content) == 2 * MIB  # 4 slices

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import jinja2
 
+from cdnaas import delivery
 from cdnaas.common import caching, config, errors, plugins, slicing
 from cdnaas.common.sig import Origin
 
@@ -442,6 +443,18 @@ def nginx_slice_size(value) -> str:
     return value
 
 
+def delivery_values(service: dict | None) -> dict:
+    """The vCDN's delivery options (a SIG's ``service``; :mod:`cdnaas.delivery`) checked
+    again and put in the templates' terms: one variable per option.
+
+    :raises ConfigError: an option is refused (named, with the reason).
+    """
+    try:
+        return delivery.template_values(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+
+
 # --- configs -------------------------------------------------------------------------
 
 def cache_config(*, name: str, workers: int, listen_address: str, listen_port: int,
@@ -452,7 +465,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  daemon: bool = True, user: str | None = None,
                  flavor: FlavorConfig | None = None, cache_rules: dict | None = None,
                  shield: bool = False, also_listen: list[str] = (),
-                 usage_log: bool = False, slice_size: str | None = None) -> str:
+                 usage_log: bool = False, service: dict | None = None) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -487,11 +500,13 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     :param usage_log: the cache logs every viewer request as a balancer of ours does
         (``usage.log``, served at :data:`USAGE_LOG_PATH` on the management listener):
         where the balancer is not ours (Octavia's).
-    :param slice_size: the size of the slices the cache fetches and keeps objects in
-        (the SIG's ``service.slice_size``; None: :data:`cdnaas.common.slicing.DEFAULT`),
-        rendered as ``slice_size`` with the keys that name a slice: ``cache_key`` (the
-        rules' key and ``$slice_range``) and ``purge_slice_key`` (the rules' key and the
-        :data:`PURGE_SLICE_HEADER` of a purge).
+    :param service: the SIG's ``service``, whose delivery options the template gets
+        (:func:`delivery_values`) and whose ``slice_size`` is the size of the slices the
+        cache fetches and keeps objects in (None:
+        :data:`cdnaas.common.slicing.DEFAULT`; :func:`nginx_slice_size`), rendered as
+        ``slice_size`` with the keys that name a slice: ``cache_key`` (the rules' key and
+        ``$slice_range``) and ``purge_slice_key`` (the rules' key and the
+        :data:`PURGE_SLICE_HEADER` of a purge); None: the defaults.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(also_listen, (list, tuple)):
@@ -513,14 +528,15 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_max_size_mb=_int("cache_max_size_mb", cache_max_size_mb, 1, 1 << 24),
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
-        cache_rules=rules, slice_size=nginx_slice_size(slice_size),
+        cache_rules=rules, slice_size=nginx_slice_size((service or {}).get("slice_size")),
         cache_key=keyed_by_slice(rules.key, "$slice_range"),
         purge_slice_key=keyed_by_slice(rules.key, _header_variable(PURGE_SLICE_HEADER)),
         purge_path=PURGE_PATH,
         prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, purge_module_file=PURGE_MODULE,
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
-        shield=_bool("shield", shield), also_listen=more_listeners)
+        shield=_bool("shield", shield), also_listen=more_listeners,
+        **delivery_values(service))
 
 
 def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
@@ -529,7 +545,8 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
               planned_connections: int | None = None, max_files: int | None = None,
               daemon: bool = True, user: str | None = None,
               flavor: FlavorConfig | None = None, server_names: list[str] | None = None,
-              tls: dict | None = None, cache_rules: dict | None = None) -> str:
+              tls: dict | None = None, cache_rules: dict | None = None,
+              service: dict | None = None) -> str:
     """nginx config of a region's load balancer over its caches.
 
     :param members: ``(cache name, address, port)`` of each cache (its public port), at
@@ -549,6 +566,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
     :param cache_rules: the vCDN's cache rules (as for :func:`cache_config`): requests are
         spread over the caches by their cache key (``balance_key``), so the requests of
         one object go to one cache whatever else their query strings carry.
+    :param service: as for :func:`cache_config`.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(members, (list, tuple)) or not members:
@@ -574,7 +592,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=nginx_cache_rules(cache_rules).key)
+        balance_key=nginx_cache_rules(cache_rules).key, **delivery_values(service))
     if https and https["certificate"] not in text:
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " serves no HTTPS though the vCDN has a certificate: include "

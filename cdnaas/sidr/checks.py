@@ -121,7 +121,7 @@ def _check_cache(sig, vnf):
                 name=vnf.name, workers=vnf.vcpus, listen_address="127.0.0.1", listen_port=port,
                 management_port=management, origin=origin, origin_address="127.0.0.1",
                 prefix_dir=prefix, management_sources=["127.0.0.1"], flavor=flavor,
-                slice_size=sig.service.get("slice_size"))
+                service=sig.service)
             vnfconfig.check_nginx(text, prefix)
 
 
