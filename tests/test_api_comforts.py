@@ -264,6 +264,25 @@ def test_a_marker_of_another_tenant_is_refused_and_operations_page_too(stack):
     assert [o["type"] for o in rest["operations"]] == ["UPDATE"] and rest["next"] is None
 
 
+# -- purge and prefetch ----------------------------------------------------------------------
+
+def test_escapes_of_control_characters_and_dot_segments_are_refused_and_write_nothing(stack):
+    vcdn = active(stack, "escaped")
+    before = stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/operations")["operations"]
+    for kind, body, field in (("invalidations", {"paths": ["/x%0a"]}, "paths[0]"),
+                              ("invalidations", {"paths": ["/ok", "/x%00"]}, "paths[1]"),
+                              ("invalidations", {"prefixes": ["/%2e%2e/x"]}, "prefixes[0]"),
+                              ("prefetches", {"paths": ["/x%0D%0AHost:%20y"]}, "paths[0]"),
+                              ("prefetches", {"paths": ["/a/%2E%2E/b"]}, "paths[0]")):
+        refused = stack.acme.call("POST", f"/vcdns/{vcdn['id']}/{kind}", json=body)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["field"] == field
+    assert stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/operations")["operations"] == before
+    accepted = stack.acme.ok("POST", f"/vcdns/{vcdn['id']}/invalidations", 202,
+                             json={"paths": ["/caf%C3%A9%20au%20lait"]})
+    assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+
+
 # -- ETag and If-Match ------------------------------------------------------------------------
 
 def test_etags_guard_changes_and_deletes(stack):
