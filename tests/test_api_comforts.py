@@ -291,12 +291,20 @@ def test_etags_guard_changes_and_deletes(stack):
     etag = shown.headers["ETag"]
     assert etag == f'"{vcdn["revision"]}"'
     change = {"lease": {"end": "2096-01-01T00:00:00Z"}}
-    for stale in ('"999"', f'W/{etag}', '"0", "998"'):
+    for stale in ('"999"', 'W/"999"', '"0", "998"'):
         refused = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", json=change,
                                   headers={"If-Match": stale})
         assert refused.status_code == 412, refused.text
         assert refused.json()["error"]["field"] == "If-Match"
         assert "GET it again" in refused.json()["error"]["message"]
+    # the current ETag made weak: RFC 9110's strong comparison refuses it, saying why
+    for weak in (f"W/{etag}", f'"999", W/{etag}'):
+        refused = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", json=change,
+                                  headers={"If-Match": weak})
+        assert refused.status_code == 412, refused.text
+        message = refused.json()["error"]["message"]
+        assert "changed" not in message and "strongly" in message and f"W/{etag}" in message
+        assert f"as the API gave it, {etag}" in message
     malformed = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", json=change,
                                 headers={"If-Match": '"3'})
     assert malformed.status_code == 400 and malformed.json()["error"]["field"] == "If-Match"
