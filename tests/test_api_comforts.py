@@ -245,11 +245,29 @@ def test_lists_filter_page_in_a_stable_order_and_hide_deleted_vcdns(stack):
     ({"limit": 1001}, "limit"), ({"limit": "ten"}, "limit"), ({"name": "Bad_Name"}, "name"),
     ({"name": "x" * 200}, "name"), ({"marker": "no/such"}, "marker"),
     ({"marker": "0000-missing"}, "marker"), ({"include_deleted": "maybe"}, "include_deleted"),
+    ({"sort": "name"}, "sort"), ({"limit": ["1", "5"]}, "limit"),
+    ({"state": ["ACTIVE", "DELETED"]}, "state"),
 ])
 def test_bad_list_parameters_are_refused_naming_them(stack, params, field):
     refused = stack.acme.call("GET", "/vcdns", params=params)
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["field"] == field
+
+
+def test_unknown_and_repeated_query_parameters_are_refused_on_every_route(stack):
+    vcdn = active(stack, "queried")
+    for path, params, field, words in (
+            ("/vcdns", {"sort": "name"}, "sort", "takes state, name, limit, marker"),
+            (f"/vcdns/{vcdn['id']}/operations", {"limit": 1, "order": "desc"}, "order",
+             "takes limit, marker"),
+            (f"/vcdns/{vcdn['id']}/operations", {"limit": [1, 2]}, "limit", "more than once"),
+            (f"/vcdns/{vcdn['id']}", {"fields": "name"}, "fields", "takes no query"),
+            ("/regions", {"verbose": "1"}, "verbose", "takes no query")):
+        refused = stack.acme.call("GET", path, params=params)
+        assert refused.status_code == 400, (path, refused.text)
+        assert refused.json()["error"]["field"] == field
+        assert words in refused.json()["error"]["message"]
+    assert stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/operations", params={"limit": 1})
 
 
 def test_a_marker_of_another_tenant_is_refused_and_operations_page_too(stack):
