@@ -210,6 +210,20 @@ def test_a_scheduled_vcdn_changes_at_once(stack):
     assert operation["steps"][1]["state"] == "SKIPPED"
 
 
+def test_a_scheduled_vcdn_shows_its_hostname_for_cnames_set_in_advance(stack):
+    accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body(
+        "early", lease={"start": "2095-02-01T00:00:00Z", "end": "2095-02-02T00:00:00Z"}))
+    assert accepted["vcdn"]["state"] == "SCHEDULED"
+    planned = {"hostname": "early.acme.cdn.example.net", "dns_servers": []}
+    assert accepted["vcdn"]["entry_point"] == planned
+    assert stack.acme.ok("GET", f"/vcdns/{accepted['vcdn']['id']}")["entry_point"] == planned
+    [listed] = stack.acme.ok("GET", "/vcdns", params={"name": "early"})["vcdns"]
+    assert listed["entry_point"] == planned
+    # deployed: the same hostname, now with its DNS servers
+    deployed = active(stack, "now")["entry_point"]
+    assert deployed["hostname"] == "now.acme.cdn.example.net" and deployed["dns_servers"]
+
+
 # -- lists ------------------------------------------------------------------------------------
 
 def test_lists_filter_page_in_a_stable_order_and_hide_deleted_vcdns(stack):
@@ -388,16 +402,23 @@ def test_the_cli_tables_of_every_flavor(stack):
 
     for flavor in ("static", "qoe-video"):
         name = f"cli-{flavor}"
-        request = ["--name", name, "--flavor", flavor, "--origin", "http://o.example",
+        request = ["--flavor", flavor, "--origin", "http://o.example",
                    "--region", "eu-west:1000:4.0", "--lease-hours", "24"]
-        quoted = table("vcdn", "quote", *request)
+        quoted = table("vcdn", "quote", *request)  # a quote needs no name
         assert "Quote (nothing reserved)" in quoted and "eu-west" in quoted
-        created = table("vcdn", "create", *request, "--wait")
+        created = table("vcdn", "create", "--name", name, *request, "--wait")
         assert "ACTIVE" in created and name in created
         vcdn_id = next(v["id"] for v in stack.acme.ok("GET", "/vcdns", params={"name": name})
                        ["vcdns"])
         shown = table("vcdn", "show", vcdn_id)
         assert "http://o.example:80" in shown and "ETag" in shown and "eu-west" in shown
+        # the same vCPUs, said the same way, in the quote and the vCDN it became
+        [region] = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["regions"]
+        assert 0 < region["cache_vcpus"] < region["vcpus"]  # a balancer and a DNS server too
+        said = (f"{region['cache_vcpus']} in caches, {region['vcpus']} in all (caches, "
+                "balancers, DNS)")
+        for text in (quoted, shown):
+            assert said in text and "Cache vCPUs" in text and "All vCPUs" in text, text
         listed = table("vcdn", "list", "--name", name)
         assert vcdn_id in listed and flavor in listed
         updated = table("vcdn", "update", vcdn_id, "--origin", NEW_ORIGIN, "--add-region",

@@ -75,6 +75,12 @@ function requestBody() {
   return body;
 }
 
+// The vCPUs of a quote's or a vCDN's regions, said as the CLI says them: caches', then every VNF's.
+function vcpusText(regions) {
+  const sum = (key) => regions.reduce((total, region) => total + (region[key] || 0), 0);
+  return `${sum("cache_vcpus")} vCPUs in caches, ${sum("vcpus")} in all (caches, balancers, DNS)`;
+}
+
 async function quote() {
   showError(null);
   try {
@@ -83,15 +89,16 @@ async function quote() {
     box.hidden = false;
     box.innerHTML = `<h3>Quote: nothing is reserved yet</h3>
       <p class="price"><b></b> for <span></span> h:
-      ${answer.vcpus} vCPUs, about ${answer.power_watts} W at peak, ${answer.energy_kwh} kWh over the lease</p>
-      <table aria-label="Quote per region"><thead><tr><th>Region</th><th>Viewers</th><th>Caches</th><th>vCPUs</th><th>Predicted MOS</th><th>Power (W)</th></tr></thead><tbody></tbody></table>`;
+      ${vcpusText(answer.regions)}, about ${answer.power_watts} W at peak, ${answer.energy_kwh} kWh over the lease</p>
+      <table aria-label="Quote per region"><thead><tr><th>Region</th><th>Viewers</th><th>Caches</th><th>Cache vCPUs</th><th>All vCPUs</th><th>Predicted MOS</th><th>Power (W)</th></tr></thead><tbody></tbody></table>`;
     box.querySelector("b").textContent = `${answer.price.amount} ${answer.price.currency}`;
     box.querySelector("span").textContent = answer.lease.hours;
     const rows = box.querySelector("tbody");
     for (const region of answer.regions) {
       const row = rows.insertRow();
       cell(row, region.name); cell(row, region.demand); cell(row, region.caches);
-      cell(row, region.vcpus); cell(row, region.predicted_mos); cell(row, region.power_watts);
+      cell(row, region.cache_vcpus); cell(row, region.vcpus);
+      cell(row, region.predicted_mos); cell(row, region.power_watts);
     }
   } catch (error) { showError(error); }
 }
@@ -202,8 +209,8 @@ async function loadVcdns() {
     const row = rows.insertRow();
     const entry = vcdn.entry_point || {};
     cell(row, vcdn.name); cell(row, vcdn.flavor); cell(row, vcdn.state, `state-${vcdn.state}`);
-    cell(row, vcdn.regions.map((r) => `${r.name}: ${r.demand} viewers, ${r.caches} caches, ${r.vcpus} vCPUs`)
-      .join("; "));
+    cell(row, vcdn.regions.map((r) => `${r.name}: ${r.demand} viewers, ${r.caches} caches`)
+      .join("; ") + `; ${vcpusText(vcdn.regions)}`);
     cell(row, entry.hostname); cell(row, (entry.dns_servers || []).join(", "));
     cell(row, vcdn.lease.end);
     const actions = row.insertCell();
