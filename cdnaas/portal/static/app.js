@@ -64,6 +64,7 @@ function requestBody() {
       demand: Number(line.querySelector("[data-demand]").value),
       quality: quality(Number(line.querySelector("[data-target]").value)),
     }));
+  if (!regions.length) throw new Error("Tick at least one region and give its peak viewers.");
   const end = new Date(Date.now() + Number(form.hours.value) * 3600 * 1000);
   const body = { name: form.name.value, flavor: form.flavor.value, origin: form.origin.value,
                  regions, lease: { end: end.toISOString().replace(/\.\d+Z$/, "Z") } };
@@ -295,7 +296,7 @@ async function refreshDetail() {
     showFacts(vcdn, etag);
     const spacing = metrics.step ? `a point per ${metrics.step} s` : "a point per pass";
     $("#detail-window").textContent = `${spacing}, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
-    $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn));
+    $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn), vcdn.regions.map((r) => r.name));
     const rows = $("#decisions tbody");
     rows.replaceChildren();
     for (const decision of decisions.slice(-DECISIONS_SHOWN).reverse()) {
@@ -318,7 +319,8 @@ function showFacts(vcdn, etag) {
   const facts = [
     ["State", vcdn.state + (vcdn.state_reason ? ` (${vcdn.state_reason})` : "")],
     ["Flavor", `${vcdn.flavor} v${vcdn.template_version}`],
-    ["Entry point", entry.hostname ? `${entry.hostname} (DNS servers ${(entry.dns_servers || []).join(", ")})` : "not yet"],
+    ["Entry point", entry.hostname ? `${entry.hostname} (${(entry.dns_servers || []).length
+      ? `DNS servers ${entry.dns_servers.join(", ")}` : "DNS servers once it is deployed"})` : "not yet"],
     ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
     ["HTTPS", tls ? `${tls.subject}, valid until ${tls.not_after}, SHA-256 ${tls.fingerprint_sha256}` : "no: HTTP only"],
     ["Origin", vcdn.origin],
