@@ -123,7 +123,7 @@ def test_a_self_signed_certificate_from_openssl_req_is_taken(tmp_path):
     constraints = x509.load_pem_x509_certificate(cert_pem.encode()).extensions \
         .get_extension_for_class(x509.BasicConstraints).value
     assert constraints.ca  # what openssl makes, the case this test is about
-    bundle = certificates.check(cert_pem, key_pem, NAMES, NOW)
+    bundle = certificates.check(cert_pem, key_pem, NAMES, dt.datetime.now(dt.timezone.utc))
     assert bundle.facts.names == sorted(NAMES) and bundle.facts.issuer == bundle.facts.subject
     # still refused: names it does not cover, or sent with anything after it
     assert "does not cover other.example.com" in refused(
