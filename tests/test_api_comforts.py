@@ -219,6 +219,10 @@ def test_a_scheduled_vcdn_shows_its_hostname_for_cnames_set_in_advance(stack):
     assert stack.acme.ok("GET", f"/vcdns/{accepted['vcdn']['id']}")["entry_point"] == planned
     [listed] = stack.acme.ok("GET", "/vcdns", params={"name": "early"})["vcdns"]
     assert listed["entry_point"] == planned
+    shown = invoke(["vcdn", "show", accepted["vcdn"]["id"]], {**stack.env, "COLUMNS": "300"},
+                   stack.acme.token)
+    assert "early.acme.cdn.example.net" in shown.stdout
+    assert "once it is deployed" in shown.stdout, shown.stdout
     # deployed: the same hostname, now with its DNS servers
     deployed = active(stack, "now")["entry_point"]
     assert deployed["hostname"] == "now.acme.cdn.example.net" and deployed["dns_servers"]

@@ -217,6 +217,13 @@ def test_a_request_without_a_region_says_so_and_messages_never_cover_a_heading(p
         alert, title = page.get_by_role("alert").bounding_box(), heading.bounding_box()
         assert alert["y"] + alert["height"] <= title["y"], (name, alert, title)
         assert title["y"] + title["height"] <= 360, (name, title)  # and in the window
+    # a quote needs no name
+    form.get_by_label("Name", exact=True).fill("")
+    form.get_by_label("eu-west", exact=True).check()
+    page.get_by_role("button", name="Quote").click()
+    expect(page.get_by_role("table", name="Quote per region").get_by_role("row")).to_have_count(2)
+    expect(page.get_by_role("alert")).to_be_hidden()
+    expect(page.locator("#quote")).to_contain_text("vCPUs in caches")
 
 
 def test_hostile_text_from_the_api_is_shown_as_text_never_run(page, stack):

@@ -184,7 +184,8 @@ def render_vcdn(vcdn):
                   ("Reason", "state_reason"),
                   ("Lease", lambda v: f"{lease.get('start') or 'now'} -> {lease.get('end')}"),
                   ("Hostname", lambda v: entry.get("hostname") or "-"),
-                  ("DNS servers", lambda v: _cell(entry.get("dns_servers"))),
+                  ("DNS servers", lambda v: _cell(entry.get("dns_servers")) if entry.get("dns_servers")
+                   or not entry.get("hostname") else "once it is deployed"),
                   ("Hostnames", lambda v: _cell(v.get("hostnames"))),
                   ("vCPUs", lambda v: vcpus_text(v.get("regions") or [])),
                   *_tls_fields(vcdn.get("tls")),

@@ -66,8 +66,9 @@ function requestBody() {
     }));
   if (!regions.length) throw new Error("Tick at least one region and give its peak viewers.");
   const end = new Date(Date.now() + Number(form.hours.value) * 3600 * 1000);
-  const body = { name: form.name.value, flavor: form.flavor.value, origin: form.origin.value,
+  const body = { flavor: form.flavor.value, origin: form.origin.value,
                  regions, lease: { end: end.toISOString().replace(/\.\d+Z$/, "Z") } };
+  if (form.name.value) body.name = form.name.value;  // a quote needs none; a lease is told it does
   const hostnames = lines(form.hostnames.value);
   if (hostnames.length) body.hostnames = hostnames;
   if (form.certificate.value.trim() || form.private_key.value.trim()) {
