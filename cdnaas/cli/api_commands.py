@@ -1,5 +1,6 @@
 """Commands that mirror the customer API (``api-spec/api.yaml``) and SIDR's templates."""
 import datetime as dt
+import functools
 import re
 import sys
 from pathlib import Path
@@ -456,10 +457,17 @@ def vcdn():
     """Lease, change and end vCDNs."""
 
 
-def _request_options(command):
-    """The options that describe a vCDN request (shared by create and quote)."""
+def _request_options(name_required):
+    """A decorator adding the options that describe a vCDN request (shared by create and
+    quote; a quote needs no --name)."""
+    return functools.partial(_add_request_options, name_required=name_required)
+
+
+def _add_request_options(command, name_required):
     options = [
-        click.option("--name", required=True, callback=lambda _c, _p, v: name_argument(v, "vCDN")),
+        click.option("--name", required=name_required,
+                     help=None if name_required else "Optional: a quote needs no name.",
+                     callback=lambda _c, _p, v: None if v is None else name_argument(v, "vCDN")),
         click.option("--flavor", required=True, help="See `cdnaas flavors`."),
         click.option("--origin", required=True, metavar="URL",
                      help="Origin server: http(s)://host[:port]."),
@@ -503,8 +511,8 @@ def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease
     lease = {"end": timeutil.isoformat(lease_end)}
     if lease_start is not None:
         lease["start"] = timeutil.isoformat(lease_start)
-    return {"name": name, "flavor": flavor, "origin": origin, "regions": regions_body,
-            "lease": lease}
+    return {**({"name": name} if name is not None else {}), "flavor": flavor,
+            "origin": origin, "regions": regions_body, "lease": lease}
 
 
 def _tls_options(command):
@@ -561,7 +569,7 @@ def _cache_rules_body(path):
 
 
 @vcdn.command("create")
-@_request_options
+@_request_options(name_required=True)
 @_tls_options
 @_cache_rules_option
 @_wait_options
@@ -573,7 +581,7 @@ def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules,
 
 
 @vcdn.command("quote")
-@_request_options
+@_request_options(name_required=False)
 def vcdn_quote(**request):
     """What a vCDN would take, predicted quality, power, energy and price; reserves nothing."""
     output.show(api().quote(_request_body(**request)), output.render_quote)
