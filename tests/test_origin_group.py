@@ -5,7 +5,6 @@ per path prefix and sends the vCDN's headers and Host; deployed on the local dri
 the secondary resolved as the primary is."""
 import concurrent.futures
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -16,7 +15,6 @@ import pytest
 import requests
 
 from cdnaas import delivery
-from cdnaas.common import errors
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import origins
@@ -24,8 +22,8 @@ from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vnfconfig import ConfigError
-from tests.support.api import populate, vcdn_body
-from tests.support.stack import running_stack
+from tests.support.api import vcdn_body
+from tests.support.delivery import assert_api_refuses, local_stack, refused_field, sample_origin
 from tests.test_vnfconfig import need, start_nginx, wait_until
 
 SECRET = "t0ken-abc.123"
@@ -38,9 +36,7 @@ def loopback_allowed(monkeypatch):
 
 
 def refused(value):
-    with pytest.raises(errors.BadRequest) as caught:
-        origins.check(value, "origins")
-    return caught.value.field
+    return refused_field(origins, value)
 
 
 # --- validation -------------------------------------------------------------------------
@@ -163,21 +159,12 @@ def _answers(port):
     return False
 
 
-def thread_origin(stack):
-    """A sample origin in a thread, stopped when ``stack`` closes."""
-    server, thread = origin_server.serve_in_thread("127.0.0.1", 0)
-    stack.callback(thread.join, 5)
-    stack.callback(server.server_close)
-    stack.callback(server.shutdown)
-    return server
-
-
 class GroupCache:
     """A cache nginx on loopback with the vCDN's ``origins`` (its secondary a sample
     origin in a thread, :attr:`secondary`) in front of the primary at ``primary_port``."""
 
     def __init__(self, stack, tmp_path, primary_port, value):
-        self.secondary = thread_origin(stack)
+        self.secondary = sample_origin(stack)
         value = {**value, "secondary": f"http://127.0.0.1:{self.secondary.server_address[1]}"}
         service = delivery.accept({"origins": value})
         self.port, self.management, fetch = free_loopback_ports(3)
@@ -268,7 +255,7 @@ def test_a_hung_primary_fails_over_within_its_read_timeout(tmp_path):
 def test_chosen_statuses_fail_over_and_others_pass(tmp_path):
     primary = contextlib.ExitStack()
     with primary:
-        origin = thread_origin(primary)
+        origin = sample_origin(primary)
         with group_cache(tmp_path, origin.server_address[1],
                          {"failover": {"statuses": [503, 404]}}) as cache:
             origin.failing = 503
@@ -287,7 +274,7 @@ def test_prefixes_choose_their_origin_and_every_fetch_carries_the_headers(tmp_pa
              "host": "www.example.com"}
     primary = contextlib.ExitStack()
     with primary:
-        origin = thread_origin(primary)
+        origin = sample_origin(primary)
         with group_cache(tmp_path, origin.server_address[1], value) as cache:
             assert cache.get("/plain/first/a").status_code == 200
             assert cache.get("/plain/second/b").status_code == 200
@@ -298,3 +285,54 @@ def test_prefixes_choose_their_origin_and_every_fetch_carries_the_headers(tmp_pa
                 assert seen["X-Origin-Auth"] == SECRET
                 assert seen["X-Tenant"] == "acme (eu)"
                 assert seen["Host"] == "www.example.com"
+
+
+# --- the API and the local driver ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    yield from local_stack(tmp_path_factory)
+
+
+@pytest.mark.parametrize("value, field", [
+    ({"headers": [{"name": "X-A", "value": "x\r\nSet-Cookie: a"}]}, "origins.headers[0].value"),
+    ({"headers": [{"name": "X-A: b", "value": "x"}]}, "origins.headers[0].name"),
+    ({"host": "a;b"}, "origins.host"),
+    ({"secondary": "http://127.0.0.1:1", "failover": {"statuses": [200]}},
+     "origins.failover.statuses[0]"),
+])
+def test_the_api_refuses_hostile_origins_and_stores_nothing(stack, value, field):
+    assert_api_refuses(stack, "origins", value, field)
+
+
+def test_a_deployed_vcdn_fails_over_to_its_secondary_and_masks_its_secret(stack, origin):
+    secondary, thread = origin_server.serve_in_thread("0.0.0.0", 0)
+    try:
+        value = {"secondary": f"http://127.0.0.1:{secondary.server_address[1]}",
+                 "failover": {"statuses": [503], "connect_timeout": 2},
+                 "headers": [{"name": "X-Origin-Auth", "value": SECRET, "secret": True}]}
+        body = vcdn_body("grouped", origin=f"http://127.0.0.1:{origin.server_address[1]}",
+                         origins=value)
+        accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
+        assert stack.acme.wait(accepted["operation"]["id"], 90)["state"] == "COMPLETED"
+        vcdn_id = accepted["vcdn"]["id"]
+        vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")
+        assert vcdn["origins"]["headers"][0]["value"] == "****"
+        assert vcdn["origins"]["failover"]["statuses"] == [503]
+        balancer = vcdn["regions"][0]["load_balancer"]
+        with clients.client(vcdn_id, "eu-west", "10.1.0.41") as viewer:
+            assert viewer.fetch(f"http://{balancer}/plain/first")[0] == 200
+            origin.failing = 503
+            status, _headers, content = viewer.fetch(f"http://{balancer}/plain/second")
+        assert (status, content) == (200, origin_server.lookup("/plain/second")[0])
+        assert origin.stats()["/plain/second"] == 1
+        assert secondary.stats() == {"/plain/second": 1}
+        assert origin.headers_of("/plain/first")["X-Origin-Auth"] == SECRET
+        assert secondary.headers_of("/plain/second")["X-Origin-Auth"] == SECRET
+        ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn_id}", 202)
+        assert stack.acme.wait(ended["operation"]["id"], 60)["state"] == "COMPLETED"
+    finally:
+        origin.failing = None
+        secondary.shutdown()
+        secondary.server_close()
+        thread.join(5)

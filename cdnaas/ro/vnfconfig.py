@@ -41,7 +41,7 @@ import jinja2
 from cdnaas import delivery
 from cdnaas.common import caching, config, errors, plugins
 from cdnaas.common.sig import Origin
-from cdnaas.delivery import origins
+from cdnaas.delivery import origins, responses
 
 CACHE_TEMPLATE = "nginx-cache.conf.j2"
 LB_TEMPLATE = "nginx-lb.conf.j2"
@@ -434,6 +434,20 @@ def delivery_values(service: dict | None) -> dict:
     """
     try:
         return delivery.template_values(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+
+
+def cache_files(service: dict | None) -> dict:
+    """The files a cache's config refers to beside it, for the SIG's ``service`` (its
+    delivery options, checked again): ``{path relative to the prefix directory: text}``
+    (the error pages of :mod:`cdnaas.delivery.responses`). nginx reads them per request:
+    a changed file needs no reload.
+
+    :raises ConfigError: an option is refused (named, with the reason).
+    """
+    try:
+        return responses.files(service)
     except errors.BadRequest as exc:
         raise ConfigError(exc.message) from None
 
