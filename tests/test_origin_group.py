@@ -10,20 +10,25 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 import requests
 
 from cdnaas import delivery
+from cdnaas.common import config
 from cdnaas.common.ports import free_loopback_ports
-from cdnaas.common.sig import Origin
+from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.delivery import origins
 from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
+from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.ro.vnfconfig import ConfigError
 from tests.support.api import vcdn_body
 from tests.support.delivery import assert_api_refuses, local_stack, refused_field, sample_origin
+from tests.test_local_driver import state_dir  # noqa: F401 (the fixture: a module's own state)
+from tests.test_origin_shield import fetch_through, shielded_sig
 from tests.test_vnfconfig import need, start_nginx, wait_until
 
 SECRET = "t0ken-abc.123"
@@ -336,3 +341,34 @@ def test_a_deployed_vcdn_fails_over_to_its_secondary_and_masks_its_secret(stack,
         secondary.shutdown()
         secondary.server_close()
         thread.join(5)
+
+
+@pytest.mark.usefixtures("state_dir")
+def test_the_origin_shield_fails_over_for_every_region(origin):
+    """With a shield, the shield fetches from the origins and fails over; the caches behind
+    it have no fetch server of their own."""
+    need("nginx", root=True)
+    with contextlib.ExitStack() as stack:
+        secondary, thread = origin_server.serve_in_thread("0.0.0.0", 0)
+        stack.callback(thread.join, 5)
+        stack.callback(secondary.server_close)
+        stack.callback(secondary.shutdown)
+        stack.callback(setattr, origin, "failing", None)
+        sig = shielded_sig(origin, {"north": 1, "south": 1}, f"group-{uuid.uuid4().hex[:8]}")
+        service = delivery.accept({"origins": {
+            "secondary": f"http://127.0.0.1:{secondary.server_address[1]}",
+            "failover": {"statuses": [503]}}})
+        sig = ServiceInstanceGraph.from_dict({**sig.to_dict(), "service": service})
+        driver = LocalDriver()
+        deployment = driver.deploy(sig)
+        stack.callback(driver.terminate, deployment)
+        prefixes = config.state_dir() / "local" / deployment.resources["owner"] / sig.vcdn_id
+        configs = {p.parent.name: p.read_text() for p in prefixes.glob("*/nginx.conf")}
+        assert "upstream origin_secondary" in configs["shield-0"]
+        assert not [name for name, text in configs.items()
+                    if name != "shield-0" and "origin_primary" in text]
+        origin.failing = 503
+        assert fetch_through(deployment, sig, "south", "10.2.0.41", "/plain/shielded") == \
+            (200, "MISS", "MISS", "shield-0")
+        assert secondary.stats() == {"/plain/shielded": 1}
+        assert origin.stats()["/plain/shielded"] == 1

@@ -24,6 +24,8 @@ from cdnaas.ro.vnfconfig import ConfigError
 from tests.support.api import vcdn_body
 from tests.support.delivery import assert_api_refuses, local_stack, refused_field, sample_origin
 from tests.support.sigs import sample_sig
+from tests.test_cli import invoke_json
+from tests.test_comforts_unit import openstack_sig, rebuilt
 from tests.test_vnfconfig import need, start_nginx
 
 PAGE = "<!doctype html><title>Not here</title><h1>Nothing at this address</h1>\n"
@@ -117,6 +119,18 @@ def test_the_openstack_user_data_carries_the_pages_beside_the_config():
     assert f"alias {userdata.PREFIX}/cdnaas-error-pages/;" in conf
     assert PAGE not in conf
     assert f"load_module {responses.BROTLI_MODULE};" in conf
+
+
+def test_a_new_page_rebuilds_every_openstack_cache_and_nothing_else():
+    def paged(body):
+        return openstack_sig(response_rules=responses.check(
+            {"error_pages": [{"status": 404, "body": body}]}, "response_rules"))
+
+    caches = ["north-cache-1", "north-cache-2", "south-cache-1"]
+    assert sorted(rebuilt(openstack_sig(), paged(PAGE))) == caches
+    # the page's text alone changes: the config is the same, the user-data is not
+    assert sorted(rebuilt(paged(PAGE), paged(PAGE + "<p>again</p>"))) == caches
+    assert rebuilt(paged(PAGE), paged(PAGE)) == {}
 
 
 # --- real nginx on loopback ---------------------------------------------------------------
@@ -220,16 +234,20 @@ def test_the_api_refuses_hostile_rules_and_stores_nothing(stack, value, field):
     assert_api_refuses(stack, "response_rules", value, field)
 
 
-def test_a_patch_gives_a_deployed_vcdn_its_error_page(stack, origin):
+def test_the_cli_gives_a_deployed_vcdn_its_error_page(stack, origin, tmp_path):
     body = vcdn_body("paged", origin=f"http://127.0.0.1:{origin.server_address[1]}")
     accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
     assert stack.acme.wait(accepted["operation"]["id"], 90)["state"] == "COMPLETED"
     vcdn_id = accepted["vcdn"]["id"]
     rules = {"error_pages": [{"status": 404, "body": PAGE}],
              "add_headers": [{"name": "X-Frame-Options", "value": "DENY"}]}
-    changed = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202, json={"response_rules": rules})
-    assert stack.acme.wait(changed["operation"]["id"], 60)["state"] == "COMPLETED"
+    env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"), "CDNAAS_API_URL": stack.urls["api"]}
+    written = tmp_path / "rules.yaml"
+    written.write_text(yaml.safe_dump(rules))
+    invoke_json(["vcdn", "update", vcdn_id, "--response-rules", str(written), "--wait"], env,
+                stack.acme.token)
     vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")
+    assert vcdn["state"] == "ACTIVE"
     assert vcdn["response_rules"]["error_pages"] == rules["error_pages"]
     balancer = vcdn["regions"][0]["load_balancer"]
     with clients.client(vcdn_id, "eu-west", "10.1.0.42") as viewer:
