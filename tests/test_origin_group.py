@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -346,7 +347,7 @@ def test_a_deployed_vcdn_fails_over_to_its_secondary_and_masks_its_secret(stack,
 @pytest.mark.usefixtures("state_dir")
 def test_the_origin_shield_fails_over_for_every_region(origin):
     """With a shield, the shield fetches from the origins and fails over; the caches behind
-    it have no fetch server of their own."""
+    it have no fetch server of their own, and they alone apply the response rules."""
     need("nginx", root=True)
     with contextlib.ExitStack() as stack:
         secondary, thread = origin_server.serve_in_thread("0.0.0.0", 0)
@@ -357,7 +358,8 @@ def test_the_origin_shield_fails_over_for_every_region(origin):
         sig = shielded_sig(origin, {"north": 1, "south": 1}, f"group-{uuid.uuid4().hex[:8]}")
         service = delivery.accept({"origins": {
             "secondary": f"http://127.0.0.1:{secondary.server_address[1]}",
-            "failover": {"statuses": [503]}}})
+            "failover": {"statuses": [503]}},
+            "response_rules": {"add_headers": [{"name": "X-Frame-Options", "value": "DENY"}]}})
         sig = ServiceInstanceGraph.from_dict({**sig.to_dict(), "service": service})
         driver = LocalDriver()
         deployment = driver.deploy(sig)
@@ -367,8 +369,31 @@ def test_the_origin_shield_fails_over_for_every_region(origin):
         assert "upstream origin_secondary" in configs["shield-0"]
         assert not [name for name, text in configs.items()
                     if name != "shield-0" and "origin_primary" in text]
+        # the response rules are the viewer-facing caches' alone (once per answer)
+        assert sorted(name for name, text in configs.items()
+                      if vnfconfig.RESPONSE_RULES_MARK in text) == \
+            sorted(name for name in configs if "-cache-" in name)
         origin.failing = 503
         assert fetch_through(deployment, sig, "south", "10.2.0.41", "/plain/shielded") == \
             (200, "MISS", "MISS", "shield-0")
         assert secondary.stats() == {"/plain/shielded": 1}
         assert origin.stats()["/plain/shielded"] == 1
+
+
+@pytest.mark.parametrize("option", [{"origins": {"host": "www.example.com"}},
+                                    {"response_rules": {"cors": {"allow_origins": "*"}}}])
+def test_a_flavor_template_that_ignores_an_option_is_refused(tmp_path, option):
+    """A flavor's own cache template that renders neither the fetch server nor the response
+    rules would break fetches or drop the rules silently: RO refuses to render it."""
+    folder = (Path(__file__).parent.parent / "examples" / "cdnaas-small-objects"
+              / "cdnaas_small_objects" / "templates")
+    flavor = vnfconfig.FlavorConfig(
+        template="nginx-small-objects.conf.j2", folders=(folder,),
+        extra={"keys_zone_mb": 16, "cache_valid": "1m", "asset_max_age": "7d",
+               "gzip_types": ["text/css"]})
+    values = dict(name="c", workers=1, listen_address="127.0.0.1", listen_port=9000,
+                  origin=Origin("http", "origin.example.com", 9001), origin_address="127.0.0.1",
+                  prefix_dir=str(tmp_path), management_sources=["127.0.0.1"], flavor=flavor)
+    assert "upstream origin" in vnfconfig.cache_config(**values)
+    with pytest.raises(ConfigError, match="nginx-small-objects.conf.j2 does not render"):
+        vnfconfig.cache_config(**values, service=delivery.accept(option))

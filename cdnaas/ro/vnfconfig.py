@@ -71,6 +71,8 @@ PREFETCH_PATH = "/cdnaas/prefetch"
 #: failover, headers and Host (:mod:`cdnaas.delivery.origins`,
 #: ``nginx-cache-origins.conf.j2``).
 FETCH_PORT = 8082
+#: What a cache config rendering the vCDN's response rules says (nginx-cache-responses.conf.j2)
+RESPONSE_RULES_MARK = "# The vCDN's response rules."
 #: Where a cache's management listener serves its keys log: one JSON line per object
 #: fetched from the origin, ``{"u": decoded path, "a": raw query string}`` (cdnaas.ro.purge).
 KEYS_LOG_PATH = "/cdnaas/keys.log"
@@ -426,14 +428,15 @@ def nginx_cache_rules(rules: dict | None, paths: list = ()) -> CacheRules:
                       ignore_cache_control=rules["origin_cache_control"] == "ignore")
 
 
-def delivery_values(service: dict | None) -> dict:
+def delivery_values(service: dict | None, role: str | None = None) -> dict:
     """The vCDN's delivery options (a SIG's ``service``; :mod:`cdnaas.delivery`) checked
-    again and put in the templates' terms: one variable per option.
+    again and put in the templates' terms: one variable per option (those the configs of
+    ``role`` render; None: every one).
 
     :raises ConfigError: an option is refused (named, with the reason).
     """
     try:
-        return delivery.template_values(service)
+        return delivery.template_values(service, role)
     except errors.BadRequest as exc:
         raise ConfigError(exc.message) from None
 
@@ -517,7 +520,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     more_listeners = [_host_port(_address(f"also_listen[{index}]", address), listen_port)
                       for index, address in enumerate(also_listen)]
     primary = _fetched("origin", origin, origin_address)
-    options = delivery_values(service)
+    options = delivery_values(service, "cache")
     fetch = None
     if options["origins"]["fetch"] and not _bool("behind_shield", behind_shield):
         if fetch_port in (listen_port, management_port):
@@ -531,7 +534,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     workers = _int("workers", workers, 1, 64)
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, max_files=max_files)
-    return render_flavored(
+    text = render_flavored(
         CACHE_TEMPLATE, flavor, name=_name("name", name), limits=limits,
         **_listeners(listen_address, listen_port, management_port, management_sources),
         origin_scheme=scheme, origin_server=server,
@@ -547,6 +550,17 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         shield=_bool("shield", shield), also_listen=more_listeners, **options)
+    template = (flavor and flavor.template) or CACHE_TEMPLATE
+    if fetch and f"listen {fetch['listen']};" not in text:
+        raise ConfigError(f"the cache template {template} does not render the vCDN's origins "
+                          "(its misses would find no fetch server): include "
+                          "nginx-cache-origins.conf.j2 as nginx-cache.conf.j2 does")
+    if options["response_rules"] != responses.render(None) and not shield \
+            and RESPONSE_RULES_MARK not in text:
+        raise ConfigError(f"the cache template {template} does not render the vCDN's response "
+                          "rules: import nginx-cache-responses.conf.j2 as nginx-cache.conf.j2 "
+                          "does")
+    return text
 
 
 def _fetched(field, origin, address):
@@ -626,7 +640,8 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=nginx_cache_rules(cache_rules).key, **delivery_values(service))
+        balance_key=nginx_cache_rules(cache_rules).key,
+        **delivery_values(service, "load_balancer"))
     if https and https["certificate"] not in text:
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " serves no HTTPS though the vCDN has a certificate: include "
