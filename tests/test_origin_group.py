@@ -28,6 +28,7 @@ from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.ro.vnfconfig import ConfigError
 from tests.support.api import vcdn_body
 from tests.support.delivery import assert_api_refuses, local_stack, refused_field, sample_origin
+from tests.test_cli import invoke
 from tests.test_local_driver import state_dir  # noqa: F401 (the fixture: a module's own state)
 from tests.test_origin_shield import fetch_through, shielded_sig
 from tests.test_vnfconfig import need, start_nginx, wait_until
@@ -397,3 +398,11 @@ def test_a_flavor_template_that_ignores_an_option_is_refused(tmp_path, option):
     assert "upstream origin" in vnfconfig.cache_config(**values)
     with pytest.raises(ConfigError, match="nginx-small-objects.conf.j2 does not render"):
         vnfconfig.cache_config(**values, service=delivery.accept(option))
+
+
+def test_the_cli_refuses_an_origins_file_that_is_not_yaml(tmp_path):
+    written = tmp_path / "origins.yaml"
+    written.write_text("secondary: [http://a\n")
+    env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"), "CDNAAS_API_URL": "http://127.0.0.1:9"}
+    result = invoke(["vcdn", "update", "some-id", "--origins", str(written)], env, "token")
+    assert result.exit_code == 2 and "--origins" in result.output
