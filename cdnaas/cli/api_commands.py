@@ -544,39 +544,65 @@ def _tls_body(hostnames, certificate, private_key):
     return body
 
 
-def _cache_rules_option(command):
-    return click.option(
-        "--cache-rules", type=click.Path(exists=True, dir_okay=False, readable=True),
-        metavar="FILE", help="YAML (or JSON) file of cache rules: ttl (a list of match: "
-        "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
-        "list of argument names), origin_cache_control (honour or ignore). An update "
-        "replaces the rules whole; an empty file restores the defaults.")(command)
+def _yaml_file_option(flag, help_text):
+    """A click option naming a YAML (or JSON) file whose content is a body field."""
+    return click.option(flag, type=click.Path(exists=True, dir_okay=False, readable=True),
+                        metavar="FILE", help=help_text)
 
 
-def _cache_rules_body(path):
-    """``{"cache_rules": ...}`` read from the file of --cache-rules (nothing without one).
+_cache_rules_option = _yaml_file_option(
+    "--cache-rules", "YAML (or JSON) file of cache rules: ttl (a list of match: "
+    "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
+    "list of argument names), origin_cache_control (honour or ignore). An update "
+    "replaces the rules whole; an empty file restores the defaults.")
+_origins_option = _yaml_file_option(
+    "--origins", "YAML (or JSON) file of the vCDN's origins beyond --origin: secondary "
+    "(URL), failover (statuses, connect_timeout, read_timeout), paths (prefix, origin: "
+    "primary|secondary, ttl), headers (name, value, secret), host. An update replaces "
+    "them whole (a secret header's value is sent again); an empty file restores the "
+    "defaults.")
+_response_rules_option = _yaml_file_option(
+    "--response-rules", "YAML (or JSON) file of response rules: add_headers (name, value), "
+    "remove_headers, cors (allow_origins, allow_methods, max_age), error_pages (status, "
+    "body), compression (gzip, brotli, types). An update replaces them whole; an empty "
+    "file restores the defaults.")
+
+
+def _yaml_file_body(path, field, flag):
+    """``{field: ...}`` read from the YAML (or JSON) file ``path`` of option ``flag``
+    (nothing without one; ``{}`` for an empty file).
 
     :raises click.BadParameter: the file is not YAML (or JSON).
     """
     if path is None:
         return {}
     try:
-        rules = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
-                                 param_hint="--cache-rules") from None
-    return {"cache_rules": {} if rules is None else rules}
+                                 param_hint=flag) from None
+    return {field: {} if value is None else value}
+
+
+def _files_body(cache_rules, origins, response_rules):
+    """The body fields of the file options of create and update."""
+    return {**_yaml_file_body(cache_rules, "cache_rules", "--cache-rules"),
+            **_yaml_file_body(origins, "origins", "--origins"),
+            **_yaml_file_body(response_rules, "response_rules", "--response-rules")}
 
 
 @vcdn.command("create")
 @_request_options(name_required=True)
 @_tls_options
 @_cache_rules_option
+@_origins_option
+@_response_rules_option
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, origins,
+                response_rules, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_cache_rules_body(cache_rules)}
+            **_files_body(cache_rules, origins, response_rules)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -623,9 +649,12 @@ def vcdn_show(vcdn_id):
 @click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
 @click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
 @_cache_rules_option
+@_origins_option
+@_response_rules_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
-                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules):
+                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
+                origins, response_rules):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -634,7 +663,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
-    body.update(_cache_rules_body(cache_rules))
+    body.update(_files_body(cache_rules, origins, response_rules))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -645,7 +674,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls and/or --cache-rules")
+                               "--certificate, --no-tls, --cache-rules, --origins and/or "
+                               "--response-rules")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 

@@ -82,7 +82,12 @@ def ttl(value, field):
     return value
 
 
-def _rule_path(value, match, field):
+def rule_path(value, match, field):
+    """``value`` if it is a rule's path pattern for ``match`` (``prefix``, ``suffix`` or
+    ``exact``): 1 to 256 of ``A-Z a-z 0-9 _ . / ~ -``, starting with / but for a suffix.
+
+    :raises BadRequest: naming ``field``.
+    """
     if not isinstance(value, str) or not _RULE_PATH.fullmatch(value) \
             or ".." in value or (match != "suffix" and not value.startswith("/")):
         start = "" if match == "suffix" else ", starting with /"
@@ -99,7 +104,7 @@ def _rule(value, field):
     if value["match"] not in MATCHES:
         _bad(f"{field}.match", f"{value['match']!r} is not one of {', '.join(MATCHES)}")
     return {"match": value["match"],
-            "path": _rule_path(value["path"], value["match"], f"{field}.path"),
+            "path": rule_path(value["path"], value["match"], f"{field}.path"),
             "ttl": ttl(value["ttl"], f"{field}.ttl")}
 
 
