@@ -28,6 +28,9 @@ is not the object's ETag or Last-Modified get the whole object (200), as RFC 911
 Every request for an object (any status) is counted per path, and so are the body bytes
 sent: ``GET /_stats`` returns the request counts as JSON, ``GET /_bytes`` the bytes,
 ``POST /_stats/reset`` clears both.
+The headers of the last request for each path are kept (:meth:`OriginServer.headers_of`),
+and an origin told to fail (:attr:`OriginServer.failing`: a status) answers every object
+request with it.
 
 Run it with ``python -m cdnaas.origin.server --host H --port P``, or in a thread
 with :func:`serve_in_thread`.
@@ -215,11 +218,20 @@ class OriginServer(http.server.ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._fetches = collections.Counter()
         self._bytes = collections.Counter()
+        self._headers = {}
+        #: a status every object request is answered with (None: serve normally)
+        self.failing = None
         super().__init__(address, _Handler)
 
-    def count(self, path):
+    def count(self, path, headers=None):
         with self._lock:
             self._fetches[path] += 1
+            self._headers[path] = dict(headers or {})
+
+    def headers_of(self, path) -> dict[str, str]:
+        """The headers of the last request for ``path`` ({} if none came)."""
+        with self._lock:
+            return dict(self._headers.get(path, {}))
 
     def count_bytes(self, path, sent):
         with self._lock:
@@ -239,6 +251,7 @@ class OriginServer(http.server.ThreadingHTTPServer):
         with self._lock:
             self._fetches.clear()
             self._bytes.clear()
+            self._headers.clear()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -265,8 +278,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps(counts, sort_keys=True).encode()
             self._send(200, body, "application/json", NO_STORE, send_body)
             return
-        self.server.count(path)
+        self.server.count(path, self.headers)
         found = lookup(path)
+        if self.server.failing is not None:
+            self._send(self.server.failing, b"failing\n", "text/plain", NO_STORE, send_body)
+            return
         if found is None:
             self._send(404, b"not found\n", "text/plain", NO_STORE, send_body)
             return
