@@ -198,6 +198,12 @@ def lookup(path: str):
     return None
 
 
+def body(path: str) -> bytes | None:
+    """The whole body of ``path`` (:func:`lookup`), or None if there is no such object."""
+    found = lookup(path)
+    return None if found is None else found[1](0, found[0])
+
+
 def _pattern(path, size, content_type, cache_control):
     return size, functools.partial(object_range, path), content_type, cache_control
 
