@@ -194,6 +194,7 @@ def db_upgrade():
 
     from cdnaas.db import migrate
     from cdnaas.ro import secrets
+    from cdnaas.so import webhooks
 
     try:
         migrate.upgrade_all()
@@ -203,6 +204,7 @@ def db_upgrade():
     output.note(f"migrated {', '.join(migrated)}")
     output.note(f"service key: {service_auth.ensure_key()}")
     output.note(f"secret key (RO, tenants' TLS keys): {secrets.ensure_key()}")
+    output.note(f"webhook key (SO, webhook signing secrets): {webhooks.ensure_key()}")
 
 
 @cli.group()

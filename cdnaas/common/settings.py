@@ -126,6 +126,19 @@ DECLARED = (
             "retrying while RO is unreachable", "so"),
     Setting("CDNAAS_SO_SCHEDULER_INTERVAL", "number", 1.0, "seconds between SO's looks for "
             "leases to start", "so"),
+    Setting("CDNAAS_WEBHOOK_KEY_FILE", "text", None, "SO's key (Fernet) encrypting webhook "
+            "signing secrets at rest (made by `cdnaas db upgrade` and SO); SO replicas share "
+            "it", "so", default_text="`<state dir>/webhooks.key`"),
+    Setting("CDNAAS_WEBHOOK_INTERVAL", "number", 1.0, "seconds between SO's looks for "
+            "webhook deliveries due and reminders (certificates, leases) to send", "so"),
+    Setting("CDNAAS_WEBHOOK_ATTEMPTS", "integer", 6, "attempts of one webhook delivery "
+            "before it is given up (FAILED)", "so"),
+    Setting("CDNAAS_WEBHOOK_BACKOFF_SECONDS", "number", 120.0, "wait before a delivery's "
+            "second attempt, doubled before each next one (6 attempts: about an hour)", "so"),
+    Setting("CDNAAS_WEBHOOK_TIMEOUT", "number", 10.0, "seconds one delivery attempt waits "
+            "for the receiver's answer", "so"),
+    Setting("CDNAAS_CERT_EXPIRY_DAYS", "list", ["30", "14", "7", "1"], "days before a "
+            "certificate's end at which `certificate.expiring` is sent", "so"),
     # -- Resource Orchestrator and drivers --------------------------------------------------
     Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
             "`local`, `openstack`, `noop`)", "ro"),

@@ -90,6 +90,7 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
         "CDNAAS_TOKEN": None,
         "CDNAAS_SERVICE_KEY_FILE": None,  # the stack makes its own key in its state dir
         "CDNAAS_SECRET_KEY_FILE": None,  # and RO its secret key
+        "CDNAAS_WEBHOOK_KEY_FILE": None,  # and SO its webhook key
         "CDNAAS_LOG_LEVEL": "INFO",
     })
     env.update(extra_env or {})
