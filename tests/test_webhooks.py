@@ -12,7 +12,9 @@ import threading
 import time
 
 import pytest
+from click.testing import CliRunner
 
+from cdnaas.cli import main
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.timeutil import isoformat, parse
 from tests.support.api import populate, vcdn_body
@@ -324,3 +326,36 @@ def test_so_refuses_an_event_for_a_vcdn_it_does_not_know(stack):
         stack.client(SoClient).emit_event("quality.below_target",
                                           "00000000-0000-0000-0000-000000000000", {})
 
+
+
+def test_the_cli_creates_lists_shows_the_log_of_and_deletes_a_webhook(stack):
+    receiver = Receiver()
+    token = stack.acme.token
+    env = {**{k: v for k, v in stack.env.items() if v is not None}, "CDNAAS_TOKEN": token}
+
+    def cli(*args):
+        result = CliRunner().invoke(main.cli, list(args), env=env, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    try:
+        created = json.loads(cli("--json", "webhook", "create", receiver.url,
+                                 "--event", "operation.ended", "--description", "ci"))
+        assert created["secret"].startswith("whsec_")
+        shown = cli("webhook", "create", receiver.url, "--event", "lease.ending")
+        assert "Signing secret (shown only now): whsec_" in shown
+        listed = json.loads(cli("--json", "webhook", "list"))
+        assert {w["id"] for w in listed} >= {created["id"]}
+        assert all(w["secret"].startswith("whsec_...") for w in listed)
+        accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body("clied"))
+        stack.acme.wait(accepted["operation"]["id"])
+        deliveries_until(stack.acme, created["id"],
+                         lambda d: d and d[0]["state"] == "DELIVERED")
+        log = json.loads(cli("--json", "webhook", "deliveries", created["id"]))
+        assert log[0]["state"] == "DELIVERED" and log[0]["log"][0]["status_code"] == 200
+        assert "DELIVERED" in cli("webhook", "deliveries", created["id"])
+        for found in listed:
+            cli("webhook", "delete", found["id"])
+        assert json.loads(cli("--json", "webhook", "list")) == []
+    finally:
+        receiver.close()

@@ -262,7 +262,7 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, calibrate, demo, image, local
+    from cdnaas.cli import api_commands, calibrate, demo, image, local, webhook
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
@@ -270,6 +270,7 @@ def _register_commands():
     cli.add_command(local.local)
     cli.add_command(image.image)
     cli.add_command(calibrate.calibrate)
+    cli.add_command(webhook.webhook)
 
 
 _register_commands()
