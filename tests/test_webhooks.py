@@ -3,12 +3,7 @@ servers on loopback that check each delivery's signature with the secret, retrie
 backoff in the delivery log, a dead or hanging receiver that never holds an operation
 back, a delivery that survives SO's crash, and reminders at a controlled clock."""
 import datetime as dt
-import hashlib
-import hmac
-import http.server
 import json
-import queue
-import threading
 import time
 
 import pytest
@@ -20,75 +15,10 @@ from cdnaas.common.timeutil import isoformat, parse
 from tests.support.api import populate, vcdn_body
 from tests.support.certs import TestCA
 from tests.support.stack import running_stack
+from tests.support.webhooks import Receiver, signed_by
 
 BACKOFF = 0.5  # CDNAAS_WEBHOOK_BACKOFF_SECONDS here: attempts 0.5, 1, 2... s apart
 DAY = 86400
-
-
-class Receiver:
-    """A webhook receiver: an HTTP server on loopback in a thread that answers each POST
-    with the next of ``answers`` (the last one from then on), or holds it until
-    :meth:`release` when the answer is ``"hang"``; every request lands in :attr:`got`."""
-
-    def __init__(self, answers=(200,), port=0):
-        self.answers, self.got = list(answers), queue.Queue()
-        self.released = threading.Event()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.got.put((dict(self.headers), body, time.monotonic()))
-                answer = receiver.answers.pop(0) if len(receiver.answers) > 1 \
-                    else receiver.answers[0]
-                if answer == "hang":
-                    receiver.released.wait(60)
-                    answer = 200
-                self.send_response(answer)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/cdnaas"
-
-    def next(self, timeout=30):
-        """``(headers, body bytes, when)`` of the next request received."""
-        return self.got.get(timeout=timeout)
-
-    def events(self, vcdn_id, timeout=30, until=None):
-        """The events received about ``vcdn_id`` until ``until(events)`` holds (or one)."""
-        found, deadline = [], time.monotonic() + timeout
-        while not (until or bool)(found):
-            headers, body, _ = self.got.get(timeout=max(0.1, deadline - time.monotonic()))
-            event = json.loads(body)
-            if event["vcdn_id"] == vcdn_id:
-                found.append(event)
-        return found
-
-    def release(self):
-        self.released.set()
-
-    def close(self):
-        self.release()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def signed_by(secret, headers, body):
-    """Whether ``CDNaaS-Signature`` is HMAC-SHA256 over ``"<t>.<body>"`` with ``secret``
-    (written here from the documentation, not with the service's own code)."""
-    fields = dict(part.split("=", 1) for part in headers["CDNaaS-Signature"].split(","))
-    mac = hmac.new(secret.encode(), fields["t"].encode() + b"." + body, hashlib.sha256)
-    return hmac.compare_digest(mac.hexdigest(), fields["v1"]) \
-        and abs(time.time() - int(fields["t"])) < 300
 
 
 @pytest.fixture(scope="module")
@@ -359,3 +289,42 @@ def test_the_cli_creates_lists_shows_the_log_of_and_deletes_a_webhook(stack):
         assert json.loads(cli("--json", "webhook", "list")) == []
     finally:
         receiver.close()
+
+
+def test_ended_deliveries_are_forgotten_after_their_retention(database_url, monkeypatch,
+                                                              tmp_path):
+    from cdnaas.db import migrate  # pylint: disable=import-outside-toplevel
+    from cdnaas.db.engine import Database  # pylint: disable=import-outside-toplevel
+    from cdnaas.so import webhooks  # pylint: disable=import-outside-toplevel
+    from cdnaas.so.models import (  # pylint: disable=import-outside-toplevel
+        Webhook, WebhookAttempt, WebhookDelivery)
+
+    monkeypatch.setenv("CDNAAS_WEBHOOK_KEY_FILE", str(tmp_path / "webhooks.key"))
+    monkeypatch.setenv("CDNAAS_ORIGIN_ALLOW", "hooks.example.com")
+    migrate.upgrade("so", database_url)
+    database = Database(database_url)
+    now = dt.datetime.now(dt.timezone.utc)
+    try:
+        with database.transaction() as session:
+            created = webhooks.create(session, "acme", {"url": "https://hooks.example.com/x",
+                                                        "events": ["operation.ended"]})
+        with database.transaction() as session:
+            for name, state, days in (("old-done", "DELIVERED", 31), ("old-failed", "FAILED", 40),
+                                      ("old-pending", "PENDING", 40), ("new-done", "DELIVERED", 2)):
+                session.add(WebhookDelivery(id=name, webhook_id=created["id"], event_id=name,
+                                            type="operation.ended", body={}, state=state,
+                                            attempts=1, created_at=now - dt.timedelta(days=days)))
+                session.flush()
+                session.add(WebhookAttempt(delivery_id=name, number=1, at=now, duration_ms=1.0))
+        assert webhooks.purge(database, now) == 2
+        with database.sessions() as session:
+            kept = {d.id for d in session.query(WebhookDelivery)}
+            assert kept == {"old-pending", "new-done"}  # a pending one is never dropped
+            assert {a.delivery_id for a in session.query(WebhookAttempt)} == kept
+        with database.transaction() as session:
+            webhooks.delete(session, created["id"], "acme")
+        with database.sessions() as session:
+            assert session.query(Webhook).count() == session.query(WebhookAttempt).count() \
+                == session.query(WebhookDelivery).count() == 0
+    finally:
+        database.dispose()

@@ -137,6 +137,8 @@ DECLARED = (
             "second attempt, doubled before each next one (6 attempts: about an hour)", "so"),
     Setting("CDNAAS_WEBHOOK_TIMEOUT", "number", 10.0, "seconds one delivery attempt waits "
             "for the receiver's answer", "so"),
+    Setting("CDNAAS_WEBHOOK_LOG_DAYS", "number", 30.0, "how long SO keeps deliveries that "
+            "ended (delivered or given up) and their attempts: the delivery log", "so"),
     Setting("CDNAAS_CERT_EXPIRY_DAYS", "list", ["30", "14", "7", "1"], "days before a "
             "certificate's end at which `certificate.expiring` is sent", "so"),
     # -- Resource Orchestrator and drivers --------------------------------------------------

@@ -169,10 +169,12 @@ class Dispatcher:
 
     def start(self):
         """Every ``CDNAAS_WEBHOOK_INTERVAL`` seconds in a thread: send reminders due
-        (:func:`cdnaas.so.reminders.scan_once`), then the deliveries due."""
+        (:func:`cdnaas.so.reminders.scan_once`), then the deliveries due, and forget the
+        deliveries past their retention (:func:`cdnaas.so.webhooks.purge`)."""
         def loop():
             while not self._stop.wait(config.setting("CDNAAS_WEBHOOK_INTERVAL")):
-                for task in (lambda: reminders.scan_once(self.database), self.deliver_once):
+                for task in (lambda: reminders.scan_once(self.database), self.deliver_once,
+                             lambda: webhooks.purge(self.database)):
                     try:
                         task()
                     except IntegrityError:  # a replica noticed the same reminder first

@@ -11,14 +11,16 @@ and survives a restart. :mod:`cdnaas.so.webhook_delivery` sends the rows. An eve
 is ``{id, type, created_at, vcdn_id, data}``; its ``id`` is the same in every delivery and
 every attempt of it (receivers drop duplicates by it: delivery is at least once).
 """
+import datetime as dt
 import logging
 import secrets
 import urllib.parse
 import uuid
 
-from sqlalchemy import select
+import sqlalchemy
+from sqlalchemy import and_, select
 
-from cdnaas.common import clock, errors, keyfiles, origin_policy
+from cdnaas.common import clock, config, errors, keyfiles, origin_policy
 from cdnaas.common.sig import Origin
 from cdnaas.common.timeutil import isoformat, utcnow
 from cdnaas.so import states
@@ -149,13 +151,27 @@ def list_(session, tenant):
 def delete(session, webhook_id, tenant):
     """Delete a webhook with its deliveries (those not sent are never sent)."""
     webhook = owned(session, webhook_id, tenant)
-    for delivery in session.scalars(select(WebhookDelivery).where(
-            WebhookDelivery.webhook_id == webhook.id)):
-        for attempt in session.scalars(select(WebhookAttempt).where(
-                WebhookAttempt.delivery_id == delivery.id)):
-            session.delete(attempt)
-        session.delete(delivery)
+    _delete_deliveries(session, WebhookDelivery.webhook_id == webhook.id)
     session.delete(webhook)
+
+
+def _delete_deliveries(session, where):
+    """Delete the deliveries ``where`` selects with their attempts; return how many."""
+    chosen = select(WebhookDelivery.id).where(where)
+    session.execute(sqlalchemy.delete(WebhookAttempt).where(
+        WebhookAttempt.delivery_id.in_(chosen)))
+    return session.execute(sqlalchemy.delete(WebhookDelivery).where(
+        WebhookDelivery.id.in_(chosen))).rowcount
+
+
+def purge(database, now=None):
+    """Delete deliveries that ended (DELIVERED, FAILED) more than ``CDNAAS_WEBHOOK_LOG_DAYS``
+    ago, with their attempts: the outbox and its log stay bounded. Return how many."""
+    now = now or utcnow()
+    cutoff = now - dt.timedelta(days=config.setting("CDNAAS_WEBHOOK_LOG_DAYS"))
+    with database.transaction() as session:
+        return _delete_deliveries(session, and_(
+            WebhookDelivery.state.in_((DELIVERED, FAILED)), WebhookDelivery.created_at < cutoff))
 
 
 def deliveries(session, webhook_id, tenant, limit=None):
