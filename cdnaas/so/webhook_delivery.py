@@ -31,6 +31,7 @@ import threading
 import time
 
 import requests
+from cryptography.fernet import InvalidToken
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
@@ -112,8 +113,15 @@ class Dispatcher:
             for delivery in due:
                 delivery.next_attempt_at = now + claim
                 webhook = session.get(Webhook, delivery.webhook_id)
-                jobs.append((delivery.id, webhook.url, webhooks.secret_of(webhook),
-                             delivery.body, delivery.attempts + 1))
+                try:
+                    secret = webhooks.secret_of(webhook)
+                except (InvalidToken, OSError) as exc:  # left claimed: tried again later
+                    LOG.error("webhook %s: its secret cannot be decrypted with %s (%s); do "
+                              "SO's replicas share one CDNAAS_WEBHOOK_KEY_FILE?", webhook.id,
+                              webhooks.key_file(), type(exc).__name__)
+                    continue
+                jobs.append((delivery.id, webhook.url, secret, delivery.body,
+                             delivery.attempts + 1))
         with self._lock:
             self._in_flight += len(jobs)
         return [self.pool.submit(self._attempt_counted, *job) for job in jobs]
