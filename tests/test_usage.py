@@ -523,6 +523,10 @@ def test_the_bill_matches_the_bytes_viewers_received(local_stack, origin):
                 sorted((a["status"], a["bytes"], a["cache"]) for a in answers[region])
             assert {r["client"] for r in mine} == {"10.1.0.40" if region == "eu-west"
                                                    else "10.2.0.40"}
+            # the viewers' Host over plain HTTP/1.1, no agent or referer sent
+            assert {(r["host"], r["protocol"], r["sni"], r["tls_version"], r["user_agent"],
+                     r["referer"]) for r in mine} == {
+                (vcdn["entry_point"]["hostname"], "HTTP/1.1", None, None, None, None)}
         drawn = stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/traffic")
         assert sum(p["requests_per_second"] * drawn["step"] for s in drawn["regions"]
                    for p in s["points"]) == pytest.approx(after["total"]["requests"], abs=0.01)
