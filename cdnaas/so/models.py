@@ -160,3 +160,13 @@ class WebhookAttempt(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     next_attempt_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),
                                                                 nullable=True)
+
+
+class Quota(Base):
+    """One limit of one tenant (``*``: the operator's default), :mod:`cdnaas.so.quotas`."""
+
+    __tablename__ = "so_quotas"
+
+    tenant: Mapped[str] = mapped_column(String(63), primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    limit: Mapped[int] = mapped_column(Integer)

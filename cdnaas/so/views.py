@@ -1,7 +1,8 @@
 """HTTP views of the Service Orchestrator (thin: logic lives in the modules they call)."""
 from flask import Blueprint, current_app, request
 
-from cdnaas.so import cache_ops, catalogue, elasticity, instances, pricing, states, webhooks
+from cdnaas.so import (cache_ops, catalogue, elasticity, instances, pricing, quotas, states,
+                       webhooks)
 
 blueprint = Blueprint("so", __name__, url_prefix="/so/v1")
 
@@ -230,3 +231,29 @@ def emit_event():
         made = webhooks.emit(session, instance.tenant, body["type"], instance.id, body["data"],
                              dedupe_key=body.get("dedupe_key"))
     return {"deliveries": made}, 202
+
+
+@blueprint.get("/quotas/defaults")
+def quota_defaults():
+    with _db().sessions() as session:
+        return quotas.defaults_view(session)
+
+
+@blueprint.put("/quotas/defaults")
+def set_quota_defaults():
+    with _db().transaction() as session:
+        quotas.set_limits(session, quotas.DEFAULTS, request.get_json())
+        return quotas.defaults_view(session)
+
+
+@blueprint.get("/tenants/<tenant>/quotas")
+def tenant_quotas(tenant):
+    with _db().sessions() as session:
+        return quotas.view(session, tenant)
+
+
+@blueprint.put("/tenants/<tenant>/quotas")
+def set_tenant_quotas(tenant):
+    with _db().transaction() as session:
+        quotas.set_limits(session, tenant, request.get_json())
+        return quotas.view(session, tenant)

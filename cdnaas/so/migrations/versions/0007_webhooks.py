@@ -1,12 +1,12 @@
 """Webhooks: tenants' endpoints, the outbox of deliveries and each attempt's record.
 
-Revision ID: so_0006
+Revision ID: so_0007
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "so_0006"
-down_revision = "so_0005"
+revision = "so_0007"
+down_revision = "so_0006"
 branch_labels = None
 depends_on = None
 
