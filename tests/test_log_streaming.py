@@ -30,7 +30,7 @@ class SyslogCollector:
     """A TCP (or TLS) syslog server in a thread: octet-counted frames into ``messages``."""
 
     def __init__(self, port=0, context=None, host="0.0.0.0"):
-        self.messages = []
+        self.messages, self.connections = [], []
         collector = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -51,6 +51,7 @@ class SyslogCollector:
 
             def get_request(self):
                 sock, peer = super().get_request()
+                collector.connections.append(sock)
                 return (context.wrap_socket(sock, server_side=True) if context else sock), peer
 
         self.server = Server((host, port), Handler)
@@ -62,8 +63,13 @@ class SyslogCollector:
         return [json.loads(m.split(b" - - - ", 1)[1]) for m in list(self.messages)]
 
     def close(self):
+        """Stop listening and reset every connection (as a collector that dies)."""
         self.server.shutdown()
         self.server.server_close()
+        for connection in self.connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
 
 
 class HttpCollector:
@@ -310,3 +316,112 @@ def test_a_collector_refusing_a_batch_drops_it_counted():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- the local driver: real requests, a collector that dies ---------------------------------
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory):
+    """A state dir of this module's own: its VNFs carry an owner no other test shares."""
+    if os.geteuid() != 0:
+        pytest.skip("the local driver needs root")
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("logstream-state")
+        patch.setenv("CDNAAS_STATE_DIR", str(path))
+        yield path
+
+
+#: requests of one burst (one curl, one kept-alive connection, a cached 43 B object)
+BURST = 300
+#: how long the test's collector stays down
+DOWN_SECONDS = 20
+QUEUE = 2000
+
+
+def burst_rate(viewer, url, count=BURST):
+    """Requests per second of ``count`` GETs of ``url`` by one curl (kept alive)."""
+    started = time.monotonic()
+    out = viewer.run(["curl", "-s", "-w", "%{http_code}\n",
+                      *["-o", "/dev/null", url] * count], timeout=60)
+    elapsed = time.monotonic() - started
+    assert out.split() == ["200"] * count
+    return count / elapsed
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def test_records_of_real_requests_stream_and_a_dead_collector_costs_no_throughput(
+        origin, state_dir, monkeypatch):
+    from cdnaas.ro.vim.local import clients, processes  # pylint: disable=import-outside-toplevel
+    from cdnaas.ro.vim.local.driver import LocalDriver  # pylint: disable=import-outside-toplevel
+    monkeypatch.setenv("CDNAAS_LOG_STREAM_QUEUE_RECORDS", str(QUEUE))
+    syslog, web = SyslogCollector(), HttpCollector()
+    streams = logstreams.check([
+        {"type": "syslog", "address": f"127.0.0.1:{syslog.port}"},
+        {"type": "https", "url": f"http://127.0.0.1:{web.port}/ingest",
+         "headers": {"Authorization": "Bearer t0ken"}, "batch_seconds": 1}], "log_streams")
+    document = sample_sig(f"logs-{uuid.uuid4().hex[:8]}", {"north": 1})
+    document["origin"] = {"scheme": "http", "host": "127.0.0.1",
+                          "port": origin.server_address[1]}
+    document["service"] = {"log_streams": streams}
+    sig = ServiceInstanceGraph.from_dict(document)
+    driver = LocalDriver()
+    deployment = driver.deploy(sig)
+    port = syslog.port
+    try:
+        [balancer] = [v for v in deployment.vnfs if v.role == "load_balancer"]
+        url = f"http://{balancer.address}/objects/small"
+        with clients.client(sig.vcdn_id, "north", "10.1.0.40") as viewer:
+            status, _headers, _body = viewer.fetch(f"{url}?first=1")
+            assert status == 200
+            wait_for(lambda: any(r["u"] == "/objects/small?first=1" for r in syslog.records())
+                     and any(r["u"] == "/objects/small?first=1" for r in web.records))
+            record = next(r for r in syslog.records() if r["u"] == "/objects/small?first=1")
+            assert record["a"] == "10.1.0.40" and record["s"] == "200"
+            assert syslog.messages[0].split(b" ")[2] == balancer.name.encode()
+            assert web.headers[0]["Authorization"] == "Bearer t0ken"
+
+            up = [burst_rate(viewer, url) for _ in range(3)]
+            syslog.close()  # the syslog collector dies: its port refuses connections
+            down, ends = [], time.monotonic() + DOWN_SECONDS
+            while time.monotonic() < ends:
+                down.append(burst_rate(viewer, url))
+            counts = logfiles.stream_status(balancer)
+            dead = counts["destinations"][0]
+            assert dead["queued"] <= QUEUE and dead["dropped"] > 0
+            assert dead["failures"] >= 1 and dead["sent"] >= 1
+            syslog = SyslogCollector(port=port)  # back on the same port
+            viewer.fetch(f"{url}?after=1")
+            wait_for(lambda: any(r["u"] == "/objects/small?after=1" for r in syslog.records()),
+                     timeout=45)  # within the longest backoff
+        counts = logfiles.stream_status(balancer)
+        dead, alive = counts["destinations"]
+        total = 2 + BURST * (len(up) + len(down))
+        print(f"\nrequests/s with the collector up {median(up):.0f}, down "
+              f"{median(down):.0f}; {total} records, syslog destination dropped "
+              f"{dead['dropped']} (queue {QUEUE}), https destination sent {alive['sent']}, "
+              f"kernel dropped {counts['kernel_dropped']}")
+        # the dead collector did not slow the balancer (within a shared machine's noise)
+        assert median(down) >= 0.6 * median(up)
+        # every record reached the shipper; the live collector had them all; the dead one's
+        # losses are counted, and only what its bounded queue could not hold was lost
+        assert counts["received"] + counts["kernel_dropped"] >= total
+        wait_for(lambda: logfiles.stream_status(balancer)["destinations"][1]["sent"]
+                 == counts["received"])
+        assert dead["dropped"] >= counts["received"] - dead["sent"] - QUEUE - \
+            logship.SYSLOG_BATCH
+        assert dead["sent"] + dead["dropped"] + dead["queued"] <= counts["received"]
+
+        # the streams removed: the balancer's shipper stops, its counts are gone
+        prefix = state_dir / "local" / deployment.resources["owner"] / sig.vcdn_id / \
+            balancer.name
+        pid = processes.pid_in(prefix / "logship.pid")
+        plain = ServiceInstanceGraph.from_dict({**document, "service": {}})
+        deployment = driver.update(deployment, plain, previous=sig)
+        assert not processes.running(pid) and logfiles.stream_status(balancer) is None
+    finally:
+        driver.terminate(deployment)
+        syslog.close()
+        web.close()

@@ -24,7 +24,7 @@ import urllib.parse
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from cdnaas.common import errors, validation
+from cdnaas.common import config, errors, validation
 from cdnaas.common.sig import Origin
 
 FIELD = "log_streams"
@@ -41,8 +41,6 @@ TAG = "cdnaas"
 #: where the management listener answers the shipper's counts (JSON; ``/metrics`` after it:
 #: Prometheus counters)
 STATUS_PATH = "/cdnaas/log-stream"
-#: records the shipper holds per destination while its collector does not take them
-QUEUE_RECORDS = 50_000
 HEADER_NAMES = {"authorization", "x-api-key", "dd-api-key", "x-insert-key"}
 _HEADER_NAME = re.compile(r"x-[a-z0-9-]{1,60}")
 MAX_HEADERS = 8
@@ -113,7 +111,7 @@ def shipper_config(stored, hostname, connect_to=lambda host, port: host):
                 "headers": item["headers"], "batch_records": item["batch_records"],
                 "batch_seconds": item["batch_seconds"]})
     return {"listen": f"127.0.0.1:{SYSLOG_PORT}", "status": f"127.0.0.1:{STATUS_PORT}",
-            "app": TAG, "hostname": hostname, "queue_records": QUEUE_RECORDS,
+            "app": TAG, "hostname": hostname, "queue_records": config.setting("CDNAAS_LOG_STREAM_QUEUE_RECORDS"),
             "destinations": destinations}
 
 
