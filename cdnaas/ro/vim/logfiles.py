@@ -168,6 +168,14 @@ def read_chunk(vnf, position, max_bytes=READ_BYTES):
                     position=found.position, more=found.more, lost=found.lost), found
 
 
+def stream_statuses(pool, deployment, role):
+    """:meth:`~cdnaas.ro.vim.base.VimDriver.log_stream_status` of ``deployment``'s VNFs of
+    ``role``, read on their management listeners through ``pool``."""
+    return list(pool.map(lambda v: {"name": v.name, "region": v.region,
+                                    "shipper": stream_status(v)},
+                         [v for v in deployment.vnfs if v.role == role]))
+
+
 def stream_status(vnf):
     """The counts of VNF ``vnf``'s log shipper (:mod:`cdnaas.ro.vim.logship`'s ``/status``)
     from its management listener, or None when it runs none or does not answer."""

@@ -346,6 +346,11 @@ class LocalDriver(VimDriver):
         return list(self.pool.map(read, [v for v in deployment.vnfs
                                          if v.role == self.logging_role]))
 
+    def log_stream_status(self, deployment):
+        """See :meth:`VimDriver.log_stream_status`: each balancer's shipper, through its
+        management listener."""
+        return logfiles.stream_statuses(self.pool, deployment, self.logging_role)
+
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener, which
         only this side reaches (:mod:`cdnaas.ro.purge`)."""
