@@ -425,3 +425,76 @@ def test_records_of_real_requests_stream_and_a_dead_collector_costs_no_throughpu
         driver.terminate(deployment)
         syslog.close()
         web.close()
+
+
+# --- rendering: nginx (both VNFs that log viewers) and OpenStack's cloud-init -------------
+
+STREAMS = [{"type": "syslog", "address": "203.0.113.9:6514", "transport": "tls"},
+           {"type": "https", "url": "https://logs.example.com/in",
+            "headers": {"X-Api-Key": "s3cret-key"}}]
+
+
+@pytest.mark.parametrize("role", ["cache", "load_balancer"])
+def test_the_usage_log_also_goes_to_the_shipper_and_nginx_takes_it(tmp_path, role):
+    from cdnaas.ro import vnfconfig  # pylint: disable=import-outside-toplevel
+    from tests.test_vnfconfig import cache_values, lb_values, need  # noqa: E501 pylint: disable=import-outside-toplevel
+    need("nginx")
+    service = {"log_streams": logstreams.check(STREAMS, "log_streams")}
+    if role == "cache":
+        text = vnfconfig.cache_config(**cache_values(tmp_path, usage_log=True, service=service))
+        plain = vnfconfig.cache_config(**cache_values(tmp_path, usage_log=True))
+    else:
+        text = vnfconfig.lb_config(**lb_values(tmp_path, service=service))
+        plain = vnfconfig.lb_config(**lb_values(tmp_path))
+    line = (f"access_log syslog:server=127.0.0.1:{logstreams.SYSLOG_PORT},facility=local0,"
+            f"tag={logstreams.TAG},nohostname cdnaas_usage;")
+    assert line in text and "syslog:" not in plain
+    assert f"location = {logstreams.STATUS_PATH} {{" in text
+    assert f"proxy_pass http://127.0.0.1:{logstreams.STATUS_PORT}/status;" in text
+    assert "s3cret-key" not in text  # the collectors' details stay with the shipper
+    vnfconfig.check_nginx(text, str(tmp_path))
+
+
+def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
+    import base64  # pylint: disable=import-outside-toplevel
+    import gzip  # pylint: disable=import-outside-toplevel
+
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    from cdnaas.ro.vim.openstack import userdata  # pylint: disable=import-outside-toplevel
+    monkeypatch.setenv("CDNAAS_LOG_STREAM_QUEUE_RECORDS", "1234")
+    document = sample_sig("os-logs", {"north": 1})
+    document["service"] = {"log_streams": logstreams.check(STREAMS, "log_streams")}
+    sig = ServiceInstanceGraph.from_dict(document)
+    vnf = sig.vnfs_in("north", "cache")[0]
+    cloud = yaml.safe_load(userdata.cache(sig, vnf, "10.200.1.10", "192.0.2.10"))
+    files = {f["path"]: f for f in cloud["write_files"]}
+
+    def content(path):
+        entry = files[path]
+        if entry.get("encoding") == "gz+b64":
+            return gzip.decompress(base64.b64decode(entry["content"])).decode()
+        return entry["content"]
+    unit = content("/etc/systemd/system/cdnaas-logship.service")
+    assert "LoadCredential=logship.json:/etc/cdnaas/logship.json" in unit
+    assert f"ExecStart=/usr/bin/python3 {userdata.LOGSHIP_DIR}/logship.py " \
+        "%d/logship.json" in unit
+    assert "DynamicUser=yes" in unit and "Restart=always" in unit
+    assert content(f"{userdata.LOGSHIP_DIR}/logship.py") == open(logship.__file__).read()
+    assert files["/etc/cdnaas/logship.json"]["permissions"] == "0600"
+    config = json.loads(content("/etc/cdnaas/logship.json"))
+    assert config["hostname"] == vnf.name and config["queue_records"] == 1234
+    assert [(d["type"], d["connect"], d["port"], d["tls"]) for d in config["destinations"]] \
+        == [("syslog", "203.0.113.9", 6514, True), ("https", "logs.example.com", 443, True)]
+    assert config["destinations"][1]["headers"] == {"X-Api-Key": "s3cret-key"}
+    assert ["systemctl", "enable", "--now", "cdnaas-logship.service", "cdnaas-cache.service",
+            "cdnaas-usage-rotate.timer"] in cloud["runcmd"]
+    nginx = content("/etc/cdnaas/nginx.conf")
+    assert f"syslog:server=127.0.0.1:{logstreams.SYSLOG_PORT}" in nginx
+    assert "s3cret-key" not in nginx
+    # an origin shield logs no viewer: it streams nothing
+    shield = yaml.safe_load(userdata.cache(sig, vnf, "10.200.1.10", "192.0.2.10", shield=True))
+    assert "cdnaas-logship" not in json.dumps(shield) and "syslog:" not in json.dumps(shield)
+    # without streams, nothing of the shipper
+    plain = ServiceInstanceGraph.from_dict({**document, "service": {}})
+    assert "logship" not in userdata.cache(plain, vnf, "10.200.1.10", "192.0.2.10")
