@@ -3,25 +3,37 @@ real datagrams to real collectors (syslog over TCP and TLS, NDJSON over HTTP) wi
 bounded queue that drops and counts while a collector is down, and, on the local driver
 (root), records of real requests streamed from the balancer while a dead collector does
 not slow the vCDN."""
+import base64
 import contextlib
+import gzip
 import http.server
 import json
 import os
 import socket
 import socketserver
 import ssl
+import tempfile
 import threading
 import time
 import uuid
 
 import pytest
+import yaml
 
 from cdnaas.common import errors
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.delivery import logstreams
+from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import logfiles, logship
+from cdnaas.ro.vim.local import clients, processes
+from cdnaas.ro.vim.local.driver import LocalDriver
+from cdnaas.ro.vim.openstack import userdata
+from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.support.sigs import sample_sig
+from tests.test_cache_rules import stack  # noqa: F401 (a module's own stack)
+from tests.test_cli import invoke, invoke_json
+from tests.test_vnfconfig import cache_values, lb_values, need
 
 
 # --- collectors ---------------------------------------------------------------------------
@@ -258,7 +270,6 @@ def test_syslog_over_tls_is_verified_with_the_given_ca():
 
 @contextlib.contextmanager
 def open_pem(issued):
-    import tempfile  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory() as folder:
         cert_file, key_file = f"{folder}/cert.pem", f"{folder}/key.pem"
         with open(cert_file, "w", encoding="ascii") as handle:
@@ -354,8 +365,6 @@ def median(values):
 
 def test_records_of_real_requests_stream_and_a_dead_collector_costs_no_throughput(
         origin, state_dir, monkeypatch):
-    from cdnaas.ro.vim.local import clients, processes  # pylint: disable=import-outside-toplevel
-    from cdnaas.ro.vim.local.driver import LocalDriver  # pylint: disable=import-outside-toplevel
     monkeypatch.setenv("CDNAAS_LOG_STREAM_QUEUE_RECORDS", str(QUEUE))
     syslog, web = SyslogCollector(), HttpCollector()
     streams = logstreams.check([
@@ -436,8 +445,6 @@ STREAMS = [{"type": "syslog", "address": "203.0.113.9:6514", "transport": "tls"}
 
 @pytest.mark.parametrize("role", ["cache", "load_balancer"])
 def test_the_usage_log_also_goes_to_the_shipper_and_nginx_takes_it(tmp_path, role):
-    from cdnaas.ro import vnfconfig  # pylint: disable=import-outside-toplevel
-    from tests.test_vnfconfig import cache_values, lb_values, need  # noqa: E501 pylint: disable=import-outside-toplevel
     need("nginx")
     service = {"log_streams": logstreams.check(STREAMS, "log_streams")}
     if role == "cache":
@@ -456,12 +463,8 @@ def test_the_usage_log_also_goes_to_the_shipper_and_nginx_takes_it(tmp_path, rol
 
 
 def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
-    import base64  # pylint: disable=import-outside-toplevel
-    import gzip  # pylint: disable=import-outside-toplevel
 
-    import yaml  # pylint: disable=import-outside-toplevel
 
-    from cdnaas.ro.vim.openstack import userdata  # pylint: disable=import-outside-toplevel
     monkeypatch.setenv("CDNAAS_LOG_STREAM_QUEUE_RECORDS", "1234")
     document = sample_sig("os-logs", {"north": 1})
     document["service"] = {"log_streams": logstreams.check(STREAMS, "log_streams")}
@@ -498,3 +501,62 @@ def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
     # without streams, nothing of the shipper
     plain = ServiceInstanceGraph.from_dict({**document, "service": {}})
     assert "logship" not in userdata.cache(plain, vnf, "10.200.1.10", "192.0.2.10")
+
+
+# --- through the API, the SO and RO on the local driver, and the CLI ------------------------
+
+def test_a_vcdn_streams_through_the_api_and_the_cli(stack, origin, tmp_path):  # noqa: F811
+    collector = SyslogCollector()
+    try:
+        body = vcdn_body("streamed", origin=f"http://127.0.0.1:{origin.server_address[1]}")
+        before = len(stack.acme.ok("GET", "/vcdns")["vcdns"])
+        for streams, field in [
+                ([{"type": "syslog", "address": "127.0.0.1"}], "log_streams[0].address"),
+                ([{"type": "https", "url": "https://a.example/",
+                   "headers": {"Cookie": "x"}}], "log_streams[0].headers.'Cookie'"),
+                ([{"type": "syslog", "address": "a.example:1\nb"}], "log_streams[0].address")]:
+            refused = stack.acme.call("POST", "/vcdns", json={**body, "log_streams": streams})
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["field"] == field
+        assert len(stack.acme.ok("GET", "/vcdns")["vcdns"]) == before  # no row written
+        streams = [{"type": "syslog", "address": f"127.0.0.1:{collector.port}"},
+                   {"type": "https", "url": "http://127.0.0.1:9/never",
+                    "headers": {"Authorization": "Bearer hidden"}}]
+        accepted = stack.acme.ok("POST", "/vcdns", 202, json={**body, "log_streams": streams})
+        assert stack.acme.wait(accepted["operation"]["id"], 90)["state"] == "COMPLETED"
+        vcdn_id = accepted["vcdn"]["id"]
+        vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")
+        assert vcdn["log_streams"][1]["headers"] == {"Authorization": logstreams.MASK}
+        assert "hidden" not in json.dumps(vcdn)
+        bad = stack.acme.call("PATCH", f"/vcdns/{vcdn_id}",
+                              json={"log_streams": [{"type": "syslog", "address": "x:99999"}]})
+        assert bad.status_code == 400 and bad.json()["error"]["field"] == \
+            "log_streams[0].address"
+
+        balancer = vcdn["regions"][0]["load_balancer"]
+        with clients.client(vcdn_id, "eu-west", "10.1.0.40") as viewer:
+            assert viewer.fetch(f"http://{balancer}/objects/small?api=1")[0] == 200
+        wait_for(lambda: any(r["u"] == "/objects/small?api=1" for r in collector.records()))
+        env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"),
+               "CDNAAS_API_URL": stack.urls["api"]}
+        token = stack.acme.token
+        wait_for(lambda: invoke_json(["vcdn", "log-streams", vcdn_id], env, token)
+                 ["totals"]["sent"] >= 1)
+        counts = invoke_json(["vcdn", "log-streams", vcdn_id], env, token)
+        assert counts["totals"]["received"] >= 1 and len(counts["vnfs"]) == 1
+        [syslog, https] = counts["vnfs"][0]["shipper"]["destinations"]
+        assert syslog["sent"] >= 1 and https["sent"] == 0 and https["queued"] >= 1
+        shown = invoke(["vcdn", "log-streams", vcdn_id], env, token)
+        assert shown.exit_code == 0 and "0:syslog" in shown.output, shown.output
+
+        empty = tmp_path / "none.yaml"
+        empty.write_text("")
+        invoke_json(["vcdn", "update", vcdn_id, "--log-streams", str(empty), "--wait"], env,
+                    token)
+        assert stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["log_streams"] == []
+        assert stack.acme.ok("GET", f"/vcdns/{vcdn_id}/log-streams")["vnfs"][0]["shipper"] \
+            is None
+        ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn_id}", 202)
+        assert stack.acme.wait(ended["operation"]["id"], 60)["state"] == "COMPLETED"
+    finally:
+        collector.close()

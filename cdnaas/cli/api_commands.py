@@ -545,30 +545,43 @@ def _cache_rules_option(command):
         "replaces the rules whole; an empty file restores the defaults.")(command)
 
 
-def _cache_rules_body(path):
-    """``{"cache_rules": ...}`` read from the file of --cache-rules (nothing without one).
+def _log_streams_option(command):
+    return click.option(
+        "--log-streams", type=click.Path(exists=True, dir_okay=False, readable=True),
+        metavar="FILE", help="YAML (or JSON) file of at most 2 log-stream destinations: "
+        "type syslog (address host:port, transport tcp|tls, ca_certificate PEM) or https "
+        "(url, headers, batch_records, batch_seconds). An update replaces them whole; an "
+        "empty file removes them.")(command)
+
+
+def _file_body(path, field, empty):
+    """``{field: ...}`` read from the YAML (or JSON) file ``path`` of ``--<field>`` (``empty``
+    for an empty file; nothing without a file).
 
     :raises click.BadParameter: the file is not YAML (or JSON).
     """
     if path is None:
         return {}
     try:
-        rules = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
-                                 param_hint="--cache-rules") from None
-    return {"cache_rules": {} if rules is None else rules}
+                                 param_hint=f"--{field.replace('_', '-')}") from None
+    return {field: empty if value is None else value}
 
 
 @vcdn.command("create")
 @_request_options
 @_tls_options
 @_cache_rules_option
+@_log_streams_option
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, log_streams,
+                **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_cache_rules_body(cache_rules)}
+            **_file_body(cache_rules, "cache_rules", {}),
+            **_file_body(log_streams, "log_streams", [])}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -615,9 +628,11 @@ def vcdn_show(vcdn_id):
 @click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
 @click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
 @_cache_rules_option
+@_log_streams_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
-                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules):
+                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
+                log_streams):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -626,7 +641,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
-    body.update(_cache_rules_body(cache_rules))
+    body.update(_file_body(cache_rules, "cache_rules", {}))
+    body.update(_file_body(log_streams, "log_streams", []))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -637,7 +653,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls and/or --cache-rules")
+                               "--certificate, --no-tls, --cache-rules and/or "
+                               "--log-streams")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 
@@ -832,6 +849,13 @@ def vcdn_logs(vcdn_id, since, until, limit):
         written += chunk.count(b"\n")
     stdout.flush()
     output.err().print(f"{written:,} records")
+
+
+@vcdn.command("log-streams")
+@click.argument("vcdn_id", metavar="ID")
+def vcdn_log_streams(vcdn_id):
+    """The vCDN's log streams and what each VNF's shipper sent and dropped; while ACTIVE."""
+    output.show(api().log_streams(vcdn_id), output.render_log_streams)
 
 
 def _styled_outcome(decision):

@@ -111,7 +111,8 @@ def shipper_config(stored, hostname, connect_to=lambda host, port: host):
                 "headers": item["headers"], "batch_records": item["batch_records"],
                 "batch_seconds": item["batch_seconds"]})
     return {"listen": f"127.0.0.1:{SYSLOG_PORT}", "status": f"127.0.0.1:{STATUS_PORT}",
-            "app": TAG, "hostname": hostname, "queue_records": config.setting("CDNAAS_LOG_STREAM_QUEUE_RECORDS"),
+            "app": TAG, "hostname": hostname,
+            "queue_records": config.setting("CDNAAS_LOG_STREAM_QUEUE_RECORDS"),
             "destinations": destinations}
 
 
