@@ -536,22 +536,23 @@ def _tls_body(hostnames, certificate, private_key):
     return body
 
 
-def _cache_rules_option(command):
-    return click.option(
-        "--cache-rules", type=click.Path(exists=True, dir_okay=False, readable=True),
-        metavar="FILE", help="YAML (or JSON) file of cache rules: ttl (a list of match: "
-        "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
-        "list of argument names), origin_cache_control (honour or ignore). An update "
-        "replaces the rules whole; an empty file restores the defaults.")(command)
+def _file_option(name, help_text):
+    """A ``--<name> FILE`` option (a readable file) with ``help_text``."""
+    return click.option(f"--{name}", type=click.Path(exists=True, dir_okay=False,
+                                                     readable=True),
+                        metavar="FILE", help=help_text)
 
 
-def _log_streams_option(command):
-    return click.option(
-        "--log-streams", type=click.Path(exists=True, dir_okay=False, readable=True),
-        metavar="FILE", help="YAML (or JSON) file of at most 2 log-stream destinations: "
-        "type syslog (address host:port, transport tcp|tls, ca_certificate PEM) or https "
-        "(url, headers, batch_records, batch_seconds). An update replaces them whole; an "
-        "empty file removes them.")(command)
+_cache_rules_option = _file_option(
+    "cache-rules", "YAML (or JSON) file of cache rules: ttl (a list of match: "
+    "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
+    "list of argument names), origin_cache_control (honour or ignore). An update "
+    "replaces the rules whole; an empty file restores the defaults.")
+_log_streams_option = _file_option(
+    "log-streams", "YAML (or JSON) file of at most 2 log-stream destinations: "
+    "type syslog (address host:port, transport tcp|tls, ca_certificate PEM) or https "
+    "(url, headers, batch_records, batch_seconds). An update replaces them whole; an "
+    "empty file removes them.")
 
 
 def _file_body(path, field, empty):
