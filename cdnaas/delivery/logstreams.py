@@ -169,6 +169,8 @@ def _https(item, field):
         if not isinstance(value, str) or not value or len(value) > MAX_HEADER_VALUE \
                 or not (value.isascii() and value.isprintable()):
             _refuse(where, f"must be 1 to {MAX_HEADER_VALUE} printable ASCII characters")
+        if value == MASK:
+            _refuse(where, "is the masked value the view shows: send the header's value again")
         checked[header] = value
     return {"type": "https", "url": url, "headers": checked,
             "batch_records": _number(item, "batch_records", field, BATCH_RECORDS),

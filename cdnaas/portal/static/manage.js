@@ -4,7 +4,7 @@
 // 412 and the forms are filled again from the vCDN as it is now.
 "use strict";
 
-const MANAGED_FORMS = ["#change", "#tls", "#cache-rules"];
+const MANAGED_FORMS = ["#change", "#tls", "#cache-rules", "#log-streams"];
 
 function formsTouched() {
   return MANAGED_FORMS.some((selector) => $(selector).dataset.touched === "yes");
@@ -16,6 +16,7 @@ function fillForms(vcdn) {
   fillTls(vcdn);
   fillCacheRules(vcdn);
   fillUsageWindow(vcdn);
+  fillLogStreams(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
 }
 
@@ -234,4 +235,5 @@ function setUpManagement() {
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
+  setUpLogStreams();
 }
