@@ -126,6 +126,7 @@ ExecStart=/usr/bin/python3 {LOGSHIP_DIR}/logship.py %d/logship.json
 Environment=PYTHONDONTWRITEBYTECODE=1
 DynamicUser=yes
 MemoryMax=512M
+CPUSchedulingPolicy=idle
 Restart=always
 RestartSec=2
 
