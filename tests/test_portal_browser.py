@@ -543,3 +543,28 @@ def test_usage_traffic_charts_and_the_access_log_export(page, stack, watched):
     records = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
     assert len(records) == 2000 and {r["region"] for r in records} <= {"eu-west", "us-east"}
     assert all(r["status"] == 200 for r in records)
+
+
+# -- log streams ---------------------------------------------------------------------------------
+
+def test_log_streams_are_set_and_their_counts_shown_from_the_portal(page, stack):
+    vcdn = lease(stack.acme, "browser-logs")
+    sign_in(page, stack.acme)
+    manage(page, "browser-logs", "Usage and traffic")
+    form = page.get_by_role("form", name="Log streams")
+    streams = [{"type": "syslog", "address": "127.0.0.1:6514", "transport": "tcp"},
+               {"type": "https", "url": "http://127.0.0.1:9/in",
+                "headers": {"X-Api-Key": "portal-secret"}}]
+    form.get_by_role("textbox").fill(json.dumps(streams))
+    form.get_by_role("button", name="Save log streams").click()
+    operation_ends(page, "UPDATE COMPLETED")
+    stored = stack.acme.ok("GET", f"/vcdns/{vcdn['id']}")["log_streams"]
+    assert stored[0] == streams[0] and stored[1]["headers"] == {"X-Api-Key": "********"}
+    expect(form.get_by_role("textbox")).to_have_value(re.compile(r"127\.0\.0\.1:6514"))
+    assert "portal-secret" not in form.get_by_role("textbox").input_value()
+
+    form.get_by_role("button", name="Save log streams").click()  # the masked value again
+    expect(page.get_by_role("alert")).to_contain_text("log_streams[1].headers")
+    form.get_by_role("button", name="Show what was sent and dropped").click()
+    expect(page.locator("#log-stream-counts")).to_contain_text("no shipper answers")
+    expect(page.locator("#log-stream-note")).to_contain_text("dropped 0")

@@ -1,5 +1,6 @@
-"""Usage, traffic and access logs of a tenant's vCDN: the Instance Manager's per-minute
-rows priced by the SO's price table, and the balancers' records streamed from RO.
+"""Usage, traffic, access logs and log streams of a tenant's vCDN: the Instance Manager's
+per-minute rows priced by the SO's price table, the balancers' records streamed from RO,
+and the counts of the log shippers RO reads.
 
 Every view checks the vCDN is the caller's first (another tenant's is 404) and the
 window it names (ISO 8601 times from 1970 to 9000, start before end, bounded length;
@@ -61,3 +62,20 @@ def access_log(caller, vcdn_id, args):
                               "access log only while it is ACTIVE; its usage stays at "
                               f"/api/v1/vcdns/{vcdn_id}/usage", field="vcdn_id") from None
     return Response(chunks, mimetype="application/x-ndjson")
+
+
+def log_streams(caller, vcdn_id):
+    """The caller's vCDN's log streams (as its view shows them) with what each VNF's
+    shipper received, sent and dropped, and the totals."""
+    vcdn = vcdns.owned(caller, vcdn_id)
+    try:
+        vnfs = RoClient().log_streams(vcdn_id)["vnfs"]
+    except (errors.NotFound, errors.Conflict):
+        raise errors.Conflict(f"vCDN {vcdn_id} is {vcdn['state']}: its log shippers run "
+                              "only while it is ACTIVE", field="vcdn_id") from None
+    shippers = [v["shipper"] for v in vnfs if v["shipper"]]
+    destinations = [d for s in shippers for d in s["destinations"]]
+    return {"log_streams": vcdn.get("log_streams", []), "vnfs": vnfs,
+            "totals": {"received": sum(s["received"] for s in shippers),
+                       "sent": sum(d["sent"] for d in destinations),
+                       "dropped": sum(d["dropped"] for d in destinations)}}

@@ -247,6 +247,11 @@ def vcdn_access_log(vcdn_id):
     return usage.access_log(g.caller, vcdn_id, request.args)
 
 
+@blueprint.get("/vcdns/<vcdn_id>/log-streams")
+def vcdn_log_streams(vcdn_id):
+    return usage.log_streams(g.caller, vcdn_id)
+
+
 @blueprint.get("/operations/<operation_id>")
 def get_operation(operation_id):
     return vcdns.operation(g.caller, operation_id)

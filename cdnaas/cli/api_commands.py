@@ -566,11 +566,16 @@ _response_rules_option = _yaml_file_option(
     "remove_headers, cors (allow_origins, allow_methods, max_age), error_pages (status, "
     "body), compression (gzip, brotli, types). An update replaces them whole; an empty "
     "file restores the defaults.")
+_log_streams_option = _yaml_file_option(
+    "--log-streams", "YAML (or JSON) file of at most 2 log-stream destinations: "
+    "type syslog (address host:port, transport tcp|tls, ca_certificate PEM) or https "
+    "(url, headers, batch_records, batch_seconds). An update replaces them whole; an "
+    "empty file removes them.")
 
 
-def _yaml_file_body(path, field, flag):
+def _yaml_file_body(path, field, flag, empty=None):
     """``{field: ...}`` read from the YAML (or JSON) file ``path`` of option ``flag``
-    (nothing without one; ``{}`` for an empty file).
+    (nothing without one; ``empty``, default ``{}``, for an empty file).
 
     :raises click.BadParameter: the file is not YAML (or JSON).
     """
@@ -581,14 +586,15 @@ def _yaml_file_body(path, field, flag):
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
                                  param_hint=flag) from None
-    return {field: {} if value is None else value}
+    return {field: ({} if empty is None else empty) if value is None else value}
 
 
-def _files_body(cache_rules, origins, response_rules):
+def _files_body(cache_rules, origins, response_rules, log_streams):
     """The body fields of the file options of create and update."""
     return {**_yaml_file_body(cache_rules, "cache_rules", "--cache-rules"),
             **_yaml_file_body(origins, "origins", "--origins"),
-            **_yaml_file_body(response_rules, "response_rules", "--response-rules")}
+            **_yaml_file_body(response_rules, "response_rules", "--response-rules"),
+            **_yaml_file_body(log_streams, "log_streams", "--log-streams", empty=[])}
 
 
 @vcdn.command("create")
@@ -597,12 +603,13 @@ def _files_body(cache_rules, origins, response_rules):
 @_cache_rules_option
 @_origins_option
 @_response_rules_option
+@_log_streams_option
 @_wait_options
 def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, origins,
-                response_rules, **request):
+                response_rules, log_streams, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_files_body(cache_rules, origins, response_rules)}
+            **_files_body(cache_rules, origins, response_rules, log_streams)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -651,10 +658,11 @@ def vcdn_show(vcdn_id):
 @_cache_rules_option
 @_origins_option
 @_response_rules_option
+@_log_streams_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
                 hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
-                origins, response_rules):
+                origins, response_rules, log_streams):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -663,7 +671,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
-    body.update(_files_body(cache_rules, origins, response_rules))
+    body.update(_files_body(cache_rules, origins, response_rules, log_streams))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -674,8 +682,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls, --cache-rules, --origins and/or "
-                               "--response-rules")
+                               "--certificate, --no-tls, --cache-rules, --origins, "
+                               "--response-rules and/or --log-streams")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 
@@ -870,6 +878,13 @@ def vcdn_logs(vcdn_id, since, until, limit):
         written += chunk.count(b"\n")
     stdout.flush()
     output.err().print(f"{written:,} records")
+
+
+@vcdn.command("log-streams")
+@click.argument("vcdn_id", metavar="ID")
+def vcdn_log_streams(vcdn_id):
+    """The vCDN's log streams and what each VNF's shipper sent and dropped; while ACTIVE."""
+    output.show(api().log_streams(vcdn_id), output.render_log_streams)
 
 
 def _styled_outcome(decision):

@@ -170,6 +170,10 @@ class ApiClient(JsonClient):
     def vcdn(self, vcdn_id):
         return self.get(f"/api/v1/vcdns/{vcdn_id}")
 
+    def log_streams(self, vcdn_id):
+        """The vCDN's log streams with each VNF's shipper's counts, and the totals."""
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/log-streams")
+
     def quote(self, body):
         return self.post("/api/v1/quotes", json=body)
 

@@ -301,3 +301,23 @@ def watch_operation(fetch, operation_id, interval=0.5, timeout=600.0, quiet=Fals
                                        f"{timeout:g}s; follow it with: cdnaas op watch "
                                        f"{operation_id}")
             time.sleep(interval)
+
+
+def render_log_streams(found):
+    """A vCDN's log streams (``GET /api/v1/vcdns/{id}/log-streams``): each destination of
+    each VNF's shipper with what it sent, dropped and holds, then the totals."""
+    streams = found.get("log_streams") or []
+    if not streams:
+        out().print("No log streams.")
+    targets = [s.get("address") or s.get("url") for s in streams]
+    rows = [{"vnf": vnf.get("name"), "region": vnf.get("region"), **destination}
+            for vnf in found.get("vnfs") or []
+            for destination in ((vnf.get("shipper") or {}).get("destinations")
+                                or [{"name": "-", "last_error": "no shipper answers"}])]
+    table(rows, [("VNF", "vnf"), ("Region", "region"), ("Destination", "name"),
+                 ("Target", "target"), ("Sent", "sent"), ("Dropped", "dropped"),
+                 ("Queued", "queued"), ("Failures", "failures"), ("Last error", "last_error")],
+          title=f"Log streams: {', '.join(targets) or 'none'}")
+    totals = found.get("totals") or {}
+    out().print(f"received {totals.get('received', 0):,}, sent {totals.get('sent', 0):,}, "
+                f"dropped {totals.get('dropped', 0):,}")

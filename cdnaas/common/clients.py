@@ -245,6 +245,11 @@ class RoClient(JsonClient):
         return self.stream(f"/ro/v1/deployments/{deployment_id}/access-log",
                            params={k: v for k, v in params.items() if v is not None} or None)
 
+    def log_streams(self, deployment_id):
+        """The counts of the deployment's log shippers: ``{"id", "vnfs": [{"name",
+        "region", "shipper"}]}`` (``GET /ro/v1/deployments/{id}/log-streams``)."""
+        return self.get(f"/ro/v1/deployments/{deployment_id}/log-streams")
+
     def deployments(self, live=False):
         """Every deployment (``live``: those not DELETED), oldest first
         (``GET /ro/v1/deployments``)."""

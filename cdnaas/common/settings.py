@@ -168,6 +168,9 @@ DECLARED = (
     Setting("CDNAAS_LOCAL_LOG_ROTATE_MB", "number", 64.0, "size past which the local driver "
             "rotates a balancer's usage log once RO's reader has read it (it keeps one "
             "previous generation)", "ro"),
+    Setting("CDNAAS_LOG_STREAM_QUEUE_RECORDS", "integer", 50000, "records a VNF's log "
+            "shipper holds per log-stream destination while its collector does not take "
+            "them; beyond, the oldest are dropped and counted", "ro"),
     Setting("CDNAAS_LOCAL_FAIL_HOSTS", "list", [], "tests only: hosts on which the local "
             "driver's VNFs fail to start", "ro"),
     Setting("CDNAAS_LOCAL_STEP_DELAY", "number", 0.0, "tests only: seconds each local nginx "

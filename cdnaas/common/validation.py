@@ -75,13 +75,13 @@ def _parse_url(url, field):
     if "@" in authority:
         refuse("must not carry credentials")
     try:
-        host, port = _host_and_port(authority)
+        host, port = host_and_port(authority)
     except ValueError as exc:
         refuse(str(exc))
     return Origin(scheme=scheme, host=host, port=_DEFAULT_PORTS[scheme] if port is None else port)
 
 
-def _host_and_port(authority):
+def host_and_port(authority):
     """``(host, port or None)`` of an URL's authority; ValueError says what is wrong."""
     if authority.startswith("["):
         found = _BRACKETED.fullmatch(authority)

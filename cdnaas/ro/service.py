@@ -30,7 +30,7 @@ from cdnaas.common import caching, config, errors
 from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.common.timeutil import isoformat
 from cdnaas.db import leases
-from cdnaas.ro import traffic
+from cdnaas.ro import logstream_metrics, traffic
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
 from cdnaas.ro.vim.base import Deployment, EntryPoint, RemovalIncomplete, VimError
@@ -245,6 +245,23 @@ class DeploymentService:
             raise errors.UpstreamError(f"the VIM could not read the logs of {deployment_id}: "
                                        f"{exc}") from exc
         return itertools.chain([first], lines)
+
+    def log_streams(self, deployment_id):
+        """The counts of an ACTIVE deployment's log shippers
+        (:meth:`VimDriver.log_stream_status`), also set as Prometheus gauges
+        (:mod:`cdnaas.ro.logstream_metrics`).
+
+        :returns: ``{"id", "vnfs": [{"name", "region", "shipper"}]}``.
+        :raises NotFound, Conflict, UpstreamError: as :meth:`health`.
+        """
+        deployment = self._active(deployment_id, "its log streams are read")
+        try:
+            vnfs = self.driver.log_stream_status(deployment)
+        except VimError as exc:
+            raise errors.UpstreamError(f"the VIM could not read the log shippers of "
+                                       f"{deployment_id}: {exc}") from exc
+        logstream_metrics.record(deployment_id, vnfs)
+        return {"id": deployment_id, "vnfs": vnfs}
 
     def invalidate(self, deployment_id, body):
         """Purge ``body``'s paths and prefixes from every cache of an ACTIVE deployment

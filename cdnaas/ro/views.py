@@ -71,6 +71,11 @@ def deployment_access_log(deployment_id):
     return Response(lines, mimetype="application/x-ndjson")
 
 
+@blueprint.get("/deployments/<deployment_id>/log-streams")
+def deployment_log_streams(deployment_id):
+    return _service().log_streams(deployment_id)
+
+
 def _secrets():
     return current_app.extensions["secrets"]
 

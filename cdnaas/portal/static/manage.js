@@ -4,7 +4,7 @@
 // 412 and the forms are filled again from the vCDN as it is now.
 "use strict";
 
-const MANAGED_FORMS = ["#change", "#tls", "#cache-rules", "#delivery"];
+const MANAGED_FORMS = ["#change", "#tls", "#cache-rules", "#delivery", "#log-streams"];
 
 function formsTouched() {
   return MANAGED_FORMS.some((selector) => $(selector).dataset.touched === "yes");
@@ -17,6 +17,7 @@ function fillForms(vcdn) {
   fillCacheRules(vcdn);
   fillDelivery(vcdn);
   fillUsageWindow(vcdn);
+  fillLogStreams(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
 }
 
@@ -236,4 +237,5 @@ function setUpManagement() {
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
   setUpDelivery();
+  setUpLogStreams();
 }

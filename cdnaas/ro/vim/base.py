@@ -489,6 +489,15 @@ class VimDriver(abc.ABC):
         """
         raise VimError(f"the {self.name} VIM driver reads no usage logs")
 
+    def log_stream_status(self, deployment: Deployment) -> list[dict]:
+        """The counts of the log shipper (:mod:`cdnaas.ro.vim.logship`) of each logging VNF
+        of ``deployment`` (those :meth:`read_logs` reads), read in parallel:
+        ``[{"name", "region", "shipper": its /status, or None where none answers}]``.
+
+        :raises VimError: the driver has no log shippers.
+        """
+        raise VimError(f"the {self.name} VIM driver runs no log shippers")
+
     @abc.abstractmethod
     def invalidate(self, deployment: Deployment, paths: list[str], prefixes: list[str],
                    progress: Progress = no_progress) -> list[CacheResult]:

@@ -22,8 +22,10 @@ The local driver reads its balancers' logs this way, the OpenStack driver its ca
 import dataclasses
 import hashlib
 import http.client
+import json
 import re
 
+from cdnaas.delivery import logstreams
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import LogChunk, LogPosition, VimError
 
@@ -164,3 +166,27 @@ def read_chunk(vnf, position, max_bytes=READ_BYTES):
                  max_bytes)
     return LogChunk(name=vnf.name, region=vnf.region, data=found.data,
                     position=found.position, more=found.more, lost=found.lost), found
+
+
+def stream_statuses(pool, deployment, role):
+    """:meth:`~cdnaas.ro.vim.base.VimDriver.log_stream_status` of ``deployment``'s VNFs of
+    ``role``, read on their management listeners through ``pool``."""
+    return list(pool.map(lambda v: {"name": v.name, "region": v.region,
+                                    "shipper": stream_status(v)},
+                         [v for v in deployment.vnfs if v.role == role]))
+
+
+def stream_status(vnf):
+    """The counts of VNF ``vnf``'s log shipper (:mod:`cdnaas.ro.vim.logship`'s ``/status``)
+    from its management listener, or None when it runs none or does not answer."""
+    connection = http.client.HTTPConnection(vnf.address, vnfconfig.MANAGEMENT_PORT,
+                                            timeout=_TIMEOUT)
+    try:
+        connection.request("GET", logstreams.STATUS_PATH)
+        response = connection.getresponse()
+        body = response.read()
+        return json.loads(body) if response.status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        connection.close()

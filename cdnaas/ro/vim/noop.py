@@ -196,6 +196,12 @@ class NoopDriver(VimDriver):
             self._counters.pop(resource_id, None)
             self._logs.pop(resource_id, None)
 
+    def log_stream_status(self, deployment):
+        """See :meth:`VimDriver.log_stream_status`: no shipper runs here (``shipper`` None
+        for each balancer)."""
+        return [{"name": v.name, "region": v.region, "shipper": None}
+                for v in deployment.vnfs if v.role == "load_balancer"]
+
     def read_logs(self, deployment, positions, max_bytes=4 << 20, release=False):
         """See :meth:`VimDriver.read_logs`: each balancer's modelled log, one record per
         request its counter counts (:meth:`metrics` and this advance the same counter at

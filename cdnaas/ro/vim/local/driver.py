@@ -29,7 +29,7 @@ import time
 
 from cdnaas.common import config
 from cdnaas.common.sig import Origin
-from cdnaas.delivery import origins, responses
+from cdnaas.delivery import logstreams, origins, responses
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim import dnsprobe, hosts, logfiles
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
@@ -37,7 +37,8 @@ from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
                                 run_all, served_names)
 from cdnaas.ro.vim.changes import caches_reconfigured, sig_change
-from cdnaas.ro.vim.local import cgroups, clients, loadgen, netns, network, processes, tls_files
+from cdnaas.ro.vim.local import (cgroups, clients, loadgen, logshipping, netns, network,
+                                 processes, tls_files)
 from cdnaas.ro.vim.local.system import ip_batch, run
 
 LOG = logging.getLogger(__name__)
@@ -167,8 +168,8 @@ class LocalDriver(VimDriver):
             # old one once the update is done
             settle = previous.service.get("cache_rules") != sig.service.get("cache_rules")
             self._parallel("reconfigure load balancers", progress, touched,
-                           lambda region: self._reload_lb(owner, sig, region, addresses, bundle,
-                                                          settle=settle))
+                           lambda region: self._reload_lb(owner, sig, region, addresses, layout,
+                                                          bundle, settle=settle))
             self._parallel("reconfigure DNS", progress, restarted,
                            lambda v: self._restart_dns(owner, sig, v, addresses))
             if reshaped:
@@ -251,8 +252,8 @@ class LocalDriver(VimDriver):
                        lambda v: self._reload_cache(owner, sig, v, listening, layout))
         bundle = self.tls_bundle(sig)
         self._parallel("restore load balancers", progress, sorted(layout),
-                       lambda region: self._reload_lb(owner, sig, region, addresses, bundle,
-                                                      members=_members(deployment, region)))
+                       lambda region: self._reload_lb(owner, sig, region, addresses, layout,
+                                                      bundle, members=_members(deployment, region)))
         self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
         return deployment
@@ -345,6 +346,11 @@ class LocalDriver(VimDriver):
         return list(self.pool.map(read, [v for v in deployment.vnfs
                                          if v.role == self.logging_role]))
 
+    def log_stream_status(self, deployment):
+        """See :meth:`VimDriver.log_stream_status`: each balancer's shipper, through its
+        management listener."""
+        return logfiles.stream_statuses(self.pool, deployment, self.logging_role)
+
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener, which
         only this side reaches (:mod:`cdnaas.ro.purge`)."""
@@ -428,13 +434,15 @@ class LocalDriver(VimDriver):
                          lambda v: [(layout[v.region]["bridge"],
                                      _cidr(addresses[v.name], layout[v.region]),
                                      sig.region(v.region).client_prefixes + ["default"])],
-                         addresses)
+                         addresses,
+                         started=lambda v: self._ship_logs(owner, sig, v, layout, addresses))
 
-    def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses):
+    def _boot_nginx(self, step, progress, owner, deployment_id, vnfs, config, links, addresses,
+                    started=lambda vnf: None):
         """Plug every VNF's namespace in one ``ip`` run, then in parallel for each:
         configure its links and start nginx in it (nginx checks its config as it
-        starts and runs nothing on one it rejects), wait until it answers, and move
-        its processes into its CPU group."""
+        starts and runs nothing on one it rejects), wait until it answers, move
+        its processes into its CPU group, then call ``started(vnf)``."""
         names = {v.name: network.namespace_name(owner, deployment_id, v.name) for v in vnfs}
         network.create_namespaces([(names[v.name], links(v)) for v in vnfs])
 
@@ -452,13 +460,16 @@ class LocalDriver(VimDriver):
             processes.wait_until(lambda: processes.answers_http(addresses[vnf.name]),
                                  f"{vnf.role} {vnf.name}")
             cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
+            started(vnf)
             _injected_delay()
         self._parallel(step, progress, vnfs, start)
 
-    def _reload_lb(self, owner, sig, region, addresses, bundle, members=None, settle=False):
+    def _reload_lb(self, owner, sig, region, addresses, layout, bundle, members=None,
+                   settle=False):
         """Reload ``region``'s balancer on its config for ``sig`` (``bundle``: its
         :meth:`tls_bundle`), with ``members`` or the region's caches; with ``settle``,
-        return once its old workers have ended (:func:`.processes.reload_nginx`)."""
+        return once its old workers have ended (:func:`.processes.reload_nginx`). Its log
+        shipper follows ``sig``'s log streams (:meth:`_ship_logs`)."""
         lb = sig.vnfs_in(region, "load_balancer")[0]
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
@@ -470,6 +481,21 @@ class LocalDriver(VimDriver):
         (prefix / "nginx.conf").write_text(text)
         processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"), settle=settle)
         tls_files.prune(prefix, text)  # the new master reads only the files it names
+        self._ship_logs(owner, sig, lb, layout, addresses)
+
+    def _ship_logs(self, owner, sig, vnf, layout, addresses):
+        """Run the balancer ``vnf``'s log shipper on ``sig``'s log streams, or none
+        (:mod:`.logshipping`); collectors on this machine are reached at the region's
+        bridge gateway, as origins are."""
+        stored = sig.service.get(logstreams.FIELD)
+        logshipping.sync(
+            network.namespace_name(owner, sig.vcdn_id, vnf.name),
+            self._prefix(owner, sig.vcdn_id, vnf.name), _group(owner, sig.vcdn_id, vnf.name),
+            addresses[vnf.name],
+            None if stored is None else logstreams.check(stored, f"service.{logstreams.FIELD}"),
+            vnf.name,
+            lambda host, port: _origin_address(Origin(scheme="tcp", host=host, port=port),
+                                               layout[vnf.region]))
 
     def _dns_configs(self, sig, vnf, prefix, addresses, base=DNS_BASE_PORT, suffix=""):
         """``{region: (config path, text)}`` of the DNS VNF's dnsmasq of each region, each

@@ -125,10 +125,10 @@ def stop(pid, timeout=5.0):
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    wait_until(lambda: not _running(pid), f"the exit of process {pid}", timeout)
+    wait_until(lambda: not running(pid), f"the exit of process {pid}", timeout)
 
 
-def _running(pid):
+def running(pid):
     """Whether ``pid`` runs (a zombie nobody reaped yet has exited)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:

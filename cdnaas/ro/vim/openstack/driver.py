@@ -1164,6 +1164,11 @@ class OpenStackDriver(VimDriver):
             v, positions.get(v.name), max_bytes)[0], [v for v in deployment.vnfs
                                                       if v.role == self.logging_role]))
 
+    def log_stream_status(self, deployment):
+        """See :meth:`VimDriver.log_stream_status`: each cache's shipper (a systemd unit,
+        :mod:`.userdata`), through its management listener."""
+        return logfiles.stream_statuses(self.pool, deployment, self.logging_role)
+
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener
         (:mod:`cdnaas.ro.purge`), open to ``CDNAAS_OS_MANAGEMENT_CIDR``, where RO must be."""

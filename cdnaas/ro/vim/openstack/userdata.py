@@ -16,7 +16,10 @@ process, and starts them:
   raising the listen queues to its backlog (as the local driver does in a VNF's
   namespace); its status page answers on the management port only, to the management
   prefixes (or to the VNF itself), never to viewers; the files the config refers to
-  under its prefix (``cache_files``: error pages, gzip-compressed);
+  under its prefix (``cache_files``: error pages, gzip-compressed); with log streams,
+  the log shipper (:mod:`cdnaas.ro.vim.logship`, one file under :data:`LOGSHIP_DIR`) as
+  unit ``cdnaas-logship`` (its config, which may hold a collector's credentials,
+  readable by root only and handed to the unit's own user as a systemd credential);
 - DNS: one ``dnsmasq-<region>.conf`` per region (``dns_config``, each answering
   with its region's balancer), on ports 5300+ of the VNF's address, and the
   nftables ruleset steering port 53 by client prefix (``steering_rules``);
@@ -31,12 +34,15 @@ process, and starts them:
 import base64
 import gzip
 import ipaddress
+import json
 from pathlib import Path
 
 import yaml
 
 from cdnaas.calibration import agent
+from cdnaas.delivery import logstreams
 from cdnaas.ro import vnfconfig
+from cdnaas.ro.vim import logship
 from cdnaas.ro.vim.openstack import plan
 
 PREFIX = "/var/lib/cdnaas/vnf"
@@ -102,6 +108,30 @@ OnUnitActiveSec=1min
 
 [Install]
 WantedBy=timers.target
+"""
+
+#: where a cache keeps the log shipper (``logship.py``) and its config
+LOGSHIP_DIR = "/opt/cdnaas-logship"
+_LOGSHIP_CONFIG = f"{CONF_DIR}/logship.json"
+_LOGSHIP_UNIT = f"""\
+[Unit]
+Description=CDNaaS log shipper: the usage records to the vCDN's collectors
+After=network-online.target
+Wants=network-online.target
+Before=cdnaas-cache.service
+
+[Service]
+LoadCredential=logship.json:{_LOGSHIP_CONFIG}
+ExecStart=/usr/bin/python3 {LOGSHIP_DIR}/logship.py %d/logship.json
+Environment=PYTHONDONTWRITEBYTECODE=1
+DynamicUser=yes
+MemoryMax=512M
+CPUSchedulingPolicy=idle
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
 """
 
 _DNS_UNIT = f"""\
@@ -188,7 +218,9 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
     # the files the config refers to (error pages), gzip-compressed: Nova takes 64 KB
     pages = [{"path": f"{PREFIX}/{relative}", "encoding": "gz+b64", "content": _packed(text)}
              for relative, text in vnfconfig.cache_files(sig.service).items()]
-    return _cloud_config(vnf.name, _described(sig, vnf), [
+    streams = None if shield else sig.service.get(logstreams.FIELD)
+    shipper = _log_shipper(vnf, streams) if streams else ([], [], [])
+    return _cloud_config(vnf.name, _described(sig, vnf), [*shipper[0],
         (f"{CONF_DIR}/nginx.conf", nginx),
         (_SYSCTL_FILE, sysctl),
         ("/etc/systemd/system/cdnaas-cache.service",
@@ -196,8 +228,21 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (_ROTATE_SCRIPT, _ROTATE),
         ("/etc/systemd/system/cdnaas-usage-rotate.service", _ROTATE_UNIT),
         ("/etc/systemd/system/cdnaas-usage-rotate.timer", _ROTATE_TIMER),
-    ], ["cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE,
-        packed=pages)
+    ], [*shipper[1], "cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE,
+        packed=pages + shipper[2])
+
+
+def _log_shipper(vnf, streams):
+    """``(files, units, packed files)`` of cache ``vnf``'s log shipper for the stored
+    ``streams`` (checked again): its unit, its config (root only) and its code."""
+    config = logstreams.shipper_config(
+        logstreams.check(streams, f"service.{logstreams.FIELD}"), vnf.name)
+    packed = [{"path": f"{LOGSHIP_DIR}/logship.py",
+               "content": _packed(Path(logship.__file__).read_text()), "encoding": "gz+b64"},
+              {"path": _LOGSHIP_CONFIG, "content": _packed(json.dumps(config, indent=1)),
+               "encoding": "gz+b64", "permissions": "0600"}]
+    return [("/etc/systemd/system/cdnaas-logship.service", _LOGSHIP_UNIT)], \
+        ["cdnaas-logship.service"], packed
 
 
 def dns(sig, vnf, address, balancers):
@@ -273,7 +318,7 @@ def _cloud_config(hostname, what, files, units, mkdirs=(), sysctl=None, packed=(
         "hostname": hostname,
         "write_files": [{"path": path, "content": content, "owner": "root:root",
                          "permissions": "0644"} for path, content in files] + [
-                             {**entry, "owner": "root:root", "permissions": "0644"}
+                             {"owner": "root:root", "permissions": "0644", **entry}
                              for entry in packed],
         "runcmd": [["mkdir", "-p", *mkdirs, PREFIX],
                    *([["sysctl", "-p", sysctl]] if sysctl else []),
