@@ -126,6 +126,21 @@ DECLARED = (
             "retrying while RO is unreachable", "so"),
     Setting("CDNAAS_SO_SCHEDULER_INTERVAL", "number", 1.0, "seconds between SO's looks for "
             "leases to start", "so"),
+    Setting("CDNAAS_ACME_DIRECTORY", "text", None, "the operator's ACME (RFC 8555) directory "
+            "URL SO orders managed certificates from (unset: vCDNs cannot ask for one)", "so"),
+    Setting("CDNAAS_ACME_CA_BUNDLE", "text", None, "PEM file of the CA that issued the ACME "
+            "server's own HTTPS certificate (unset: the system's CAs)", "so"),
+    Setting("CDNAAS_ACME_ACCOUNT_FILE", "text", None, "SO's ACME account (key and URL), "
+            "encrypted with CDNAAS_SECRET_KEY_FILE's kind of key kept beside it (`.key`); SO "
+            "replicas share it", "so", default_text="`<state dir>/acme-account.json`"),
+    Setting("CDNAAS_ACME_INTERVAL", "number", 60.0, "seconds between SO's passes over managed "
+            "certificates (first issue, renewal)", "so"),
+    Setting("CDNAAS_ACME_RENEW_AT", "number", 0.6667, "fraction of a managed certificate's "
+            "lifetime after which SO renews it (0 to 1)", "so"),
+    Setting("CDNAAS_ACME_TIMEOUT", "number", 90.0, "seconds an ACME order may take, from "
+            "ordering to the issued certificate", "so"),
+    Setting("CDNAAS_CERTIFICATE_WARNING_DAYS", "integer", 30, "a vCDN's certificate with "
+            "fewer days left than this shows the expiry state `expiring`", "so"),
     # -- Resource Orchestrator and drivers --------------------------------------------------
     Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
             "`local`, `openstack`, `noop`)", "ro"),

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import jinja2
 
-from cdnaas.common import caching, config, errors, plugins
+from cdnaas.common import caching, challenges, config, errors, plugins
 from cdnaas.common.sig import Origin
 
 CACHE_TEMPLATE = "nginx-cache.conf.j2"
@@ -492,7 +492,8 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
               planned_connections: int | None = None, max_files: int | None = None,
               daemon: bool = True, user: str | None = None,
               flavor: FlavorConfig | None = None, server_names: list[str] | None = None,
-              tls: dict | None = None, cache_rules: dict | None = None) -> str:
+              tls: dict | None = None, cache_rules: dict | None = None,
+              acme_challenges: str | None = None) -> str:
     """nginx config of a region's load balancer over its caches.
 
     :param members: ``(cache name, address, port)`` of each cache (its public port), at
@@ -512,6 +513,10 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
     :param cache_rules: the vCDN's cache rules (as for :func:`cache_config`): requests are
         spread over the caches by their cache key (``balance_key``), so the requests of
         one object go to one cache whatever else their query strings carry.
+    :param acme_challenges: the folder of ACME HTTP-01 answer files (one per token,
+        :mod:`cdnaas.common.challenges`) the balancer answers
+        ``/.well-known/acme-challenge/<token>`` from (``nginx-acme-challenge.conf.j2``);
+        None: those paths go to the caches like any other.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(members, (list, tuple)) or not members:
@@ -537,11 +542,17 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=nginx_cache_rules(cache_rules).key)
+        balance_key=nginx_cache_rules(cache_rules).key,
+        acme_challenges=None if acme_challenges is None
+        else _path("acme_challenges", acme_challenges).rstrip("/"))
     if https and https["certificate"] not in text:
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " serves no HTTPS though the vCDN has a certificate: include "
                           "nginx-lb-tls.conf.j2 in its server block")
+    if acme_challenges is not None and challenges.PATH_PREFIX not in text:
+        raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
+                          " answers no ACME challenges though the vCDN has a managed "
+                          "certificate: include nginx-acme-challenge.conf.j2 in its server block")
     return text
 
 
