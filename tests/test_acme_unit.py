@@ -6,8 +6,11 @@ import datetime as dt
 import pytest
 
 from cdnaas.common import certificates, challenges, errors
+from cdnaas.db import migrate
+from cdnaas.db.engine import Database
 from cdnaas.ro import vnfconfig
 from cdnaas.so import acme, tls
+from cdnaas.so.models import Instance
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TOKEN = "Zm9vYmFyYmF6cXV4X3Rva2VuXzEyMw"
@@ -41,6 +44,30 @@ def test_renewal_is_due_at_two_thirds_of_the_lifetime_or_when_names_change(monke
     assert acme.due({**managed, "tls": _facts(names, age_days=61)}, NOW) == "renewal"
     assert acme.due({**managed, "hostnames": names + ["b.example.com"],
                      "tls": _facts(names)}, NOW) == "hostnames changed"
+
+
+def test_expiring_certificates_lists_live_vcdns_within_the_warning_days(tmp_path):
+    url = f"sqlite:///{tmp_path / 'so.db'}"
+    migrate.upgrade("so", url)
+    database = Database(url)
+    cases = [("fresh", "ACTIVE", 200, False), ("soon", "ACTIVE", 10, True),
+             ("gone", "ACTIVE", -2, False), ("ended", "DELETED", 5, False),
+             ("plain", "ACTIVE", None, False)]
+    with database.transaction() as session:
+        for name, state, days, managed in cases:
+            facts = None if days is None else _facts(["a.example.com"], days=days + 100,
+                                                     age_days=100)
+            session.add(Instance(id=name, tenant="acme", name=name, flavor="static",
+                                 template_version=1, origin="http://o:80", regions=[],
+                                 lease_start=NOW, lease_end=NOW, state=state, sig={},
+                                 service=tls.record({}, ["a.example.com"], facts, managed)))
+    try:
+        with database.sessions() as session:
+            found = tls.expiring_certificates(session, NOW)
+    finally:
+        database.dispose()
+    assert [(f["vcdn_id"], f["expiry_state"], f["days_left"], f["managed"]) for f in found] == \
+        [("gone", "expired", -2, False), ("soon", "expiring", 10, True)]
 
 
 @pytest.mark.parametrize("answers, field", [

@@ -29,6 +29,7 @@ import logging
 import threading
 from pathlib import Path
 
+import josepy
 import requests
 from acme import challenges as acme_challenges
 from acme import client as acme_client
@@ -38,7 +39,6 @@ from acme import messages
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-import josepy
 from sqlalchemy import select
 
 from cdnaas.common import certificates, clock, config, errors, service_auth
