@@ -18,7 +18,9 @@ import time
 
 import pytest
 import requests
+from click.testing import CliRunner
 
+from cdnaas.cli.main import cli
 from cdnaas.common import challenges, ports
 from cdnaas.common.clients import RoClient
 from cdnaas.ro.vim.local import clients
@@ -130,9 +132,8 @@ def test_a_managed_certificate_is_issued_by_http01_and_renewed_without_a_failed_
             clients.client(vcdn_id, "eu-west", "10.1.0.41") as viewer:
         # HTTP only so far; the challenge path is the caches' (no managed certificate yet)
         assert vcdn["tls"] is None and vcdn["managed_certificate"] is False
-        patched = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202,
-                                json={"certificate": {"managed": True}})
-        assert stack.acme.wait(patched["operation"]["id"], timeout=60)["state"] == "COMPLETED"
+        cdnaas(stack, "vcdn", "update", vcdn_id, "--managed-certificate", "--wait",
+               "--timeout", "60")
         assert stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["managed_certificate"] is True
         # the balancer answers only base64url tokens it was given; the rest is 404 here
         unknown = "A" * 43
@@ -149,6 +150,9 @@ def test_a_managed_certificate_is_issued_by_http01_and_renewed_without_a_failed_
         shown = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["tls"]
         assert shown["names"] == sorted(NAMES) and shown["expiry_state"] == "ok"
         assert shown["days_left"] > 30
+        shown_by_cli = cdnaas(stack, "vcdn", "show", vcdn_id)
+        assert f"{shown['days_left']} days left, ok" in shown_by_cli
+        assert "managed (ACME" in shown_by_cli
         cafile = tmp_path / "pebble-root.pem"
         cafile.write_text(root_pem)
         version, status, body, _error = https_get(viewer, NAMES[1], balancer, cafile)
@@ -178,6 +182,14 @@ def test_a_managed_certificate_is_issued_by_http01_and_renewed_without_a_failed_
     account = (stack.state_dir / "acme-account.json").read_text()
     assert "PRIVATE KEY" not in account  # the account key is kept encrypted
     assert list((stack.state_dir / "local").rglob("acme-challenge/*")) == []
+
+
+def cdnaas(stack, *args):
+    """The CLI's output of ``args`` as the tenant acme (exit code 0)."""
+    env = {**stack.env, "CDNAAS_TOKEN": stack.acme.token, "COLUMNS": "200"}
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
 
 
 def _end(stack, vcdn_id):
