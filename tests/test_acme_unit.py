@@ -46,13 +46,17 @@ def test_renewal_is_due_at_two_thirds_of_the_lifetime_or_when_names_change(monke
                      "tls": _facts(names)}, NOW) == "hostnames changed"
 
 
-def test_expiring_certificates_lists_live_vcdns_within_the_warning_days(tmp_path):
+@pytest.fixture
+def database(tmp_path):
     url = f"sqlite:///{tmp_path / 'so.db'}"
     migrate.upgrade("so", url)
     database = Database(url)
-    cases = [("fresh", "ACTIVE", 200, False), ("soon", "ACTIVE", 10, True),
-             ("gone", "ACTIVE", -2, False), ("ended", "DELETED", 5, False),
-             ("plain", "ACTIVE", None, False)]
+    yield database
+    database.dispose()
+
+
+def _add(database, cases):
+    """Instances ``(id, state, days left or None: no certificate, managed)``."""
     with database.transaction() as session:
         for name, state, days, managed in cases:
             facts = None if days is None else _facts(["a.example.com"], days=days + 100,
@@ -61,13 +65,35 @@ def test_expiring_certificates_lists_live_vcdns_within_the_warning_days(tmp_path
                                  template_version=1, origin="http://o:80", regions=[],
                                  lease_start=NOW, lease_end=NOW, state=state, sig={},
                                  service=tls.record({}, ["a.example.com"], facts, managed)))
-    try:
-        with database.sessions() as session:
-            found = tls.expiring_certificates(session, NOW)
-    finally:
-        database.dispose()
+
+
+def test_expiring_certificates_lists_live_vcdns_within_the_warning_days(database):
+    _add(database, [("fresh", "ACTIVE", 200, False), ("soon", "ACTIVE", 10, True),
+                    ("gone", "ACTIVE", -2, False), ("ended", "DELETED", 5, False),
+                    ("plain", "ACTIVE", None, False)])
+    with database.sessions() as session:
+        found = tls.expiring_certificates(session, NOW)
     assert [(f["vcdn_id"], f["expiry_state"], f["days_left"], f["managed"]) for f in found] == \
         [("gone", "expired", -2, False), ("soon", "expiring", 10, True)]
+
+
+def test_a_failed_order_is_retried_later_and_later_and_nothing_is_installed(database,
+                                                                           monkeypatch):
+    monkeypatch.setenv("CDNAAS_ACME_DIRECTORY", "https://ca.example.net/dir")
+    monkeypatch.setenv("CDNAAS_ACME_INTERVAL", "10")
+    _add(database, [("new", "ACTIVE", None, True), ("busy", "UPDATING", None, True),
+                    ("uploaded", "ACTIVE", None, False)])
+    ordered, submitted = [], []
+
+    def refused(vcdn_id, hostnames):
+        ordered.append((vcdn_id, hostnames))
+        raise acme.OrderFailed("the CA could not validate")
+    renewer = acme.Renewer(database, submitted.append, issue_certificate=refused)
+    for seconds in (0, 5, 10, 15, 29, 31, 69, 71):
+        assert renewer.renew_once(NOW + dt.timedelta(seconds=seconds)) == []
+    # waits of 10, 20 and 40 s after each failure: orders at the passes of 0, 10, 31 and
+    # 71 s (not before 10, 30 and 70), only of the ACTIVE managed vCDN; nothing installed
+    assert ordered == [("new", ["a.example.com"])] * 4 and submitted == []
 
 
 @pytest.mark.parametrize("answers, field", [
