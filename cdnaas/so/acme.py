@@ -255,7 +255,7 @@ class Renewer:
         count = self._failures.get(vcdn_id, (0, None))[0] + 1
         wait = min(config.setting("CDNAAS_ACME_INTERVAL") * 2 ** (count - 1), RETRY_MAX_SECONDS)
         self._failures[vcdn_id] = (count, now + dt.timedelta(seconds=wait))
-        LOG.warning("managed certificate of %s not obtained (failure %d, next try in %.0f s): "
+        LOG.warning("managed certificate of %s not obtained (failure %d, next try in %.1f s): "
                     "%s", vcdn_id, count, wait, exc)
 
     def start(self):
