@@ -21,6 +21,7 @@ UNIT_MODULES = {
     "test_certificates", "test_ports", "test_acme_unit",
     "test_comforts_unit",
     "test_loadgen_agent",
+    "test_delivery_registry",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {

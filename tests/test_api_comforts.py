@@ -1,16 +1,13 @@
 """PATCH of origin, regions and lease end; vCDN lists with filters and pages; ETag and
 If-Match; the CLI's tables for every shipped flavor. Five real services over HTTP on
 the noop driver, on SQLite and on a real PostgreSQL."""
-import contextlib
 import threading
 
 import pytest
 
 from cdnaas.common.clients import RoClient, SoClient
 from cdnaas.common.sig import digest
-from tests.support import postgres
-from tests.support.api import populate, vcdn_body
-from tests.support.stack import running_stack
+from tests.support.api import populated_stack, vcdn_body
 from tests.test_cli import QOE_TEMPLATE, invoke
 
 NEW_ORIGIN = "http://origin2.example.com:8081"
@@ -21,14 +18,8 @@ MOS = {"min_mos": 4.0}
 def stack(request, tmp_path_factory):
     """A running stack (regions, hosts, the static template, tenants acme and globex) with
     a small region ``ap-south`` (one 6 vCPU host) for the lease tests."""
-    tmp = tmp_path_factory.mktemp(f"comforts-{request.param}")
-    with contextlib.ExitStack() as contexts:
-        url = None
-        if request.param == "postgresql":
-            url = contexts.enter_context(postgres.fresh_database(
-                request.getfixturevalue("postgres_admin_url")))
-        running = populate(contexts.enter_context(running_stack(
-            url, tmp, extra_env={"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"})))
+    with populated_stack(request, tmp_path_factory.mktemp(f"comforts-{request.param}"),
+                         {"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
         running.operator.ok("POST", "/regions", 201,
                             json={"name": "ap-south", "client_prefixes": ["10.4.0.0/16"]})
         running.operator.ok("POST", "/regions/ap-south/hosts", 201,

@@ -134,6 +134,18 @@ def test_signing_in_with_a_token_shows_the_catalogue(page, stack):
     expect(page.get_by_role("combobox", name="Flavor")).to_contain_text(FLAVOR)
 
 
+def test_the_tenant_sees_its_quotas_and_what_it_uses(page, stack):
+    stack.operator.ok("PUT", "/tenants/acme/quotas", json={"vcdns": 500})
+    try:
+        in_use = next(q["in_use"] for q in stack.acme.ok("GET", "/quotas")["quotas"]
+                      if q["name"] == "vcdns")
+        sign_in(page, stack.acme)
+        expect(page.get_by_label("Your quotas")).to_contain_text(f"vCDNs {in_use} of 500")
+        expect(page.get_by_label("Your quotas")).to_contain_text("purges this hour")
+    finally:
+        stack.operator.ok("PUT", "/tenants/acme/quotas", json={"vcdns": None})
+
+
 # -- leasing ----------------------------------------------------------------------------------
 
 def test_a_quoted_vcdn_is_leased_and_followed_until_active_with_its_entry_point(page, stack):

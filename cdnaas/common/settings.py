@@ -141,6 +141,14 @@ DECLARED = (
             "ordering to the issued certificate", "so"),
     Setting("CDNAAS_CERTIFICATE_WARNING_DAYS", "integer", 30, "a vCDN's certificate with "
             "fewer days left than this shows the expiry state `expiring`", "so"),
+    Setting("CDNAAS_QUOTA_VCDNS", "integer", 100, "a tenant's vCDNs (not DELETED or FAILED), "
+            "unless the operator set another default or the tenant's own quota", "so"),
+    Setting("CDNAAS_QUOTA_VCPUS_PER_REGION", "integer", 1024, "vCPUs a tenant's vCDNs may "
+            "reserve in any one region (likewise)", "so"),
+    Setting("CDNAAS_QUOTA_HOSTNAMES", "integer", 64, "custom hostnames over a tenant's "
+            "vCDNs (likewise)", "so"),
+    Setting("CDNAAS_QUOTA_PURGES_PER_HOUR", "integer", 1000, "invalidations and prefetches a "
+            "tenant may start in an hour (likewise)", "so"),
     # -- Resource Orchestrator and drivers --------------------------------------------------
     Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
             "`local`, `openstack`, `noop`)", "ro"),

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import jinja2
 
+from cdnaas import delivery
 from cdnaas.common import caching, challenges, config, errors, plugins
 from cdnaas.common.sig import Origin
 
@@ -414,6 +415,18 @@ def nginx_cache_rules(rules: dict | None) -> CacheRules:
                       ignore_cache_control=rules["origin_cache_control"] == "ignore")
 
 
+def delivery_values(service: dict | None) -> dict:
+    """The vCDN's delivery options (a SIG's ``service``; :mod:`cdnaas.delivery`) checked
+    again and put in the templates' terms: one variable per option.
+
+    :raises ConfigError: an option is refused (named, with the reason).
+    """
+    try:
+        return delivery.template_values(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+
+
 # --- configs -------------------------------------------------------------------------
 
 def cache_config(*, name: str, workers: int, listen_address: str, listen_port: int,
@@ -424,7 +437,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  daemon: bool = True, user: str | None = None,
                  flavor: FlavorConfig | None = None, cache_rules: dict | None = None,
                  shield: bool = False, also_listen: list[str] = (),
-                 usage_log: bool = False) -> str:
+                 usage_log: bool = False, service: dict | None = None) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -459,6 +472,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     :param usage_log: the cache logs every viewer request as a balancer of ours does
         (``usage.log``, served at :data:`USAGE_LOG_PATH` on the management listener):
         where the balancer is not ours (Octavia's).
+    :param service: the SIG's ``service``, whose delivery options the template gets
+        (:func:`delivery_values`); None: the defaults.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(also_listen, (list, tuple)):
@@ -483,7 +498,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, purge_module_file=PURGE_MODULE,
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
-        shield=_bool("shield", shield), also_listen=more_listeners)
+        shield=_bool("shield", shield), also_listen=more_listeners,
+        **delivery_values(service))
 
 
 def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
@@ -493,7 +509,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
               daemon: bool = True, user: str | None = None,
               flavor: FlavorConfig | None = None, server_names: list[str] | None = None,
               tls: dict | None = None, cache_rules: dict | None = None,
-              acme_challenges: str | None = None) -> str:
+              service: dict | None = None, acme_challenges: str | None = None) -> str:
     """nginx config of a region's load balancer over its caches.
 
     :param members: ``(cache name, address, port)`` of each cache (its public port), at
@@ -513,6 +529,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
     :param cache_rules: the vCDN's cache rules (as for :func:`cache_config`): requests are
         spread over the caches by their cache key (``balance_key``), so the requests of
         one object go to one cache whatever else their query strings carry.
+    :param service: as for :func:`cache_config`.
     :param acme_challenges: the folder of ACME HTTP-01 answer files (one per token,
         :mod:`cdnaas.common.challenges`) the balancer answers
         ``/.well-known/acme-challenge/<token>`` from (``nginx-acme-challenge.conf.j2``);
@@ -542,7 +559,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=nginx_cache_rules(cache_rules).key,
+        balance_key=nginx_cache_rules(cache_rules).key, **delivery_values(service),
         acme_challenges=None if acme_challenges is None
         else _path("acme_challenges", acme_challenges).rstrip("/"))
     if https and https["certificate"] not in text:

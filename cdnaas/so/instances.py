@@ -9,13 +9,14 @@ import uuid
 
 from sqlalchemy import and_, or_, select
 
+from cdnaas import delivery
 from cdnaas.common import caching, clock, config, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity, pricing, states, tls
+from cdnaas.so import capacity, pricing, quotas, states, tls
 from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
 
@@ -46,6 +47,7 @@ def instance_view(instance, now=None):
             "regions": regions, "entry_point": instance.entry_point,
             **tls.view(instance.service, now or clock.now()),
             "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
+            **delivery.view(instance.service),
             "revision": instance.revision,
             "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
 
@@ -254,6 +256,7 @@ def create(database, tenant, body, now=None):
     origin, window, template, plugin = _accept(tenant, body, now)
     hostnames, bundle, managed = tls.accept(body, _hostname(tenant, body), now)
     rules = caching.stored_rules(body.get("cache_rules"))
+    options = delivery.accept(body)
     instance_id = str(uuid.uuid4())
     lead = dt.timedelta(seconds=config.setting("CDNAAS_DEPLOY_LEAD_SECONDS"))
     start_now = window[0] - lead <= now
@@ -265,10 +268,13 @@ def create(database, tenant, body, now=None):
             raise errors.Conflict(f"you already have a vCDN named {body['name']} ({clash}); "
                                   "pick another name or delete it first", field="name")
         tls.check_unclaimed(session, hostnames, instance_id, LIVE_STATES)
-        service = caching.with_rules(tls.record({}, hostnames, stored.keep(bundle) if bundle
-                                                else None, managed), rules)
+        quotas.lock_tenant(session, tenant)
+        quotas.check(session, tenant, {"vcdns": 1, "hostnames": len(hostnames)}, now)
+        service = caching.with_rules(tls.record(options, hostnames, stored.keep(bundle)
+                                                if bundle else None, managed), rules)
         sig = _plan(session, plugin, template, instance_id, _hostname(tenant, body), origin,
                     body["regions"], window, service=tls.sig_service(service))
+        quotas.check(session, tenant, {"vcpus_per_region": quotas.vcpus_per_region(sig)}, now)
         instance = Instance(
             id=instance_id, tenant=tenant, name=body["name"], flavor=template["flavor"],
             template_version=template["version"], origin=origin.url,
@@ -342,15 +348,19 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None,
                                          issued)
         if "cache_rules" in body:  # replaced whole
             service = caching.with_rules(service, caching.stored_rules(body["cache_rules"]))
+        service = delivery.accept(body, service)
         tls.check_unclaimed(session, tls.hostnames_of(service), instance.id, LIVE_STATES)
+        quotas.lock_tenant(session, instance.tenant)
         window = (start, change.lease_end)
         if change.replan:
             sig = _plan(session, plugin, template, instance.id, old_sig.hostname, change.origin,
                         change.regions, window, exclude_instance=instance.id,
                         service=tls.sig_service(service))
+            _check_growth(session, instance, old_sig, sig, service, now)
         else:
             sig = dataclasses.replace(old_sig, origin=change.origin,
                                       service=tls.sig_service(service))
+            _check_growth(session, instance, old_sig, sig, service, now)
             if change.lease_end > aware(instance.lease_end):
                 capacity.check_room(session, sig, *window, exclude_instance=instance.id)
         applies = instance.state == states.ACTIVE and sig.digest() != old_sig.digest()
@@ -374,6 +384,22 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None,
     if superseded and operation.state == states.COMPLETED:  # no SIG runs it any more
         tls.release(superseded, why=f"vCDN {instance_id} got a new certificate")
     return instance, operation
+
+
+def _check_growth(session, instance, old_sig, sig, service, now):
+    """Check the quotas a change of ``instance`` from ``old_sig`` to ``sig`` (with
+    ``service``) grows: only what it adds to counts, so a change never fails a quota
+    lowered below what the vCDN already holds unless it takes more."""
+    before, after = quotas.vcpus_per_region(old_sig), quotas.vcpus_per_region(sig)
+    grows = {}
+    hostnames = len(tls.hostnames_of(service))
+    if hostnames > len(tls.hostnames_of(instance.service)):
+        grows["hostnames"] = hostnames
+    grown = {region: vcpus for region, vcpus in after.items() if vcpus > before.get(region, 0)}
+    if grown:
+        grows["vcpus_per_region"] = grown
+    if grows:
+        quotas.check(session, instance.tenant, grows, now, exclude_instance=instance.id)
 
 
 def _load_flavor_version(instance):

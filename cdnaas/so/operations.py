@@ -31,6 +31,7 @@ import time
 
 from sqlalchemy import select
 
+from cdnaas import delivery
 from cdnaas.common import caching, clock, config, errors
 from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
@@ -561,8 +562,10 @@ class OperationRunner:
             abandoned = tls.superseded_ref(ServiceInstanceGraph.from_record(instance.sig),
                                            previous)
             instance.sig = operation.previous_sig
-            instance.service = caching.with_rules(tls.restored(instance.service, previous),
-                                                  previous.service.get("cache_rules")) or None
+            instance.service = delivery.restored(
+                caching.with_rules(tls.restored(instance.service, previous),
+                                   previous.service.get("cache_rules")),
+                previous.service) or None
             instance.regions = [{"name": r.name, "demand": r.demand, "quality": r.quality}
                                 for r in previous.regions]
             instance.origin = previous.origin.url

@@ -219,9 +219,25 @@ async function loadVcdns() {
   }
 }
 
+// What the operator lets this tenant hold, and what it holds now (GET /quotas).
+const QUOTA_LABELS = { vcdns: "vCDNs", vcpus_per_region: "vCPUs in a region",
+  hostnames: "custom hostnames", purges_per_hour: "purges this hour" };
+
+async function loadQuotas() {
+  let answer;
+  try {
+    answer = await api("GET", "/quotas");
+  } catch (error) {  // an operator has no quotas of its own
+    $("#quotas").textContent = "";
+    return;
+  }
+  $("#quotas").textContent = "Quotas: " + answer.quotas.map(
+    (q) => `${QUOTA_LABELS[q.name] || q.name} ${q.in_use} of ${q.limit}`).join(" · ");
+}
+
 function firstPage() {
   page = { markers: [null], next: null };
-  return loadVcdns().catch(showError);
+  return Promise.all([loadVcdns(), loadQuotas()]).catch(showError);
 }
 
 // -- one vCDN's detail: its facts, charts of its metrics, the Instance Manager's decisions ------

@@ -6,6 +6,7 @@ from the deployment as built and the new SIG, by name, so drivers only apply it.
 """
 import dataclasses
 
+from cdnaas import delivery
 from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 from cdnaas.ro.vim.base import Deployment, VnfInstance
 
@@ -55,3 +56,11 @@ def sig_change(deployment: Deployment, sig: ServiceInstanceGraph) -> SigChange:
         kept=kept,
         gone=[v for v in deployment.vnfs if v.name not in wanted],
         moved=[v for v in kept if (old[v.name].region, old[v.name].host) != (v.region, v.host)])
+
+
+def caches_reconfigured(previous: ServiceInstanceGraph, sig: ServiceInstanceGraph) -> bool:
+    """Whether going from ``previous`` to ``sig`` changes what every cache's config says:
+    the origin, the cache rules or a delivery option caches render."""
+    return (previous.origin != sig.origin
+            or previous.service.get("cache_rules") != sig.service.get("cache_rules")
+            or delivery.reconfigures(previous.service, sig.service, "cache"))

@@ -35,7 +35,7 @@ from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 PrerequisitesMissing, VimDriver, VimError, VnfHealth,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
                                 run_all, served_names)
-from cdnaas.ro.vim.changes import sig_change
+from cdnaas.ro.vim.changes import caches_reconfigured, sig_change
 from cdnaas.ro.vim.local import (cgroups, challenge_files, clients, loadgen, netns, network,
                                  processes, tls_files)
 from cdnaas.ro.vim.local.system import ip_batch, run
@@ -147,8 +147,7 @@ class LocalDriver(VimDriver):
         # the shield first: a cache reloaded before it would fetch from its old config (a
         # reshaped shield has its new one already)
         reconfigured = [v for v in change.kept_in("shield") if v not in shields] \
-            + change.kept_in("cache") if previous.origin != sig.origin or \
-            previous.service.get("cache_rules") != sig.service.get("cache_rules") else []
+            + change.kept_in("cache") if caches_reconfigured(previous, sig) else []
         reshaped = change.regions_changed or any(v.role == "dns" for v in change.moved)
         restarted = [] if reshaped or served_names(previous) == served_names(sig) \
             else sig.vnfs_in(role="dns")
@@ -724,7 +723,7 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
         planned_connections=vnfconfig.planned_connections(sig, vnf),
         max_files=processes.open_file_limit(), management_sources=_management_sources(address),
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=vnf.role == "shield", also_listen=also_listen)
+        shield=vnf.role == "shield", also_listen=also_listen, service=sig.service)
 
 
 def _lb_text(sig, vnf, address, members, prefix, bundle):
@@ -740,6 +739,7 @@ def _lb_text(sig, vnf, address, members, prefix, bundle):
                                server_names=served_names(sig),
                                tls=tls_files.write(prefix, bundle, HTTPS_PORT),
                                cache_rules=sig.service.get("cache_rules"),
+                               service=sig.service,
                                acme_challenges=challenge_files.folder(prefix)
                                if sig.service.get("managed_certificate") else None)
 

@@ -16,6 +16,7 @@ import hashlib
 
 from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 from cdnaas.ro.vim.base import DeploymentFailed, served_names
+from cdnaas.ro.vim.changes import caches_reconfigured
 
 #: the compute API microversion that lets a rebuild set new user-data
 MICROVERSION = "2.57"
@@ -48,9 +49,7 @@ def reconfigured(previous: ServiceInstanceGraph, sig: ServiceInstanceGraph) -> b
     rules or the served names. Only then are servers rebuilt: a new size alone (caches
     added to or removed from a region change their neighbours' planned connections)
     would empty caches just as the load changes, and waits for the next rebuild."""
-    return (previous.origin != sig.origin
-            or previous.service.get("cache_rules") != sig.service.get("cache_rules")
-            or served_names(previous) != served_names(sig))
+    return caches_reconfigured(previous, sig) or served_names(previous) != served_names(sig)
 
 
 def digest(user_data: str) -> str:

@@ -174,7 +174,8 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         daemon=False, planned_connections=vnfconfig.planned_connections(sig, vnf),
         user=NGINX_USER, management_sources=list(management) or [address],
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=shield, also_listen=list(also_listen), usage_log=not shield)
+        shield=shield, also_listen=list(also_listen), usage_log=not shield,
+        service=sig.service)
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
