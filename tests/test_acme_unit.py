@@ -6,11 +6,10 @@ import datetime as dt
 import pytest
 
 from cdnaas.common import certificates, challenges, errors
-from cdnaas.db import migrate
-from cdnaas.db.engine import Database
 from cdnaas.ro import vnfconfig
 from cdnaas.so import acme, tls
 from cdnaas.so.models import Instance
+from tests.support.databases import migrated
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TOKEN = "Zm9vYmFyYmF6cXV4X3Rva2VuXzEyMw"
@@ -48,11 +47,8 @@ def test_renewal_is_due_at_two_thirds_of_the_lifetime_or_when_names_change(monke
 
 @pytest.fixture
 def database(tmp_path):
-    url = f"sqlite:///{tmp_path / 'so.db'}"
-    migrate.upgrade("so", url)
-    database = Database(url)
-    yield database
-    database.dispose()
+    with migrated("so", f"sqlite:///{tmp_path / 'so.db'}") as found:
+        yield found
 
 
 def _add(database, cases):
