@@ -2,11 +2,13 @@
 RO takes, the body's managed certificate through a vCDN's changes, and the balancer's
 challenge location as nginx reads it."""
 import datetime as dt
+import stat
 
 import pytest
 
 from cdnaas.common import certificates, challenges, errors
 from cdnaas.ro import vnfconfig
+from cdnaas.ro.vim.local import challenge_files
 from cdnaas.so import acme, tls
 from cdnaas.so.models import Instance
 from tests.support.databases import migrated
@@ -156,3 +158,20 @@ def test_a_flavor_balancer_template_without_challenges_is_refused_for_a_managed_
     flavor = vnfconfig.FlavorConfig(template="plain-lb.conf.j2", folders=(str(tmp_path),))
     with pytest.raises(vnfconfig.ConfigError, match="nginx-acme-challenge.conf.j2"):
         _lb(tmp_path, flavor=flavor, acme_challenges=f"{tmp_path}/acme-challenge")
+
+
+def test_the_local_driver_writes_exactly_the_answers_it_is_given(tmp_path):
+    first, second = (f"{TOKEN}{i}" for i in (1, 2))
+    answers = [{"token": t, "key_authorization": f"{t}.{THUMBPRINT}"} for t in (first, second)]
+    challenge_files.write(tmp_path, answers)
+    folder = tmp_path / challenge_files.DIRECTORY
+    assert sorted(p.name for p in folder.iterdir()) == [first, second]
+    assert (folder / first).read_text() == f"{first}.{THUMBPRINT}"  # no newline
+    assert stat.S_IMODE((folder / first).stat().st_mode) == 0o644
+    challenge_files.write(tmp_path, answers[1:])
+    assert [p.name for p in folder.iterdir()] == [second]
+    with pytest.raises(errors.BadRequest):
+        challenge_files.write(tmp_path, [{"token": "../x" * 8, "key_authorization": "y"}])
+    assert [p.name for p in folder.iterdir()] == [second]  # a refusal changes nothing
+    challenge_files.write(tmp_path, [])
+    assert list(folder.iterdir()) == []
