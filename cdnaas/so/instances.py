@@ -37,19 +37,30 @@ def instance_view(instance, now=None):
     regions = []
     for requested in instance.regions:
         caches = sig.vnfs_in(requested["name"], "cache")
-        regions.append({**requested, "caches": len(caches), "vcpus": sum(c.vcpus for c in caches),
+        regions.append({**requested, "caches": len(caches),
+                        "cache_vcpus": sum(c.vcpus for c in caches),
+                        "vcpus": sum(v.vcpus for v in sig.vnfs_in(requested["name"])),
                         "load_balancer": endpoints.get(requested["name"])})
     return {"id": instance.id, "name": instance.name, "tenant": instance.tenant,
             "flavor": instance.flavor, "template_version": instance.template_version,
             "origin": instance.origin, "state": instance.state,
             "state_reason": instance.state_reason,
             "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
-            "regions": regions, "entry_point": instance.entry_point,
+            "regions": regions, "entry_point": _entry_point(instance, sig),
             **tls.view(instance.service, now or clock.now()),
             "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
             **delivery.view(instance.service),
             "revision": instance.revision,
             "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
+
+
+def _entry_point(instance, sig):
+    """RO's entry point of a deployed vCDN; before its deployment (SCHEDULED, DEPLOYING)
+    the hostname it was planned with, known at creation so that customers can set their
+    CNAMEs in advance, and no DNS servers yet (RO gives their addresses when it deploys)."""
+    if instance.entry_point is None and instance.state in (states.SCHEDULED, states.DEPLOYING):
+        return {"hostname": sig.hostname, "dns_servers": []}
+    return instance.entry_point
 
 
 def operation_view(operation):
@@ -243,8 +254,12 @@ def _accept(tenant, body, now):
     return origin, window, template, plugin
 
 
+#: the name a quote without one is planned under (only its SIG's hostname sees it)
+QUOTE_NAME = "quote"
+
+
 def _hostname(tenant, body):
-    return f"{body['name']}.{tenant}.{config.dns_domain()}"
+    return f"{body.get('name', QUOTE_NAME)}.{tenant}.{config.dns_domain()}"
 
 
 def create(database, tenant, body, now=None):

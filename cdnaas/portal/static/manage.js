@@ -4,7 +4,7 @@
 // 412 and the forms are filled again from the vCDN as it is now.
 "use strict";
 
-const MANAGED_FORMS = ["#change", "#tls", "#cache-rules"];
+const MANAGED_FORMS = ["#change", "#tls", "#cache-rules", "#delivery"];
 
 function formsTouched() {
   return MANAGED_FORMS.some((selector) => $(selector).dataset.touched === "yes");
@@ -15,6 +15,7 @@ function fillForms(vcdn) {
   fillChange(vcdn);
   fillTls(vcdn);
   fillCacheRules(vcdn);
+  fillDelivery(vcdn);
   fillUsageWindow(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
 }
@@ -246,4 +247,5 @@ function setUpManagement() {
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
+  setUpDelivery();
 }
