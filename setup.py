@@ -17,6 +17,7 @@ setup(
     include_package_data=True,
     install_requires=[
         "Flask>=3.0",
+        "Werkzeug>=3.0",  # the sample origin parses Range headers with it
         "waitress>=3.0",
         "SQLAlchemy>=2.0",
         "alembic>=1.13",

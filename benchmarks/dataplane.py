@@ -8,8 +8,10 @@ origin, access log off, open-file cache, large limits). wrk runs from a client n
 of the region through the driver's own load generator (:mod:`cdnaas.ro.vim.local.loadgen`:
 the measured VNF on the first CPU, wrk on the other), for each object of the sample origin
 (43 B, 73 KB, 435 KB, warmed first: every measured answer is a HIT, which the origin's
-fetch counts confirm) at each connection count, the targets taking turns (their order
-rotates each repetition):
+fetch counts confirm) and for ``range-1m``, 1 MiB byte ranges of a 100 MiB object (each
+request the same range, across two of our cache's 1 MiB slices, answered 206: the hand-
+tuned nginx keeps the object whole and cuts the range from it), at each connection count,
+the targets taking turns (their order rotates each repetition):
 
 - ``cache``: our cache direct;
 - ``reference``: the hand-tuned nginx direct;
@@ -29,7 +31,7 @@ the answers in flight (4.35 GB) can outgrow its TCP memory (``tcp_mem``, about 9
 RAM); a run that reaches it prunes and drops in every namespace, target or not.
 
     .venv/bin/python benchmarks/dataplane.py [--seconds 5] [--repetitions 3]
-        [--connections 100,1000,10000] [--objects small,chunk-low,chunk-hd]
+        [--connections 100,1000,10000] [--objects small,chunk-low,chunk-hd,range-1m]
 """
 import argparse
 import contextlib
@@ -52,6 +54,10 @@ from cdnaas.ro import vnfconfig  # noqa: E402
 from cdnaas.ro.vim.base import LoadTest  # noqa: E402
 from cdnaas.ro.vim.local import cgroups, clients, loadgen, network, processes  # noqa: E402
 
+#: what is measured per name of ``--objects``: ``(path, first byte, bytes)`` asked per
+#: request (first byte and bytes 0: the whole object)
+MEASURED = {**{name.rsplit("/", 1)[1]: (name, 0, 0) for name in OBJECTS},
+            "range-1m": ("/large/100m.bin", (50 << 20) + (512 << 10), 1 << 20)}
 REGION = "bench"
 CLIENT_PREFIX = "10.77.0.0/16"
 TARGETS = ("cache", "reference", "lb", "ref-lb")
@@ -228,11 +234,19 @@ def settle(*vnfs, timeout=60.0):
         time.sleep(0.5)
 
 
-def measure(deployment, target, path, connections, seconds):
-    seconds = run_seconds(seconds, connections, OBJECTS[path])
+def answer_bytes(name):
+    """The body bytes of one answer to the requests of ``name`` (:data:`MEASURED`)."""
+    path, _first, count = MEASURED[name]
+    return count or OBJECTS[path]
+
+
+def measure(deployment, target, name, connections, seconds):
+    path, first, count = MEASURED[name]
+    seconds = run_seconds(seconds, connections, answer_bytes(name))
     with tcp_memory_peak() as peak:
         report = loadgen.run(deployment, target, target.group,
-                             LoadTest("http", path, connections, seconds))
+                             LoadTest("http", path, connections, seconds,
+                                      range_start=first, range_bytes=count))
     cpu = report.target_cpu_seconds
     return {"rps": report.requests_per_second, "requests": report.requests,
             "errors": report.errors, "non_2xx": report.non_2xx, "cpu": cpu,
@@ -271,7 +285,8 @@ def report(results, objects, connection_counts):
             def per_target(count):
                 return "/".join(str(sum(count(run) for run in runs[name])) for name in TARGETS)
 
-            print(f"| {OBJECTS[path]:,} B | {connections:,} | {spread(ratios('cache', 'reference'))} | "
+            label = f"{answer_bytes(path):,} B" + (" range" if MEASURED[path][2] else "")
+            print(f"| {label} | {connections:,} | {spread(ratios('cache', 'reference'))} | "
                   f"{spread(ratios('reference', 'cache', 'us'))} | "
                   f"{median('cache', 'rps'):,.0f}, {median('reference', 'rps'):,.0f} | "
                   f"{spread(ratios('lb', 'cache'))} | "
@@ -298,13 +313,16 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--connections", default="100,1000,10000")
-    parser.add_argument("--objects", default="small,chunk-low,chunk-hd")
+    parser.add_argument("--objects", default="small,chunk-low,chunk-hd,range-1m")
     parser.add_argument("--targets", default=",".join(TARGETS))
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("the local driver needs root")
     connection_counts = [int(c) for c in args.connections.split(",")]
-    objects = [f"/objects/{name}" for name in args.objects.split(",")]
+    objects = args.objects.split(",")
+    unknown = sorted(set(objects) - set(MEASURED))
+    if unknown:
+        sys.exit(f"unknown objects {', '.join(unknown)}: choose from {', '.join(MEASURED)}")
     targets = args.targets.split(",")
     os.environ.setdefault("CDNAAS_STATE_DIR", tempfile.mkdtemp(prefix="cdnaas-bench-state-"))
     os.environ["CDNAAS_ORIGIN_ALLOW"] = "127.0.0.1"
@@ -349,7 +367,8 @@ def main(argv=None):
                                   f"non-2xx {run['non_2xx']}, {run['us']:.1f} CPU us/request, "
                                   f"kernel TCP memory at most {run['tcp_mb']:,} MB",
                                   flush=True)
-            misses = {p: origin.stats().get(p, 0) - fetched.get(p, 0) for p in objects}
+            misses = {MEASURED[p][0]: origin.stats().get(MEASURED[p][0], 0)
+                      - fetched.get(MEASURED[p][0], 0) for p in objects}
             for missing in set(TARGETS) - set(targets):  # not measured this time
                 for runs in results.values():
                     runs[missing] = [{"rps": 0, "requests": 0, "errors": 0, "non_2xx": 0,

@@ -17,7 +17,7 @@ UNIT_MODULES = {
     "test_compose", "test_dimensioning", "test_im_flavor", "test_im_policy", "test_im_power",
     "test_im_qoe", "test_models", "test_placement", "test_portal", "test_qoe_video_plugin",
     "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
-    "test_traffic_logs",
+    "test_traffic_logs", "test_webhook_units",
     "test_certificates", "test_ports", "test_acme_unit",
     "test_comforts_unit",
     "test_loadgen_agent",
@@ -35,6 +35,7 @@ SYSTEM_MODULES = {
     "test_tls", "test_acme",
     "test_local_update",
     "test_cache_rules", "test_purge", "test_origin_shield",
+    "test_ranges",
 }
 
 

@@ -65,14 +65,12 @@ def _add(database, cases):
                                  service=tls.record({}, ["a.example.com"], facts, managed)))
 
 
-def test_expiring_certificates_lists_live_vcdns_within_the_warning_days(database):
-    _add(database, [("fresh", "ACTIVE", 200, False), ("soon", "ACTIVE", 10, True),
-                    ("gone", "ACTIVE", -2, False), ("ended", "DELETED", 5, False),
-                    ("plain", "ACTIVE", None, False)])
-    with database.sessions() as session:
-        found = tls.expiring_certificates(session, NOW)
-    assert [(f["vcdn_id"], f["expiry_state"], f["days_left"], f["managed"]) for f in found] == \
-        [("gone", "expired", -2, False), ("soon", "expiring", 10, True)]
+def test_the_view_warns_from_the_first_expiry_reminder_on(monkeypatch):
+    monkeypatch.setenv("CDNAAS_CERT_EXPIRY_DAYS", "14,45,7")
+    service = {"tls": _facts(["a.example.com"], days=140, age_days=100)}  # 40 days left
+    assert tls.view(service, NOW)["tls"]["expiry_state"] == "expiring"
+    monkeypatch.setenv("CDNAAS_CERT_EXPIRY_DAYS", "30,14")
+    assert tls.view(service, NOW)["tls"]["expiry_state"] == "ok"
 
 
 def test_a_failed_order_is_retried_later_and_later_and_nothing_is_installed(database,

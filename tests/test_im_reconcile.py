@@ -127,6 +127,18 @@ def test_a_surge_is_met_by_a_scale_out_through_so_that_says_why(database):
     assert world.plant.true_mos("eu") >= 4.5
 
 
+def test_a_region_falling_below_its_quality_target_is_reported_to_so_once(database):
+    world = World(database, [("eu", 20000), ("us", 5000)], TWO_REGIONS)
+    world.run(3, eu=10000, us=3000)
+    assert world.plant.events == []  # at target: nothing to say
+    world.run(2, eu=40000, us=3000)  # the surge: below target for two passes, one event
+    [(kind, vcdn_id, data)] = world.plant.events
+    assert kind == "quality.below_target" and vcdn_id == world.plant.view()["id"]
+    assert data["region"] == "eu" and data["target_mos"] == 4.0
+    assert data["mos"] < 4.0 <= data["previous_mos"]
+    assert data["mos"] == pytest.approx(world.points("region", "eu")[-2].mos, abs=1e-3)
+
+
 def test_a_cache_failing_two_passes_is_healed_at_most_three_times_an_hour(database):
     world = World(database, [("eu", 20000), ("us", 5000)], TWO_REGIONS)
     world.run(2, eu=10000, us=3000)

@@ -1,13 +1,15 @@
 """The Instance Manager in a real five-process stack on the noop driver: viewers injected
 through the driver's load file are seen in the customer API's metrics, a surge is met by
 a scale out and a lull by a scale in (SO operations, decisions with their inputs), the
-views are tenant-scoped, operators see host power and marks, Prometheus has the gauges."""
+views are tenant-scoped, operators see host power and marks, Prometheus has the gauges,
+a region falling below its target is pushed to the tenant's webhook."""
 import pytest
 import requests
 
 from cdnaas_plugins.qoe_video.policy import DEFAULTS
 from tests.support.api import vcdn_body
 from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
+from tests.support.webhooks import Receiver, signed_by
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +96,9 @@ def test_operators_see_each_hosts_power_and_power_down_marks(stack):
 
 
 def test_the_operator_sees_every_tenants_quality_load_and_power(stack):
+    receiver = Receiver()  # acme's webhook hears of its region falling below target
+    hook = stack.acme.ok("POST", "/webhooks", 201, json={"url": receiver.url,
+                                                         "events": ["quality.below_target"]})
     ids = {}
     for tenant, name, region in (("acme", "watched", "eu-west"), ("globex", "elsewhere", "us-east")):
         client = getattr(stack, tenant)
@@ -123,3 +128,12 @@ def test_the_operator_sees_every_tenants_quality_load_and_power(stack):
     assert found["totals"]["regions_below_target"] >= 1
     assert found["totals"]["vcdns"] == len(found["vcdns"]) >= 2
     assert stack.acme.call("GET", "/quality").status_code == 403
+    try:
+        [event] = receiver.events(ids["acme"])
+        headers, body = receiver.last
+        assert signed_by(hook["secret"], headers, body)
+        assert event["type"] == "quality.below_target"
+        assert event["data"]["region"] == "eu-west" and event["data"]["target_mos"] == 4.0
+        assert event["data"]["mos"] < 4.0 and event["data"]["viewers"] == 16000
+    finally:
+        receiver.close()

@@ -75,6 +75,7 @@ GOOD = {"kind": "http", "path": "/objects/small", "connections": 10, "seconds": 
     ({"address": "10.0.1.10"}, "is outside"), ({"address": "127.0.0.1"}, "address"),
     ({"port": 0}, "port"), ({"port": 65536}, "port"), ({"chunk_seconds": 0}, "chunk_seconds"),
     ({"segments": 10 ** 9}, "segments"), ({"buffer_chunks": -1}, "buffer_chunks"),
+    ({"range_bytes": -1}, "range_bytes"), ({"range_start": "0-1\r\nX: y"}, "range_start"),
     ({"command": ["sh", "-c", "id"]}, "unknown field"), ({"--lua": "x"}, "unknown field"),
 ])
 def test_a_hostile_test_is_refused_naming_its_field(change, field):
@@ -91,9 +92,13 @@ def test_a_test_is_a_json_object():
 def test_a_checked_test_has_every_field_and_becomes_an_argument_list():
     test = loads.check(GOOD, TARGETS)
     assert test == {**GOOD, "seconds": 5.0, "chunk_seconds": 2.0, "segments": 300,
-                    "window_seconds": 16.0, "buffer_chunks": 2, "port": 80}
+                    "window_seconds": 16.0, "buffer_chunks": 2, "port": 80, "range_start": 0,
+                    "range_bytes": 0}
     assert loads.command(test) == ["wrk", "-t1", "-c10", "-d5s", "--timeout=10s", "--latency",
                                    "http://10.0.0.10:80/objects/small"]
+    ranged = loads.check({**GOOD, "range_start": 100, "range_bytes": 10}, TARGETS)
+    assert loads.command(ranged)[-3:] == ["-H", "Range: bytes=100-109",
+                                          "http://10.0.0.10:80/objects/small"]
     assert loads.timeout(test) == 5 + 2 + loads.GRACE_SECONDS
     ipv6 = loads.check({**GOOD, "address": "2001:db8::10", "port": 8080})
     assert loads.command(ipv6)[-1] == "http://[2001:db8::10]:8080/objects/small"

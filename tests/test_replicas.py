@@ -8,6 +8,7 @@ leases last ``LEASE`` s so that takeovers come quickly.
 """
 import concurrent.futures
 import datetime as dt
+import json
 import re
 import socket
 import threading
@@ -28,6 +29,7 @@ from tests.support import postgres
 from tests.support.api import populate, vcdn_body
 from tests.support.sigs import sample_sig
 from tests.support.stack import replicated_stack
+from tests.support.webhooks import Receiver, signed_by
 from tests.test_crash import wait_in_step  # the same wait: RO works on it inside that step
 from tests.test_so_retry import FakeRo, add_instance, wait_ended
 
@@ -115,6 +117,9 @@ def pass_times(stack, since):
 def test_two_replicas_pass_a_lifecycle_and_run_everything_once(stack):
     mode(stack, "round-robin")
     since = dt.datetime.now(dt.timezone.utc)
+    receiver = Receiver()  # both SOs' dispatchers share the outbox: each event sent once
+    hook = stack.acme.ok("POST", "/webhooks", 201, json={"url": receiver.url,
+                                                         "events": ["operation.ended"]})
     created = [create(stack, f"life-{i}") for i in range(4)]
     operations = [op for _vcdn, op in created]
     for _vcdn, op in created:
@@ -151,6 +156,16 @@ def test_two_replicas_pass_a_lifecycle_and_run_everything_once(stack):
             health = session.scalars(select(Action.outcome).where(
                 Action.instance_id == vcdn, Action.kind == "health")).all()
             assert health == ["healthy"], (vcdn, health)
+    try:
+        sent = [receiver.next() for _ in operations]
+        time.sleep(1.0)  # a few dispatcher passes more: nothing is sent twice
+        assert receiver.got.empty()
+        events = [json.loads(body) for _headers, body, _at in sent]
+        assert sorted(e["data"]["operation_id"] for e in events) == sorted(operations)
+        assert all(signed_by(hook["secret"], headers, body) for headers, body, _at in sent)
+    finally:
+        receiver.close()
+        stack.acme.ok("DELETE", f"/webhooks/{hook['id']}", 204)
 
 
 def test_only_one_ro_replica_takes_a_deployment(stack):

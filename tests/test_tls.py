@@ -313,7 +313,7 @@ def test_a_flavor_balancer_template_without_https_is_refused_for_a_vcdn_with_a_c
               "management_sources": ["127.0.0.1"],
               "flavor": vnfconfig.FlavorConfig(template="plain-lb.conf.j2",
                                                folders=(str(tmp_path),))}
-    assert "ssl" not in vnfconfig.lb_config(**values)  # HTTP only: fine
+    assert "ssl_certificate" not in vnfconfig.lb_config(**values)  # HTTP only: fine
     with pytest.raises(vnfconfig.ConfigError, match="nginx-lb-tls.conf.j2"):
         vnfconfig.lb_config(**values, tls={"port": 443, "certificate": f"{tmp_path}/c.crt",
                                            "key": f"{tmp_path}/c.key"})

@@ -33,7 +33,24 @@ def test_a_line_as_nginx_writes_it_is_a_record():
     assert record.export("eu-west") == {
         "time": "2026-01-01T00:00:00.123Z", "region": "eu-west", "status": 206,
         "bytes_sent": 1300, "body_bytes_sent": 1000, "request_time": 0.0, "cache_status": None,
-        "method": "GET", "uri": '/a?q="x"\\\x01', "client": "10.1.0.10"}
+        "method": "GET", "uri": '/a?q="x"\\\x01', "client": "10.1.0.10", "host": None,
+        "sni": None, "protocol": None, "tls_version": None, "user_agent": None, "referer": None}
+
+
+def test_a_line_with_the_requests_names_and_client_exports_them():
+    """(a line of a log written before these keys were, above, still parses)"""
+    record = traffic.parse_line(line(
+        h="cdn.shop.example", sni="cdn.shop.example", p="HTTP/2.0", tls="TLSv1.3",
+        ua='Mozilla/5.0 \\"quoted\\"', r="https://shop.example/page?x=1"))
+    exported = record.export("eu-west")
+    assert {k: exported[k] for k in ("host", "sni", "protocol", "tls_version", "user_agent",
+                                     "referer")} == {
+        "host": "cdn.shop.example", "sni": "cdn.shop.example", "protocol": "HTTP/2.0",
+        "tls_version": "TLSv1.3", "user_agent": 'Mozilla/5.0 \\"quoted\\"',
+        "referer": "https://shop.example/page?x=1"}
+    plain = traffic.parse_line(line(h="cdn.shop.example", sni="", p="HTTP/1.1", tls="",
+                                    ua="", r="")).export("eu-west")
+    assert plain["sni"] is None and plain["tls_version"] is None and plain["user_agent"] is None
 
 
 @pytest.mark.parametrize("hostile", [
@@ -49,6 +66,7 @@ def test_a_line_as_nginx_writes_it_is_a_record():
     line(rt=1e9),                                       # an absurd request time
     line(c=None), line(u=["/x"]), line(a={"x": 1}),     # wrong types
     line(extra="field"),                                # a key it never writes
+    line(ua=1), line(h=None), line(tls=["TLSv1.3"]),    # names that are not texts
     json.dumps({k: v for k, v in GOOD.items() if k != "a"}).encode(),  # a key missing
     line()[:-1] + b',"s":"500"}',                       # a key twice (an injected value)
     b'{"t":1,"s":"200","b":1,"bb":1,"rt":0,"c":"","m":"GET","u":"' + b"x" * (70 << 10)

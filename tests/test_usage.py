@@ -11,6 +11,7 @@
   included, nginx ``$bytes_sent``), its requests and hit ratio what their answers said,
   and the export holds the same records.
 """
+import contextlib
 import datetime as dt
 import json
 import os
@@ -37,6 +38,7 @@ from cdnaas.ro.vim import logfiles
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support.api import populate, vcdn_body
+from tests.support.certs import TestCA
 from tests.support.im import eventually
 from tests.support.sigs import sample_sig
 from tests.support.stack import running_stack
@@ -62,17 +64,18 @@ def fetch(address, port, path, host="vcdn.example", source=None):
 
 # -- a real balancer's log, read over HTTP ------------------------------------------------------
 
-@pytest.fixture
-def balancer(tmp_path, origin):
-    """A balancer VNF's nginx on loopback (its rendered config) in front of the sample
-    origin; yields ``(public port, management port, prefix)``."""
+@contextlib.contextmanager
+def running_balancer(tmp_path, origin, **options):
+    """A balancer VNF's nginx on loopback (its rendered config, ``options`` given to
+    :func:`vnfconfig.lb_config`) in front of the sample origin; yields ``(public port,
+    management port, prefix, nginx command)``."""
     public, management = free_loopback_ports(2)
     prefix = tmp_path / "lb"
     text = vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
                                listen_port=public, management_port=management,
                                members=[("origin", "127.0.0.1", origin.server_address[1])],
                                prefix_dir=str(prefix), management_sources=["127.0.0.1"],
-                               user="root" if ROOT else None)
+                               user="root" if ROOT else None, **options)
     vnfconfig.prepare_nginx_prefix(str(prefix))
     (prefix / "nginx.conf").write_text(text)
     nginx = vnfconfig.tool_path("nginx")
@@ -82,6 +85,12 @@ def balancer(tmp_path, origin):
         yield public, management, prefix, command
     finally:
         subprocess.run(command + ["-s", "quit"], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def balancer(tmp_path, origin):
+    with running_balancer(tmp_path, origin) as running:
+        yield running
 
 
 def read_all(management, position, expected, timeout=10):
@@ -131,6 +140,44 @@ def test_the_balancer_logs_each_request_and_the_reader_gets_each_once_across_rot
         time.sleep(2.5)
     assert logfiles.read("127.0.0.1", management, vnfconfig.USAGE_LOG_PATH,
                          last.position).lost is True
+
+
+def curl(*args):
+    """curl's answer's status (``-w %{http_code}``); the body is dropped."""
+    done = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
+                           "10", *args], capture_output=True, text=True, timeout=30, check=True)
+    return int(done.stdout)
+
+
+def test_the_log_names_host_sni_protocol_tls_version_agent_and_referer(tmp_path, origin):
+    name = "cdn.shop-example.com"
+    ca = TestCA()
+    issued = ca.issue([name])
+    (tmp_path / "chain.pem").write_text(issued.chain_pem)
+    (tmp_path / "key.pem").write_text(issued.key_pem)
+    (tmp_path / "ca.pem").write_text(ca.root_pem)
+    [tls_port] = free_loopback_ports(1)
+    tls = {"port": tls_port, "certificate": str(tmp_path / "chain.pem"),
+           "key": str(tmp_path / "key.pem")}
+    with running_balancer(tmp_path, origin, tls=tls, server_names=[name]) as running:
+        public, management = running[0], running[1]
+        https = ["--cacert", str(tmp_path / "ca.pem"), "--resolve", f"{name}:{tls_port}:127.0.0.1"]
+        assert curl("--http1.1", "-A", "viewer/1.0", "-e", "https://shop-example.com/a?b=1",
+                    "-H", f"Host: {name}", f"http://127.0.0.1:{public}/objects/small") == 200
+        assert curl(*https, "--http2", "-A", 'agent "two"', f"https://{name}:{tls_port}"
+                    "/objects/small") == 200
+        assert curl(*https, "--http1.1", "--tlsv1.2", "--tls-max", "1.2", "-A", "",
+                    f"https://{name}:{tls_port}/objects/chunk-low") == 200
+        records, _read = read_all(management, None, 3)
+    exported = [r.export("eu-west") for r in records]
+    keys = ("host", "sni", "protocol", "tls_version", "user_agent", "referer")
+    assert [tuple(e[k] for k in keys) for e in exported] == [
+        (name, None, "HTTP/1.1", None, "viewer/1.0", "https://shop-example.com/a?b=1"),
+        (name, name, "HTTP/2.0", "TLSv1.3", 'agent "two"', None),
+        (name, name, "HTTP/1.1", "TLSv1.2", None, None)]
+    # the usage figures read the same lines as before
+    assert [r.status for r in records] == [200, 200, 200] and all(r.bytes_sent > 0
+                                                                  for r in records)
 
 
 def test_the_log_is_served_only_on_the_management_listener_to_its_sources(balancer):
@@ -476,6 +523,10 @@ def test_the_bill_matches_the_bytes_viewers_received(local_stack, origin):
                 sorted((a["status"], a["bytes"], a["cache"]) for a in answers[region])
             assert {r["client"] for r in mine} == {"10.1.0.40" if region == "eu-west"
                                                    else "10.2.0.40"}
+            # the viewers' Host over plain HTTP/1.1, no agent or referer sent
+            assert {(r["host"], r["protocol"], r["sni"], r["tls_version"], r["user_agent"],
+                     r["referer"]) for r in mine} == {
+                (vcdn["entry_point"]["hostname"], "HTTP/1.1", None, None, None, None)}
         drawn = stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/traffic")
         assert sum(p["requests_per_second"] * drawn["step"] for s in drawn["regions"]
                    for p in s["points"]) == pytest.approx(after["total"]["requests"], abs=0.01)

@@ -250,3 +250,35 @@ def vcdn_access_log(vcdn_id):
 @blueprint.get("/operations/<operation_id>")
 def get_operation(operation_id):
     return vcdns.operation(g.caller, operation_id)
+
+
+def _tenant_filter():
+    """The tenant whose webhooks the caller sees (None: an operator sees every one)."""
+    return None if g.caller.is_operator else g.caller.tenant
+
+
+@blueprint.get("/webhooks")
+def list_webhooks():
+    return {"webhooks": SoClient().webhooks(_tenant_filter())}
+
+
+@blueprint.post("/webhooks")
+def create_webhook():
+    return SoClient().create_webhook(g.caller.tenant, request.get_json()), 201
+
+
+@blueprint.get("/webhooks/<webhook_id>")
+def get_webhook(webhook_id):
+    return SoClient().webhook(webhook_id, _tenant_filter())
+
+
+@blueprint.delete("/webhooks/<webhook_id>")
+def delete_webhook(webhook_id):
+    SoClient().delete_webhook(webhook_id, _tenant_filter())
+    return "", 204
+
+
+@blueprint.get("/webhooks/<webhook_id>/deliveries")
+def webhook_deliveries(webhook_id):
+    return {"deliveries": SoClient().webhook_deliveries(
+        webhook_id, _tenant_filter(), request.args.get("limit", type=int))}

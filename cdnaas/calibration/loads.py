@@ -35,6 +35,9 @@ _NUMBERS = {
     "window_seconds": (float, 0.5, MAX_SECONDS, 16.0),
     "buffer_chunks": (int, 1, 100, 2),
     "port": (int, 1, 65535, 80),
+    # http: each request asks bytes range_start.. of the object, range_bytes of them (0: all)
+    "range_start": (int, 0, 1 << 40, 0),
+    "range_bytes": (int, 0, 1 << 30, 0),
 }
 FIELDS = ("kind", "path", "address", *_NUMBERS)
 
@@ -110,7 +113,8 @@ def command(test, python=sys.executable, viewers_script=viewers.__file__):
     host = f"[{test['address']}]" if ":" in test["address"] else test["address"]
     if test["kind"] == "http":
         return wrk.command(f"http://{host}:{test['port']}{test['path']}", test["connections"],
-                           test["seconds"])
+                           test["seconds"], byte_range=(test["range_start"], test["range_bytes"])
+                           if test["range_bytes"] else None)
     return [python, viewers_script, "--address", test["address"], "--port", str(test["port"]),
             "--path", test["path"], "--viewers", str(test["connections"]),
             "--seconds", str(test["seconds"]), "--chunk-seconds", str(test["chunk_seconds"]),

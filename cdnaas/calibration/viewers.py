@@ -18,6 +18,13 @@ chunk every 2 s, no rate adaptation) and a DASH player's buffer:
   paper counts a terminated playout. An idle kept-alive connection the server closed
   is opened again, as browsers do.
 
+Byte-range sessions (``ranges``; ``--manifest`` on the command line): each segment is a
+``Range`` request into one media file, answered 206, as a DASH player of a ``SegmentList``
+of ``mediaRange`` attributes (or a ``SegmentBase`` whose index it has read) and an HLS
+player of an ``EXT-X-BYTERANGE`` playlist do; :func:`manifest_ranges` reads either
+manifest (the sample origin's ``/video/manifest-ranges.mpd`` and
+``/video/<quality>/media.m3u8``). Stalls are counted as for segment files.
+
 Per viewer and per window of ``window_seconds`` (from the start of the run) it reports
 ``[stalls, stalled seconds, longest stall, startup seconds or None, failed]``; a stall
 counts in the window where it began. :mod:`cdnaas.calibration.qoe` turns those into MOS.
@@ -31,13 +38,17 @@ the generator cost. Standard library only: a load-generator host runs it as
 import argparse
 import errno
 import heapq
+import http.client
 import json
 import random
+import re
 import resource
 import selectors
 import socket
 import sys
 import time
+import urllib.parse
+import xml.etree.ElementTree as ET
 
 TOOL = "cdnaas-viewers 1"
 #: exit status when the load asked for is beyond what this generator can simulate
@@ -63,11 +74,18 @@ class Viewer:
 
 
 class Simulation:
-    """``viewers`` players against ``address:port`` for ``seconds``; see the module doc."""
+    """``viewers`` players against ``address:port`` for ``seconds``; see the module doc.
+
+    :param path: the segments' path, ``{n}`` standing for the segment's number (from 1).
+    :param ranges: a byte-range session instead: ``(path, first byte, last byte)`` of each
+        segment (:func:`manifest_ranges`), ``segments`` their number.
+    """
 
     def __init__(self, address, port, path, viewers, seconds, chunk_seconds=2.0, segments=300,
                  window_seconds=16.0, buffer_chunks=2, request_timeout=20.0, host="calibration",
-                 seed=None):
+                 seed=None, ranges=None):
+        self.ranges = list(ranges) if ranges else None
+        segments = len(self.ranges) if self.ranges else segments
         self.address, self.port, self.path = address, port, path
         self.chunk, self.window, self.buffer_chunks = chunk_seconds, window_seconds, buffer_chunks
         self.segments, self.timeout, self.host = segments, request_timeout, host
@@ -140,7 +158,12 @@ class Simulation:
         self._send(viewer, now)
 
     def _send(self, viewer, now):
-        request = (f"GET {self.path.format(n=viewer.segment)} HTTP/1.1\r\nHost: {self.host}\r\n"
+        if self.ranges:
+            path, first, last = self.ranges[viewer.segment - 1]
+            asked = f"Range: bytes={first}-{last}\r\n"
+        else:
+            path, asked = self.path.format(n=viewer.segment), ""
+        request = (f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n{asked}"
                    "User-Agent: cdnaas-viewer\r\n\r\n").encode()
         try:
             viewer.sock.send(request)
@@ -190,7 +213,7 @@ class Simulation:
         status = int(head[0].split()[1]) if len(head[0].split()) > 1 else 0
         length = next((int(line.split(":", 1)[1]) for line in head[1:]
                        if line.lower().startswith("content-length:")), None)
-        if status != 200 or length is None:
+        if status != (206 if self.ranges else 200) or length is None:
             self.non_2xx += 1
             self._fail(viewer, now)
             return
@@ -296,6 +319,67 @@ class Simulation:
                              for w in viewer.windows] for viewer in self.viewers]}
 
 
+_MPD = "{urn:mpeg:dash:schema:mpd:2011}"
+_BYTERANGE = re.compile(r"#EXT-X-BYTERANGE:([0-9]+)(?:@([0-9]+))?")
+
+
+def manifest_ranges(text, path, representation="hd") -> list[tuple[str, int, int]]:
+    """``(path, first byte, last byte)`` of each segment a byte-range manifest lists.
+
+    :param text: a DASH MPD whose ``representation`` lists ``SegmentURL mediaRange`` attributes
+        of its ``BaseURL`` file, or an HLS media playlist of ``EXT-X-BYTERANGE`` tags.
+    :param path: where the manifest was fetched (relative URLs are resolved against it).
+    :raises ValueError: it lists no byte range.
+    """
+    if text.lstrip().startswith("#EXTM3U"):
+        ranges, following, pending = [], {}, None
+        for line in (line.strip() for line in text.splitlines()):
+            if _BYTERANGE.fullmatch(line):
+                pending = _BYTERANGE.fullmatch(line)
+            elif line and not line.startswith("#") and pending:
+                media = urllib.parse.urljoin(path, line)
+                # no offset: the range follows the previous one of the same file
+                first = following.get(media, 0) if pending[2] is None else int(pending[2])
+                ranges.append((media, first, first + int(pending[1]) - 1))
+                following[media], pending = first + int(pending[1]), None
+    else:
+        root = ET.fromstring(text)
+        base = urllib.parse.urljoin(path, root.findtext(f"{_MPD}BaseURL", ""))
+        chosen = next((r for r in root.iter(f"{_MPD}Representation")
+                       if r.get("id") == representation), None)
+        ranges = []
+        if chosen is not None:
+            media = urllib.parse.urljoin(base, chosen.findtext(f"{_MPD}BaseURL", ""))
+            for segment in chosen.iter(f"{_MPD}SegmentURL"):
+                first, _, last = (segment.get("mediaRange") or "-").partition("-")
+                ranges.append((urllib.parse.urljoin(media, segment.get("media") or ""),
+                               int(first), int(last)))
+    if not ranges:
+        raise ValueError(f"the manifest {path} lists no byte range"
+                         + ("" if text.lstrip().startswith("#") else
+                            f" for representation {representation}"))
+    return ranges
+
+
+def fetch_manifest(address, port, path, host="calibration", timeout=10.0) -> str:
+    """The manifest at ``path`` of ``address:port`` (one GET).
+
+    :raises OSError: it could not be fetched (a status other than 200 included).
+    """
+    connection = http.client.HTTPConnection(address, port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers={"Host": host})
+        answer = connection.getresponse()
+        body = answer.read()
+    except http.client.HTTPException as exc:
+        raise OSError(f"cannot fetch the manifest {path}: {exc}") from exc
+    finally:
+        connection.close()
+    if answer.status != 200:
+        raise OSError(f"the manifest {path} answered HTTP {answer.status}")
+    return body.decode("utf-8")
+
+
 def _percentile(ordered, p):
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
 
@@ -334,12 +418,17 @@ def main(argv=None):
     parser.add_argument("--window-seconds", type=float, default=16.0)
     parser.add_argument("--buffer-chunks", type=int, default=2)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--manifest", help="play byte ranges of one file: the path of a DASH "
+                        "MPD (SegmentURL mediaRange) or an HLS playlist (EXT-X-BYTERANGE)")
+    parser.add_argument("--representation", default="hd", help="the MPD's representation")
     args = parser.parse_args(argv)
+    ranges = manifest_ranges(fetch_manifest(args.address, args.port, args.manifest),
+                             args.manifest, args.representation) if args.manifest else None
     try:
         report = Simulation(args.address, args.port, args.path, args.viewers, args.seconds,
                             chunk_seconds=args.chunk_seconds, segments=args.segments,
                             window_seconds=args.window_seconds, buffer_chunks=args.buffer_chunks,
-                            seed=args.seed).run()
+                            seed=args.seed, ranges=ranges).run()
     except LimitReached as exc:
         sys.stderr.write(f"generator limit: {exc}\n")
         sys.exit(LIMIT_STATUS)

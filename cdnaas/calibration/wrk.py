@@ -17,10 +17,13 @@ _ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), ti
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
 
 
-def command(url, connections, seconds, threads=1, timeout_seconds=10):
-    """The wrk command line of one measurement."""
+def command(url, connections, seconds, threads=1, timeout_seconds=10, byte_range=None):
+    """The wrk command line of one measurement; ``byte_range``: ``(first byte, bytes)``
+    every request asks of the object (``Range``), None: the whole object."""
+    asked = [] if byte_range is None else \
+        ["-H", f"Range: bytes={byte_range[0]}-{byte_range[0] + byte_range[1] - 1}"]
     return ["wrk", f"-t{threads}", f"-c{max(connections, threads)}", f"-d{max(1, round(seconds))}s",
-            f"--timeout={timeout_seconds}s", "--latency", url]
+            f"--timeout={timeout_seconds}s", "--latency", *asked, url]
 
 
 @functools.cache

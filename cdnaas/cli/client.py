@@ -141,6 +141,24 @@ class ApiClient(JsonClient):
     def revoke_token(self, tenant, token_id):
         return self.delete(f"/api/v1/tenants/{tenant}/tokens/{token_id}")
 
+    # webhooks
+    def webhooks(self):
+        return self.get("/api/v1/webhooks")["webhooks"]
+
+    def create_webhook(self, url, events, description=None):
+        """Register a webhook; the answer holds its secret, this once."""
+        body = {"url": url, "events": list(events)}
+        if description:
+            body["description"] = description
+        return self.post("/api/v1/webhooks", json=body)
+
+    def delete_webhook(self, webhook_id):
+        return self.delete(f"/api/v1/webhooks/{webhook_id}")
+
+    def webhook_deliveries(self, webhook_id, limit=None):
+        return self.get(f"/api/v1/webhooks/{webhook_id}/deliveries",
+                        params={"limit": limit} if limit else None)["deliveries"]
+
     # vCDNs and operations
     def vcdns(self, state=None, name=None, include_deleted=False):
         """Every vCDN the filters keep (all pages), oldest first."""

@@ -194,6 +194,7 @@ def db_upgrade():
 
     from cdnaas.db import migrate
     from cdnaas.ro import secrets
+    from cdnaas.so import webhooks
 
     try:
         migrate.upgrade_all()
@@ -203,6 +204,7 @@ def db_upgrade():
     output.note(f"migrated {', '.join(migrated)}")
     output.note(f"service key: {service_auth.ensure_key()}")
     output.note(f"secret key (RO, tenants' TLS keys): {secrets.ensure_key()}")
+    output.note(f"webhook key (SO, webhook signing secrets): {webhooks.ensure_key()}")
 
 
 @cli.group()
@@ -260,7 +262,7 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, calibrate, demo, image, local, quota_commands
+    from cdnaas.cli import api_commands, calibrate, demo, image, local, quota_commands, webhook
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
@@ -269,6 +271,7 @@ def _register_commands():
     cli.add_command(local.local)
     cli.add_command(image.image)
     cli.add_command(calibrate.calibrate)
+    cli.add_command(webhook.webhook)
 
 
 _register_commands()

@@ -148,6 +148,38 @@ class SoClient(JsonClient):
     def operation(self, operation_id):
         return self.get(f"/so/v1/operations/{operation_id}")
 
+    # webhooks (cdnaas.so.webhooks); ``tenant``: only that tenant's (None: any)
+    def webhooks(self, tenant=None):
+        """The webhooks (secrets masked)."""
+        return self.get("/so/v1/webhooks", params={"tenant": tenant} if tenant else None)["webhooks"]
+
+    def create_webhook(self, tenant, body):
+        """Register ``body`` (``WebhookCreate``) for ``tenant``; the answer holds the secret,
+        this once."""
+        return self.post("/so/v1/webhooks", json={"tenant": tenant, "webhook": body})
+
+    def webhook(self, webhook_id, tenant=None):
+        return self.get(f"/so/v1/webhooks/{webhook_id}",
+                        params={"tenant": tenant} if tenant else None)
+
+    def delete_webhook(self, webhook_id, tenant=None):
+        return self.delete(f"/so/v1/webhooks/{webhook_id}",
+                           params={"tenant": tenant} if tenant else None)
+
+    def webhook_deliveries(self, webhook_id, tenant=None, limit=None):
+        """The webhook's delivery log, newest first, each delivery with its attempts."""
+        params = {k: v for k, v in (("tenant", tenant), ("limit", limit)) if v is not None}
+        return self.get(f"/so/v1/webhooks/{webhook_id}/deliveries",
+                        params=params or None)["deliveries"]
+
+    def emit_event(self, kind, vcdn_id, data, dedupe_key=None):
+        """Put an event about ``vcdn_id`` in its tenant's webhook outbox; returns
+        ``{"deliveries": n}``."""
+        body = {"type": kind, "vcdn_id": vcdn_id, "data": data}
+        if dedupe_key:
+            body["dedupe_key"] = dedupe_key
+        return self.post("/so/v1/events", json=body)
+
 
     def quotas(self, tenant):
         """The tenant's limits with what it uses (:func:`cdnaas.so.quotas.view`)."""

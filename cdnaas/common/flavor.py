@@ -73,7 +73,11 @@ class PlanRequest:
     service: dict = dataclasses.field(default_factory=dict)
 
     def graph(self, vnfs) -> ServiceInstanceGraph:
-        """The SIG of this request made of the placed ``vnfs``."""
+        """The SIG of this request made of the placed ``vnfs``, serving :attr:`service`
+        and the template's ``slice_size`` (where it says one)."""
+        service = dict(self.service)
+        if "slice_size" in self.template:
+            service["slice_size"] = self.template["slice_size"]
         return ServiceInstanceGraph(
             vcdn_id=self.vcdn_id, flavor=self.template["flavor"],
             template_version=self.template["version"], hostname=self.hostname,
@@ -81,7 +85,7 @@ class PlanRequest:
             regions=[RegionPlan(name=r.name, zone=r.zone, vim_region=r.vim_region,
                                 client_prefixes=list(r.client_prefixes), demand=r.demand,
                                 quality=dict(r.quality)) for r in self.regions],
-            vnfs=list(vnfs), service=dict(self.service), plugin=self.template.get("plugin"))
+            vnfs=list(vnfs), service=service, plugin=self.template.get("plugin"))
 
 
 class InsufficientCapacity(Exception):

@@ -139,8 +139,22 @@ DECLARED = (
             "lifetime after which SO renews it (0 to 1)", "so"),
     Setting("CDNAAS_ACME_TIMEOUT", "number", 90.0, "seconds an ACME order may take, from "
             "ordering to the issued certificate", "so"),
-    Setting("CDNAAS_CERTIFICATE_WARNING_DAYS", "integer", 30, "a vCDN's certificate with "
-            "fewer days left than this shows the expiry state `expiring`", "so"),
+    Setting("CDNAAS_WEBHOOK_KEY_FILE", "text", None, "SO's key (Fernet) encrypting webhook "
+            "signing secrets at rest (made by `cdnaas db upgrade` and SO); SO replicas share "
+            "it", "so", default_text="`<state dir>/webhooks.key`"),
+    Setting("CDNAAS_WEBHOOK_INTERVAL", "number", 1.0, "seconds between SO's looks for "
+            "webhook deliveries due and reminders (certificates, leases) to send", "so"),
+    Setting("CDNAAS_WEBHOOK_ATTEMPTS", "integer", 6, "attempts of one webhook delivery "
+            "before it is given up (FAILED)", "so"),
+    Setting("CDNAAS_WEBHOOK_BACKOFF_SECONDS", "number", 120.0, "wait before a delivery's "
+            "second attempt, doubled before each next one (6 attempts: about an hour)", "so"),
+    Setting("CDNAAS_WEBHOOK_TIMEOUT", "number", 10.0, "seconds one delivery attempt waits "
+            "for the receiver's answer", "so"),
+    Setting("CDNAAS_WEBHOOK_LOG_DAYS", "number", 30.0, "how long SO keeps deliveries that "
+            "ended (delivered or given up) and their attempts: the delivery log", "so"),
+    Setting("CDNAAS_CERT_EXPIRY_DAYS", "list", ["30", "14", "7", "1"], "days before a "
+            "certificate's end at which `certificate.expiring` is sent; the vCDN's view shows "
+            "the expiry state `expiring` from the largest on", "so"),
     Setting("CDNAAS_QUOTA_VCDNS", "integer", 100, "a tenant's vCDNs (not DELETED or FAILED), "
             "unless the operator set another default or the tenant's own quota", "so"),
     Setting("CDNAAS_QUOTA_VCPUS_PER_REGION", "integer", 1024, "vCPUs a tenant's vCDNs may "

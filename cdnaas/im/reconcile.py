@@ -42,7 +42,7 @@ from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
 from cdnaas.im import (decisions, figures, flavors, gauges, healing, hosts, inventory, monitoring,
-                       policy_hook, power, qoe, series, usage)
+                       policy_hook, power, qoe, quality_events, series, usage)
 from cdnaas.im.rapl import RaplMeter
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
         measured[meter.host] = watts
     host_points, host_power = _power(database, seen, hosts_now, measured, now)
     _close_histories(seen, now)
+    quality_events.report(so, seen)
     with database.transaction() as session:
         series.write(session, now, [p for s in seen for p in s.points] + host_points)
         series.purge(session, now)

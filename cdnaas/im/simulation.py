@@ -86,6 +86,7 @@ class Plant:
         self._power_until = {}
         self.enabled = {h.name: True for h in hosts}
         self.power_log = []
+        self.events = []  # what the IM reported to SO's webhook outbox: (type, vcdn id, data)
         self.sig = sig
         self.serving = sig  # what serves while an operation runs
         self.hosts = {h.name: h for h in hosts}
@@ -290,6 +291,10 @@ class _So:
 
     def heal(self, _instance_id, vnf, reason=None):
         return self.plant.heal(vnf, reason)
+
+    def emit_event(self, kind, vcdn_id, data, dedupe_key=None):  # pylint: disable=unused-argument
+        self.plant.events.append((kind, vcdn_id, data))
+        return {"deliveries": 0}
 
 
 class _Ro:

@@ -14,11 +14,17 @@ management side only) serves three things for this module (:mod:`cdnaas.ro.vnfco
   next fetch is a MISS even where ``open_file_cache`` still holds the deleted file open
   (tests/test_purge.py checks it).
 - ``KEYS_LOG_PATH``: the cache's keys log, one JSON line ``{"u": decoded path, "a":
-  raw query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``).
-  Every object enters a cache that way, so the log names every object it may hold. The
-  module cannot purge by wildcard: a prefix is purged by listing the keys log's paths
-  under it and purging each (re-encoded, with its query string as received: the
-  rewrite then gives the logged ``$uri`` and ``$args`` back). The log is written
+  raw query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``),
+  with, from a cache that slices, ``"s"`` its slice size and ``"c"`` the origin's
+  ``Content-Range`` (the object's size). Every object enters a cache that way, so the
+  log names every object it may hold. The module cannot purge by wildcard: a prefix is
+  purged by listing the keys log's paths under it and purging each (re-encoded, with
+  its query string as received: the rewrite then gives the logged ``$uri`` and
+  ``$args`` back). A cache that slices keeps an object as slices of one key each: a
+  purge of the object is one purge per slice of the largest size logged for its path,
+  each naming its slice's range in :data:`~cdnaas.ro.vnfconfig.PURGE_SLICE_HEADER`
+  (an object logged without a size: its first slice; one never logged: its unsliced
+  key, as a cache that does not slice keeps it). The log is written
   unbuffered (one write per origin fetch, much cheaper than the fetch), so an object
   fetched just before the purge is listed; one whose fetch is still in flight when the
   log is read is logged after, and holds what the origin answered after the purge was
@@ -35,10 +41,13 @@ operator's management network) uses this module as it is.
 import http.client
 import json
 import logging
+import math
+import re
 import socket
 import time
 import urllib.parse
 
+from cdnaas.common import errors, slicing
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import CACHES_STEP, CacheResult, VimError, no_progress, run_all
 
@@ -53,7 +62,10 @@ TIMEOUT = 30.0
 CONNECT_TIMEOUT = 5.0
 #: the largest keys log read for a prefix purge
 MAX_KEYS_LOG_BYTES = 256 << 20
+#: the most slices one object's purge names (a 64 GiB object of 512k slices)
+MAX_SLICES = 1 << 17
 _CHUNK = 1 << 16
+_OBJECT_SIZE = re.compile(r"bytes (?:[0-9]+-[0-9]+|\*)/([0-9]{1,20})")
 _NOT_SENDABLE = bytes(range(0x21)) + b"\x7f"
 
 
@@ -73,22 +85,26 @@ class _Kept:
         return getattr(self._reader, name)
 
 
-def exchange(address, port, targets, on_answer):
+def exchange(address, port, targets, on_answer, headers=None):
     """GET each of ``targets`` (request targets, bytes) from ``address:port``, pipelined
     :data:`BATCH` at a time per connection; ``on_answer(target, response)`` is called
     with each answer in order, its body still to read (what is left is drained).
 
+    :param headers: per target, more header lines to send (bytes, each ending in CRLF);
+        None: none.
     :raises VimError: the listener could not be reached or broke off.
     """
     where = f"{address}:{port}"
+    headers = headers or [b""] * len(targets)
     for start in range(0, len(targets), BATCH):
         batch = targets[start:start + BATCH]
         try:
             with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT) as sock, \
                     sock.makefile("rb") as reader:
                 sock.settimeout(TIMEOUT)
-                sock.sendall(b"".join(b"GET " + target + b" HTTP/1.1\r\nHost: cdnaas\r\n\r\n"
-                                      for target in batch))
+                sock.sendall(b"".join(b"GET " + target + b" HTTP/1.1\r\nHost: cdnaas\r\n" + more
+                                      + b"\r\n"
+                                      for target, more in zip(batch, headers[start:])))
                 for target in batch:
                     response = http.client.HTTPResponse(_Kept(reader), method="GET")
                     response.begin()
@@ -100,47 +116,59 @@ def exchange(address, port, targets, on_answer):
                            f"{type(exc).__name__}: {exc}") from exc
 
 
-def logged_keys(address, port, prefixes) -> list[bytes]:
-    """The purge targets of the objects under ``prefixes`` (decoded paths starting with
-    one) the cache's keys log names, each once.
+def logged_objects(address, port, prefixes) -> tuple[dict, dict]:
+    """What the cache's keys log names: ``({purge target: decoded path}`` of the objects
+    under ``prefixes``, each once, ``{decoded path: (slice bytes, largest size or None)}``
+    of every path logged by a cache that slices``)``.
 
     :raises VimError: the log could not be read, or is larger than :data:`MAX_KEYS_LOG_BYTES`.
     """
     wanted = tuple(urllib.parse.unquote_to_bytes(p) for p in prefixes)
     connection = http.client.HTTPConnection(address, port, timeout=CONNECT_TIMEOUT)
-    targets = {}
+    targets, sliced = {}, {}
     try:
         connection.connect()
         connection.sock.settimeout(TIMEOUT)
         connection.request("GET", vnfconfig.KEYS_LOG_PATH)
         response = connection.getresponse()
         if response.status == 404:
-            return []
+            return {}, {}
         size = int(response.getheader("Content-Length") or 0)
         if response.status != 200 or size > MAX_KEYS_LOG_BYTES:
             raise VimError(f"the keys log of {address} answered HTTP {response.status} with "
                            f"{size} bytes (at most {MAX_KEYS_LOG_BYTES} are read)")
         for line in response:
-            path, query = _key(line)
-            if path is not None and path.startswith(wanted):
+            path, query, slices = _key(line)
+            if path is None:
+                continue
+            if slices is not None:
+                known = sliced.get(path, (0, None))[1]
+                sliced[path] = slices[0], max(known or 0, slices[1] or 0) or None
+            if path.startswith(wanted):
                 target = _purge_target(path, query)
                 if target is not None:
-                    targets[target] = None
+                    targets[target] = path
     except (OSError, http.client.HTTPException) as exc:
         raise VimError(f"cannot read the keys log of {address}: {exc}") from exc
     finally:
         connection.close()
-    return list(targets)
+    return targets, sliced
 
 
 def _key(line):
-    """``(decoded path, raw query)`` bytes of a keys log line, ``(None, None)`` if torn."""
+    """``(decoded path, raw query, (slice bytes, object size or None) or None)`` of a keys
+    log line (the last None where the cache does not slice), ``(None, None, None)`` if
+    torn."""
     try:
         entry = json.loads(line.decode("utf-8", "surrogateescape"))
-        return (entry["u"].encode("utf-8", "surrogateescape"),
-                entry["a"].encode("utf-8", "surrogateescape"))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None, None
+        path, query = (entry["u"].encode("utf-8", "surrogateescape"),
+                       entry["a"].encode("utf-8", "surrogateescape"))
+        if not entry.get("s"):
+            return path, query, None
+        size = _OBJECT_SIZE.fullmatch(entry.get("c") or "")
+        return path, query, (slicing.slice_bytes(entry["s"]), int(size[1]) if size else None)
+    except (ValueError, KeyError, TypeError, AttributeError, errors.BadRequest):
+        return None, None, None
 
 
 def _purge_target(path, query):
@@ -154,20 +182,50 @@ def _purge_target(path, query):
 
 def invalidate(address, paths, prefixes, port=vnfconfig.MANAGEMENT_PORT):
     """Purge ``paths`` and every logged object under ``prefixes`` from the cache at
-    ``address``; return ``(purge requests, objects removed)``.
+    ``address``, each object slice by slice where the cache slices; return ``(objects
+    purged, objects removed)`` (removed: at least one of its slices was cached).
 
-    :raises VimError: the cache did not answer each purge with 200 or 404.
+    :raises VimError: the cache did not answer each purge with 200 or 404, or an object
+        has more than :data:`MAX_SLICES` slices.
     """
-    targets = {vnfconfig.PURGE_PATH.encode() + p.encode(): None for p in paths}
-    if prefixes:
-        targets.update(dict.fromkeys(logged_keys(address, port, prefixes)))
-    statuses = []
-    exchange(address, port, list(targets), lambda _t, answer: statuses.append(answer.status))
+    objects, sliced = logged_objects(address, port, prefixes)
+    for path in paths:
+        decoded = urllib.parse.unquote_to_bytes(path.split("?", 1)[0])
+        objects.setdefault(vnfconfig.PURGE_PATH.encode() + path.encode(), decoded)
+    targets, headers = [], []
+    for target, path in objects.items():
+        for first, last in _slices(*sliced.get(path, (None, None))):
+            targets.append(target)
+            headers.append(b"" if first is None else
+                           f"{vnfconfig.PURGE_SLICE_HEADER}: bytes={first}-{last}\r\n".encode())
+    statuses, removed = [], set()
+
+    def answered(target, answer):
+        statuses.append(answer.status)
+        if answer.status == 200:
+            removed.add(target)
+    exchange(address, port, targets, answered, headers)
     refused = sorted({s for s in statuses if s not in (200, 404)})
     if refused:
         raise VimError(f"the cache at {address} answered purges with HTTP "
                        f"{', '.join(map(str, refused))}")
-    return len(targets), statuses.count(200)
+    return len(objects), len(removed)
+
+
+def _slices(slice_bytes, size):
+    """``(first, last)`` byte of each slice of an object of ``size`` bytes kept in slices
+    of ``slice_bytes`` (no size: its first slice); ``[(None, None)]`` where the cache
+    does not slice (``slice_bytes`` None).
+
+    :raises VimError: more than :data:`MAX_SLICES` slices.
+    """
+    if slice_bytes is None:
+        return [(None, None)]
+    count = max(1, math.ceil((size or 0) / slice_bytes))
+    if count > MAX_SLICES:
+        raise VimError(f"an object of {size} bytes has {count} slices of {slice_bytes} "
+                       f"bytes, more than the {MAX_SLICES} one purge names")
+    return [(k * slice_bytes, (k + 1) * slice_bytes - 1) for k in range(count)]
 
 
 def prefetch(address, paths, port=vnfconfig.MANAGEMENT_PORT):

@@ -15,16 +15,15 @@ where the material itself lives is the driver's :class:`SecretBackend`
 Nothing here logs or answers key material.
 """
 import abc
-import functools
 import json
 import logging
 import uuid
 from pathlib import Path
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import InvalidToken
 from sqlalchemy import select
 
-from cdnaas.common import certificates, config, errors, service_auth
+from cdnaas.common import certificates, errors, keyfiles
 from cdnaas.common.timeutil import isoformat
 from cdnaas.ro.models import ACTIVE, DEPLOYING, UPDATING, DeploymentRecord, SecretRecord, utcnow
 from cdnaas.ro.vim.base import VimError
@@ -37,22 +36,13 @@ USING = (ACTIVE, DEPLOYING, UPDATING)
 
 def key_file() -> Path:
     """Path of RO's secret key file (``CDNAAS_SECRET_KEY_FILE`` or the state dir's)."""
-    explicit = config.setting("CDNAAS_SECRET_KEY_FILE")
-    return Path(explicit) if explicit else config.state_path() / "secrets.key"
+    return keyfiles.path_of("CDNAAS_SECRET_KEY_FILE", "secrets.key")
 
 
 def ensure_key(path=None) -> Path:
     """Create the secret key file (one Fernet key, mode 0600) unless it exists; return its
     path. Safe when several processes start at once."""
-    return service_auth.ensure_private_file(Path(path or key_file()),
-                                            lambda: Fernet.generate_key().decode("ascii"))
-
-
-@functools.lru_cache(maxsize=8)
-def _fernet_of(path, _mtime_ns):
-    """The Fernet of the key file ``path`` as it was at that modification time (read once,
-    again when the file is replaced)."""
-    return Fernet(Path(path).read_text(encoding="ascii").split()[0])
+    return keyfiles.ensure(path or key_file())
 
 
 class SecretBackend(abc.ABC):
@@ -90,8 +80,7 @@ class FernetBackend(SecretBackend):
         self.path = path
 
     def _fernet(self):
-        path = Path(self.path or key_file())
-        return _fernet_of(str(path), path.stat().st_mtime_ns)
+        return keyfiles.fernet(self.path or key_file())
 
     def put(self, ref, owner, bundle):
         plain = json.dumps({"certificate": bundle.certificate, "private_key": bundle.private_key})

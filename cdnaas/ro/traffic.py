@@ -11,9 +11,13 @@ logs every viewer request as one JSON line (``templates/nginx-usage-log.conf.j2`
 ``t`` the time the request ended (epoch seconds with milliseconds), ``s`` the status,
 ``b`` the bytes sent to the viewer (status line, headers and body: what it received),
 ``bb`` the body bytes, ``rt`` the request time in seconds, ``c`` the serving cache's
-``X-Cache-Status``, ``m``/``u``/``a`` method, URI and client address. A line that is not
-exactly that (cut, not UTF-8 where it must be, too long, a key twice or missing, a value
-of another type) is skipped and counted, never trusted in part.
+``X-Cache-Status``, ``m``/``u``/``a`` method, URI and client address. Lines carry as
+well (logs written before they did still parse without them) ``h`` the Host name,
+``sni`` the TLS SNI name, ``p`` the protocol (``HTTP/1.1``, ``HTTP/2.0``), ``tls`` the TLS
+version (``TLSv1.3``; empty over plain HTTP), ``ua`` the user agent and ``r`` the
+referer. A line that is not exactly that (cut, not UTF-8 where it must be, too long, a
+key twice, missing or unknown, a value of another type) is skipped and counted, never
+trusted in part.
 
 A **cursor** is the readers' positions (``{balancer: LogPosition}``) as base64url JSON:
 opaque to its holder, checked here when it comes back.
@@ -39,6 +43,9 @@ MISSES = frozenset({"MISS", "EXPIRED", "BYPASS"})
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 _KEYS = {"t": (int, float), "s": str, "b": int, "bb": int, "rt": (int, float), "c": str,
          "m": str, "u": str, "a": str}
+#: keys of the request's names and client, each a text, in lines since they were logged
+_DETAILS = {"h": "host", "sni": "sni", "p": "protocol", "tls": "tls_version",
+            "ua": "user_agent", "r": "referer"}
 _STATUS = re.compile(r"[0-9]{3}")
 _LOG_NAME = re.compile(r"[A-Za-z0-9_.-]{0,64}")
 _VNF_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -59,14 +66,22 @@ class Record:
     method: str
     uri: str
     client: str
+    host: str = ""
+    sni: str = ""
+    protocol: str = ""
+    tls_version: str = ""
+    user_agent: str = ""
+    referer: str = ""
 
     def export(self, region):
-        """The record as the access-log export writes it (one JSON object)."""
+        """The record as the access-log export writes it (one JSON object; what the log
+        left empty is null)."""
         return {"time": _time_text(self.time), "region": region, "status": self.status,
                 "bytes_sent": self.bytes_sent,
                 "body_bytes_sent": self.body_bytes_sent, "request_time": self.request_time,
                 "cache_status": self.cache_status or None, "method": self.method,
-                "uri": self.uri, "client": self.client}
+                "uri": self.uri, "client": self.client,
+                **{name: getattr(self, name) or None for name in _DETAILS.values()}}
 
 
 def _time_text(seconds):
@@ -93,11 +108,14 @@ def parse_line(line: bytes) -> Record | None:
         fields = json.loads(line.decode("utf-8", "replace"), object_pairs_hook=_no_duplicates)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(fields, dict) or set(fields) != set(_KEYS):
+    if not isinstance(fields, dict) or not set(_KEYS) <= set(fields) <= set(_KEYS) | \
+            set(_DETAILS):
         return None
     for key, kinds in _KEYS.items():
         if isinstance(fields[key], bool) or not isinstance(fields[key], kinds):
             return None
+    if not all(isinstance(fields.get(key, ""), str) for key in _DETAILS):
+        return None
     if not _STATUS.fullmatch(fields["s"]) or fields["b"] < 0 or fields["bb"] < 0 \
             or fields["bb"] > fields["b"] or not 0 <= fields["t"] < _LATEST \
             or not 0 <= fields["rt"] < 1e7:
@@ -105,7 +123,8 @@ def parse_line(line: bytes) -> Record | None:
     return Record(time=float(fields["t"]), status=int(fields["s"]), bytes_sent=fields["b"],
                   body_bytes_sent=fields["bb"], request_time=float(fields["rt"]),
                   cache_status=fields["c"], method=fields["m"], uri=fields["u"],
-                  client=fields["a"])
+                  client=fields["a"],
+                  **{name: fields.get(key, "") for key, name in _DETAILS.items()})
 
 
 def parse(data: bytes) -> tuple[list[Record], int]:

@@ -39,7 +39,7 @@ from pathlib import Path
 import jinja2
 
 from cdnaas import delivery
-from cdnaas.common import caching, challenges, config, errors, plugins
+from cdnaas.common import caching, challenges, config, errors, plugins, slicing
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import origins, responses
 
@@ -76,6 +76,10 @@ RESPONSE_RULES_MARK = "# The vCDN's response rules."
 #: Where a cache's management listener serves its keys log: one JSON line per object
 #: fetched from the origin, ``{"u": decoded path, "a": raw query string}`` (cdnaas.ro.purge).
 KEYS_LOG_PATH = "/cdnaas/keys.log"
+#: The request header a purge of one slice of an object names the slice with (its
+#: ``Range``: ``bytes=<start>-<end>``), to the management listener of a cache that slices
+#: (:mod:`cdnaas.ro.purge`).
+PURGE_SLICE_HEADER = "X-Cdnaas-Slice"
 
 # Whole-string patterns (used with fullmatch: ``$`` would let a trailing newline through).
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -428,6 +432,30 @@ def nginx_cache_rules(rules: dict | None, paths: list = ()) -> CacheRules:
                       ignore_cache_control=rules["origin_cache_control"] == "ignore")
 
 
+def keyed_by_slice(key: str, variable: str) -> str:
+    """The cache key ``key`` (a :class:`CacheRules` key) of one slice of an object, the
+    slice's range given by the nginx ``variable`` (``$slice_range`` where the cache
+    fetches, the purge header where it purges): always last and always ``bytes=N-M``, so
+    no two objects' slices share a key."""
+    if not re.fullmatch(r"\$[a-z_]{1,64}", variable):
+        _refuse("slice variable", variable, "is not an nginx variable like $slice_range")
+    return f'"{key.strip(chr(34))}{variable}"'
+
+
+def nginx_slice_size(value) -> str:
+    """``value`` (a SIG's ``service.slice_size``; None: :data:`cdnaas.common.slicing.DEFAULT`)
+    checked again (:func:`cdnaas.common.slicing.slice_bytes`).
+
+    :raises ConfigError: it is refused (named, with the reason).
+    """
+    value = slicing.DEFAULT if value is None else value
+    try:
+        slicing.slice_bytes(value)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+    return value
+
+
 def delivery_values(service: dict | None, role: str | None = None) -> dict:
     """The vCDN's delivery options (a SIG's ``service``; :mod:`cdnaas.delivery`) checked
     again and put in the templates' terms: one variable per option (those the configs of
@@ -503,7 +531,12 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         (``usage.log``, served at :data:`USAGE_LOG_PATH` on the management listener):
         where the balancer is not ours (Octavia's).
     :param service: the SIG's ``service``, whose delivery options the template gets
-        (:func:`delivery_values`); None: the defaults. Where its ``origins`` ask for it
+        (:func:`delivery_values`) and whose ``slice_size`` is the size of the slices the
+        cache fetches and keeps objects in (None:
+        :data:`cdnaas.common.slicing.DEFAULT`; :func:`nginx_slice_size`), rendered as
+        ``slice_size`` with the keys that name a slice: ``cache_key`` (the rules' key and
+        ``$slice_range``) and ``purge_slice_key`` (the rules' key and the
+        :data:`PURGE_SLICE_HEADER` of a purge); None: the defaults. Where its ``origins`` ask for it
         (:mod:`cdnaas.delivery.origins`) and the cache is not ``behind_shield``, the
         cache's misses go through a fetch server of its own (``origin_fetch``,
         :data:`FETCH_PORT`) that sends the origins' headers and Host and fails over.
@@ -534,6 +567,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     workers = _int("workers", workers, 1, 64)
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, max_files=max_files)
+    rules = nginx_cache_rules(cache_rules, options["origins"]["paths"])
     text = render_flavored(
         CACHE_TEMPLATE, flavor, name=_name("name", name), limits=limits,
         **_listeners(listen_address, listen_port, management_port, management_sources),
@@ -544,7 +578,9 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_max_size_mb=_int("cache_max_size_mb", cache_max_size_mb, 1, 1 << 24),
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
-        cache_rules=nginx_cache_rules(cache_rules, options["origins"]["paths"]),
+        cache_rules=rules, slice_size=nginx_slice_size((service or {}).get("slice_size")),
+        cache_key=keyed_by_slice(rules.key, "$slice_range"),
+        purge_slice_key=keyed_by_slice(rules.key, _header_variable(PURGE_SLICE_HEADER)),
         purge_path=PURGE_PATH, prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH,
         purge_module_file=PURGE_MODULE,
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
@@ -928,6 +964,11 @@ def _host_header(scheme, host, port):
     if port == {"http": 80, "https": 443}[scheme]:
         return f"[{host}]" if ":" in host else host
     return _host_port(host, port)
+
+
+def _header_variable(header):
+    """nginx's variable of request header ``header`` (``$http_x_cdnaas_slice``)."""
+    return "$http_" + header.lower().replace("-", "_")
 
 
 def _host_port(address, port):

@@ -15,7 +15,7 @@ import tempfile
 
 import jinja2
 
-from cdnaas.common import errors, plugins
+from cdnaas.common import errors, plugins, slicing
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin, RegionPlan, ServiceInstanceGraph, Vnf
 from cdnaas.ro import vnfconfig
@@ -40,6 +40,10 @@ def installed_plugin(document):
 def config_problems(document, plugin):
     """Every problem of ``document``'s config templates: ``[{field, problem}]``, each
     field like ``vnfs.cache.config_templates[0]``."""
+    try:
+        slicing.slice_bytes(document.get("slice_size", slicing.DEFAULT))
+    except errors.BadRequest as exc:
+        return [{"field": exc.field, "problem": exc.message}]
     sig = sample_sig(document)
     folders = (plugin.templates_folder(), vnfconfig.TEMPLATES_DIR)
     problems = []
@@ -94,7 +98,8 @@ def sample_sig(document):
         regions=[RegionPlan(name=SAMPLE_REGION, zone=None, vim_region=None,
                             client_prefixes=["10.0.0.0/8"], demand=1000,
                             quality={"min_mos": 4.0})],
-        vnfs=vnfs, plugin=document["plugin"])
+        vnfs=vnfs, plugin=document["plugin"],
+        service={"slice_size": document["slice_size"]} if "slice_size" in document else {})
 
 
 def _file_problem(name, folders):
@@ -115,7 +120,8 @@ def _check_cache(sig, vnf):
             text = vnfconfig.cache_config(
                 name=vnf.name, workers=vnf.vcpus, listen_address="127.0.0.1", listen_port=port,
                 management_port=management, origin=origin, origin_address="127.0.0.1",
-                prefix_dir=prefix, management_sources=["127.0.0.1"], flavor=flavor)
+                prefix_dir=prefix, management_sources=["127.0.0.1"], flavor=flavor,
+                service=sig.service)
             vnfconfig.check_nginx(text, prefix)
 
 

@@ -16,7 +16,7 @@ from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionReques
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity, pricing, quotas, states, tls
+from cdnaas.so import capacity, pricing, quotas, states, tls, webhooks
 from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
 
@@ -469,6 +469,7 @@ def _cancel_scheduled(session, instance, operation):
     instance.state, instance.state_reason = "DELETED", "cancelled before the lease started"
     operation.state = "COMPLETED"
     operation.steps = [{**s, "state": "SKIPPED"} for s in operation.steps]
+    webhooks.operation_ended(session, instance.tenant, operation)
 
 
 def _owned(session, instance_id, tenant, lock=False):

@@ -2,7 +2,8 @@
 vCDN instances and their operations."""
 import datetime as dt
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from cdnaas.common.timeutil import utcnow
@@ -104,6 +105,61 @@ class Operation(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
                                                     onupdate=utcnow)
+
+
+class Webhook(Base):
+    """An endpoint of a tenant's to which events are pushed (:mod:`cdnaas.so.webhooks`)."""
+
+    __tablename__ = "so_webhooks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63), index=True)
+    url: Mapped[str] = mapped_column(String(2048))
+    events: Mapped[list] = mapped_column(JSON)  # the event types it is sent
+    description: Mapped[str] = mapped_column(String(200), default="")
+    #: the signing secret, encrypted with the SO's webhook key (Fernet)
+    secret: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WebhookDelivery(Base):
+    """The outbox: one event to be sent (or sent) to one webhook, with its retries."""
+
+    __tablename__ = "so_webhook_deliveries"
+    __table_args__ = (UniqueConstraint("webhook_id", "dedupe_key", name="uq_so_webhook_dedupe"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    webhook_id: Mapped[str] = mapped_column(ForeignKey("so_webhooks.id", ondelete="CASCADE"),
+                                            index=True)
+    event_id: Mapped[str] = mapped_column(String(36), index=True)
+    type: Mapped[str] = mapped_column(String(40))
+    #: the event's JSON body exactly as every attempt sends it
+    body: Mapped[dict] = mapped_column(JSON)
+    #: what makes a periodic event (a reminder) happen once per webhook; null: none
+    dedupe_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)  # PENDING, DELIVERED, FAILED
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    #: when the next attempt is due (while one runs: when its claim lapses); null once ended
+    next_attempt_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                nullable=True, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WebhookAttempt(Base):
+    """One attempt of a delivery, as the customer's delivery log shows it."""
+
+    __tablename__ = "so_webhook_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(
+        ForeignKey("so_webhook_deliveries.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    next_attempt_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                nullable=True)
 
 
 class Quota(Base):

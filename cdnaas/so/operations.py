@@ -37,7 +37,7 @@ from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, utcnow
 from cdnaas.db import leases
-from cdnaas.so import capacity, tls
+from cdnaas.so import capacity, tls, webhooks
 from cdnaas.so import states as S
 from cdnaas.so.models import Instance, Operation
 
@@ -579,7 +579,8 @@ class OperationRunner:
 
     def _finish(self, operation_id, state, error, instance_state):
         """End the operation in ``state``; the instance goes to ``instance_state`` (None:
-        left as it is, as a cache operation leaves it)."""
+        left as it is, as a cache operation leaves it). Its ``operation.ended`` event is
+        put in the webhook outbox in the same transaction."""
         with self._claimed(operation_id) as session:
             operation = session.get(Operation, operation_id)
             operation.state, operation.error = state, error
@@ -589,10 +590,11 @@ class OperationRunner:
                 if step["state"] in S.OPEN:
                     step["state"] = S.COMPLETED if state == S.COMPLETED else S.FAILED
             operation.steps = steps
+            instance = session.get(Instance, operation.instance_id)
+            webhooks.operation_ended(session, instance.tenant, operation)  # with its end
             if instance_state is None:
                 LOG.info("operation %s %s: %s", operation_id, state, error or "ok")
                 return
-            instance = session.get(Instance, operation.instance_id)
             instance.state = instance_state
             if error:
                 instance.state_reason = error

@@ -16,8 +16,8 @@ for the hostnames from the operator's ACME CA once the vCDN is ACTIVE and renews
 (:mod:`cdnaas.so.acme`); ``managed_certificate`` is recorded in ``service`` (and the SIG:
 the balancers answer ACME challenges) and the issued certificate is then recorded as an
 uploaded one. The view tells how many days a certificate has left and warns
-(``expiry_state: expiring``) within ``CDNAAS_CERTIFICATE_WARNING_DAYS``;
-:func:`expiring_certificates` lists those of every live vCDN.
+(``expiry_state: expiring``) from the first ``certificate.expiring`` reminder on
+(:func:`warning_days`).
 """
 import contextlib
 import logging
@@ -27,7 +27,6 @@ from sqlalchemy import select
 from cdnaas.common import certificates, config, errors
 from cdnaas.common.clients import RoClient
 from cdnaas.common.validation import HOSTNAME, MAX_HOSTNAME
-from cdnaas.so import states
 from cdnaas.so.models import Instance
 
 LOG = logging.getLogger(__name__)
@@ -67,30 +66,14 @@ def view(service, now):
     return {"hostnames": hostnames, "managed_certificate": managed_of(service),
             "tls": None if tls is None else {
                 "hostnames": hostnames, **{k: tls.get(k) for k in VIEW_TLS_KEYS},
-                **certificates.expiry(tls["not_after"], now,
-                                      config.setting("CDNAAS_CERTIFICATE_WARNING_DAYS"))}}
+                **certificates.expiry(tls["not_after"], now, warning_days())}}
 
 
-def expiring_certificates(session, now):
-    """The certificates of live vCDNs (ACTIVE, UPDATING, SCHEDULED) that are within
-    ``CDNAAS_CERTIFICATE_WARNING_DAYS`` of their end, or past it, at ``now``, soonest
-    first: ``[{vcdn_id, tenant, name, managed, fingerprint_sha256, not_after, days_left,
-    expiry_state}]`` (for a warning to the tenant; a managed one is renewed by SO before
-    it gets there unless its renewals fail)."""
-    found = []
-    for instance in session.scalars(select(Instance).where(
-            Instance.state.in_((states.ACTIVE, states.UPDATING, states.SCHEDULED)))):
-        tls = tls_of(instance.service)
-        if tls is None:
-            continue
-        state = certificates.expiry(tls["not_after"], now,
-                                    config.setting("CDNAAS_CERTIFICATE_WARNING_DAYS"))
-        if state["expiry_state"] != "ok":
-            found.append({"vcdn_id": instance.id, "tenant": instance.tenant,
-                          "name": instance.name, "managed": managed_of(instance.service),
-                          "fingerprint_sha256": tls["fingerprint_sha256"],
-                          "not_after": tls["not_after"], **state})
-    return sorted(found, key=lambda item: item["not_after"])
+def warning_days():
+    """Days before its end from which a certificate shows the expiry state ``expiring``:
+    the first ``certificate.expiring`` reminder's (the largest of
+    ``CDNAAS_CERT_EXPIRY_DAYS``, :mod:`cdnaas.so.reminders`)."""
+    return max(float(days) for days in config.setting("CDNAAS_CERT_EXPIRY_DAYS"))
 
 
 def sig_service(service):

@@ -1,7 +1,8 @@
 """HTTP views of the Service Orchestrator (thin: logic lives in the modules they call)."""
 from flask import Blueprint, current_app, request
 
-from cdnaas.so import cache_ops, catalogue, elasticity, instances, pricing, quotas, states
+from cdnaas.so import (cache_ops, catalogue, elasticity, instances, pricing, quotas, states,
+                       webhooks)
 
 blueprint = Blueprint("so", __name__, url_prefix="/so/v1")
 
@@ -187,6 +188,49 @@ def list_operations(instance_id):
 def get_operation(operation_id):
     with _db().sessions() as session:
         return instances.operation_view(instances.get_operation(session, operation_id))
+
+
+@blueprint.get("/webhooks")
+def list_webhooks():
+    with _db().sessions() as session:
+        return {"webhooks": webhooks.list_(session, request.args.get("tenant"))}
+
+
+@blueprint.post("/webhooks")
+def create_webhook():
+    body = request.get_json()
+    with _db().transaction() as session:
+        return webhooks.create(session, body["tenant"], body["webhook"]), 201
+
+
+@blueprint.get("/webhooks/<webhook_id>")
+def get_webhook(webhook_id):
+    with _db().sessions() as session:
+        return webhooks.view(webhooks.owned(session, webhook_id, request.args.get("tenant")))
+
+
+@blueprint.delete("/webhooks/<webhook_id>")
+def delete_webhook(webhook_id):
+    with _db().transaction() as session:
+        webhooks.delete(session, webhook_id, request.args.get("tenant"))
+    return "", 204
+
+
+@blueprint.get("/webhooks/<webhook_id>/deliveries")
+def webhook_deliveries(webhook_id):
+    with _db().sessions() as session:
+        return {"deliveries": webhooks.deliveries(session, webhook_id, request.args.get("tenant"),
+                                                  request.args.get("limit", type=int))}
+
+
+@blueprint.post("/events")
+def emit_event():
+    body = request.get_json()
+    with _db().transaction() as session:
+        instance = instances.get_instance(session, body["vcdn_id"])
+        made = webhooks.emit(session, instance.tenant, body["type"], instance.id, body["data"],
+                             dedupe_key=body.get("dedupe_key"))
+    return {"deliveries": made}, 202
 
 
 @blueprint.get("/quotas/defaults")

@@ -90,6 +90,7 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
         "CDNAAS_TOKEN": None,
         "CDNAAS_SERVICE_KEY_FILE": None,  # the stack makes its own key in its state dir
         "CDNAAS_SECRET_KEY_FILE": None,  # and RO its secret key
+        "CDNAAS_WEBHOOK_KEY_FILE": None,  # and SO its webhook key
         "CDNAAS_LOG_LEVEL": "INFO",
     })
     env.update(extra_env or {})
@@ -218,6 +219,8 @@ def replicated_stack(database_url, tmp_path, extra_env=None, services=config.SER
                    "CDNAAS_ORIGIN_ALLOW": "127.0.0.1",
                    "CDNAAS_CONFIG": str(state_dir / "cli-config.yaml"), "CDNAAS_TOKEN": None,
                    "CDNAAS_SERVICE_KEY_FILE": str(first_dir / "service.key"),
+                   # SO replicas sign with secrets any of them may have sealed
+                   "CDNAAS_WEBHOOK_KEY_FILE": str(first_dir / "webhooks.key"),
                    "CDNAAS_LOG_LEVEL": "INFO", "CDNAAS_REPLICA_NAME": None}
             for svc in config.SERVICES:  # every peer by its one address
                 proxy = proxies.get(svc)

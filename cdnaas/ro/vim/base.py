@@ -237,6 +237,8 @@ class LoadTest:
         playing it, with ``buffer_chunks`` chunks of buffer (QoE).
     :param seconds: how long the load runs (viewers: after their staggered start).
     :param window_seconds: viewers' playback is reported per window of this length.
+    :param range_start, range_bytes: ``http``: every request asks ``range_bytes`` bytes of
+        ``path`` from byte ``range_start`` (a ``Range``, answered 206); 0 bytes: all of it.
     """
 
     kind: str
@@ -247,6 +249,8 @@ class LoadTest:
     segments: int = 300
     window_seconds: float = 16.0
     buffer_chunks: int = 2
+    range_start: int = 0
+    range_bytes: int = 0
 
 
 @dataclasses.dataclass
