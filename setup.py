@@ -34,6 +34,9 @@ setup(
         "scipy>=1.11",
         "openstacksdk>=4.0",
         "cryptography>=42",
+        # ACME (RFC 8555) client of certbot, for managed certificates (cdnaas.so.acme)
+        "acme>=2.0",
+        "josepy>=1.13",
     ],
     extras_require={
         # pytest 9.2 keeps node ids where pytest-xdist 3.8 cannot suffix them, so

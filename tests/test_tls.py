@@ -7,10 +7,7 @@ files, and nothing of it is left once the vCDN ends."""
 import hashlib
 import json
 import os
-import socket
-import ssl
 import stat
-import threading
 import time
 
 import pytest
@@ -19,24 +16,17 @@ from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
 from cdnaas.common.clients import RoClient, SoClient
-from cdnaas.ro.vim.local import clients, netns
-from cdnaas.ro.vim.local.system import run
+from cdnaas.ro.vim.local import clients
 from tests.support.api import populate, vcdn_body
 from tests.support.certs import TestCA, key_marker, pem_key, rsa_key
+from tests.support.https_loop import PATH, RequestLoop, https_get, served_fingerprint
 from tests.support.stack import running_stack
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
 
 NAMES = ["cdn.shop-example.com", "img.shop-example.com"]
-PATH = "/objects/chunk-low"
 #: the rotation's request loop: at most this many requests, for at most this long
 LOOP_REQUESTS, LOOP_SECONDS = 400, 20.0
-#: curl's exit code when the server ended the HTTP/2 connection before the request's
-#: stream was processed: an nginx worker leaving on a graceful reload closes a connection
-#: that has no stream yet with GOAWAY, unread HEADERS and all (measured: about 1 in 250
-#: requests across 20 reloads with 4 clients); the request was not processed and a
-#: client retries it (RFC 9113 6.8), as browsers do
-GOAWAY_REFUSED = "16"
 
 
 @pytest.fixture(scope="module")
@@ -56,29 +46,6 @@ def _body(name, origin, issued, hostnames=NAMES):
     return vcdn_body(name, origin=f"http://127.0.0.1:{origin.server_address[1]}",
                      hostnames=hostnames,
                      certificate={"certificate": issued.chain_pem, "private_key": issued.key_pem})
-
-
-def _served_fingerprint(namespace, address, name, ca_pem):
-    """SHA-256 of the certificate the balancer at ``address`` serves for ``name``, verified
-    against ``ca_pem`` (from a viewer's namespace)."""
-    context = ssl.create_default_context(cadata=ca_pem)
-    with netns.entered(namespace):
-        raw = socket.create_connection((address, 443), timeout=5)
-    with context.wrap_socket(raw, server_hostname=name) as tls:
-        return hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()
-
-
-def _https(viewer, name, balancer, cafile, timeout=10):
-    """``(HTTP version, status, body, curl's exit code and error)`` of one HTTP/2 GET of
-    ``name`` pinned to ``balancer`` (curl ``--http2`` verifying against ``cafile``)."""
-    out = run(["curl", "-s", "--http2", "--cacert", str(cafile), "--max-time", str(timeout),
-               "--resolve", f"{name}:443:{balancer}", "-o", "-",
-               "-w", "\n%{http_version} %{http_code} %{exitcode} %{errormsg}",
-               f"https://{name}{PATH}"],
-              check=False, timeout=timeout + 5, binary=True, namespace=viewer.namespace)
-    body, _, tail = out.rpartition(b"\n")
-    version, status, code, error = (tail.decode("ascii", "replace").split(" ", 3) + [""] * 4)[:4]
-    return version, int(status) if status.isdigit() else 0, body, f"{code} {error}"
 
 
 def _secrets(stack, vcdn_id):
@@ -104,27 +71,15 @@ def test_https_on_custom_names_with_rotation_that_drops_nothing(stack, origin, c
     with clients.client(vcdn["id"], "eu-west", "10.1.0.40") as viewer:
         for name in NAMES + [entry["hostname"]]:  # every name, through the vCDN's DNS
             assert viewer.resolve(entry["dns_servers"][0], name) == [balancer], name
-        version, status, body, _error = _https(viewer, NAMES[0], balancer, cafile)
+        version, status, body, _error = https_get(viewer, NAMES[0], balancer, cafile)
         assert (version, status) == ("2", 200) and body == expected
         assert viewer.fetch(f"http://{NAMES[1]}{PATH}", resolve=(NAMES[1], balancer))[0] == 200
-        assert _served_fingerprint(viewer.namespace, balancer, NAMES[0],
+        assert served_fingerprint(viewer.namespace, balancer, NAMES[0],
                                    ca.root_pem) == first.fingerprint
         old_ref = _secrets(stack, vcdn["id"])[0]["ref"]
 
-        outcomes, retried, stop = [], [], threading.Event()
-
-        def loop():  # HTTP/2 requests back to back, across the rotation
-            deadline = time.monotonic() + LOOP_SECONDS
-            while not stop.is_set() and len(outcomes) < LOOP_REQUESTS \
-                    and time.monotonic() < deadline:
-                version, status, _body, error = _https(viewer, NAMES[1], balancer, cafile)
-                if error.startswith(f"{GOAWAY_REFUSED} "):  # not processed: retried, as
-                    retried.append(error)                  # browsers do (RFC 9113 6.8)
-                    version, status, _body, error = _https(viewer, NAMES[1], balancer, cafile)
-                outcomes.append((version, status, error))
-        worker = threading.Thread(target=loop)
-        worker.start()
-        try:
+        with RequestLoop(viewer, NAMES[1], balancer, cafile, LOOP_REQUESTS,
+                         LOOP_SECONDS) as loop:  # across the rotation
             time.sleep(0.5)
             started = time.monotonic()
             patched = stack.acme.ok("PATCH", f"/vcdns/{vcdn['id']}", 202, json={"certificate": {
@@ -133,16 +88,13 @@ def test_https_on_custom_names_with_rotation_that_drops_nothing(stack, origin, c
             assert operation["state"] == "COMPLETED", operation
             rotation = time.monotonic() - started
             time.sleep(1.0)
-        finally:
-            stop.set()
-            worker.join()
-        failed = [o for o in outcomes if o[:2] != ("2", 200)]
-        print(f"rotation: {rotation:.2f} s from PATCH to COMPLETED; {len(outcomes)} HTTP/2 "
-              f"requests across it, {len(failed)} failed, {len(retried)} refused by an old "
-              "worker's GOAWAY and retried")
-        assert len(outcomes) >= 10 and failed == [], (len(outcomes), failed[:5])
+        print(f"rotation: {rotation:.2f} s from PATCH to COMPLETED; {len(loop.outcomes)} "
+              f"HTTP/2 requests across it, {len(loop.failed)} failed, {len(loop.retried)} "
+              "refused by an old worker's GOAWAY and retried")
+        assert len(loop.outcomes) >= 10 and loop.failed == [], \
+            (len(loop.outcomes), loop.failed[:5])
         deadline = time.monotonic() + 5  # the reload is signalled: the master takes a moment
-        while _served_fingerprint(viewer.namespace, balancer, NAMES[1],
+        while served_fingerprint(viewer.namespace, balancer, NAMES[1],
                                   ca.root_pem) != second.fingerprint:
             assert time.monotonic() < deadline, "the balancer still serves the old certificate"
             time.sleep(0.1)
@@ -299,7 +251,7 @@ def test_ro_refuses_a_key_that_is_not_the_certificates(stack, ca):
     assert key_marker(stranger) not in response.text
 
 
-def test_the_cli_leases_rotates_and_shows_https(stack, origin, ca, tmp_path):
+def test_the_cli_leases_rotates_and_showshttps_get(stack, origin, ca, tmp_path):
     issued = ca.issue(["cli.shop-example.com"])
     (tmp_path / "cert.pem").write_text(issued.chain_pem)
     (tmp_path / "key.pem").write_text(issued.key_pem)

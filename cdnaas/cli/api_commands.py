@@ -516,8 +516,13 @@ def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease
 
 
 def _tls_options(command):
-    """--hostname, --certificate and --private-key (create and update)."""
+    """--hostname, --certificate, --private-key and --managed-certificate (create and
+    update)."""
     pem = click.Path(exists=True, dir_okay=False, readable=True)
+    command = click.option("--managed-certificate", "managed", is_flag=True,
+                           help="Have the service obtain the certificate of the hostnames "
+                                "from the operator's ACME CA and renew it (instead of "
+                                "--certificate).")(command)
     command = click.option("--private-key", type=pem, metavar="FILE",
                            help="PEM file of the certificate's unencrypted key.")(command)
     command = click.option("--certificate", type=pem, metavar="FILE",
@@ -528,14 +533,20 @@ def _tls_options(command):
                              "repeatable.")(command)
 
 
-def _tls_body(hostnames, certificate, private_key):
+def _tls_body(hostnames, certificate, private_key, managed=False):
     """The ``hostnames`` and ``certificate`` of a body, from the TLS options given.
 
-    :raises click.UsageError: only one of --certificate and --private-key.
+    :raises click.UsageError: only one of --certificate and --private-key, or one of them
+        with --managed-certificate.
     """
     if (certificate is None) != (private_key is None):
         raise click.UsageError("give --certificate and --private-key together")
+    if managed and certificate:
+        raise click.UsageError("--managed-certificate and --certificate contradict each "
+                               "other: give one")
     body = {"hostnames": list(hostnames)} if hostnames else {}
+    if managed:
+        body["certificate"] = {"managed": True}
     if certificate:
         body["certificate"] = {"certificate": Path(certificate).read_text(encoding="ascii",
                                                                           errors="replace"),
@@ -605,10 +616,10 @@ def _files_body(cache_rules, origins, response_rules, log_streams):
 @_response_rules_option
 @_log_streams_option
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, origins,
-                response_rules, log_streams, **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, managed, cache_rules,
+                origins, response_rules, log_streams, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
-    body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
+    body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key, managed),
             **_files_body(cache_rules, origins, response_rules, log_streams)}
     _follow(api().create_vcdn(body), wait, timeout)
 
@@ -661,7 +672,7 @@ def vcdn_show(vcdn_id):
 @_log_streams_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
-                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
+                hostnames, certificate, private_key, managed, no_hostnames, no_tls, cache_rules,
                 origins, response_rules, log_streams):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
@@ -670,9 +681,9 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "regions": [*region_list, *({"quality": {"min_mos": 3.6}, **r} for r in added)] or None,
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
-    body.update(_tls_body(hostnames, certificate, private_key))
+    body.update(_tls_body(hostnames, certificate, private_key, managed))
     body.update(_files_body(cache_rules, origins, response_rules, log_streams))
-    if (no_hostnames and hostnames) or (no_tls and certificate):
+    if (no_hostnames and hostnames) or (no_tls and (certificate or managed)):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
     if no_hostnames:
@@ -682,8 +693,9 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls, --cache-rules, --origins, "
-                               "--response-rules and/or --log-streams")
+                               "--certificate, --managed-certificate, --no-tls, "
+                               "--cache-rules, --origins, --response-rules and/or "
+                               "--log-streams")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 

@@ -188,19 +188,29 @@ def render_vcdn(vcdn):
                    or not entry.get("hostname") else "once it is deployed"),
                   ("Hostnames", lambda v: _cell(v.get("hostnames"))),
                   ("vCPUs", lambda v: vcpus_text(v.get("regions") or [])),
-                  *_tls_fields(vcdn.get("tls")),
+                  *_tls_fields(vcdn.get("tls"), vcdn.get("managed_certificate")),
                   ("ETag", lambda v: f'"{v["revision"]}"' if "revision" in v else None)],
            title=f"vCDN {vcdn.get('name')}")
     render_region_summaries(vcdn.get("regions") or [])
 
 
-def _tls_fields(tls):
+#: how a certificate's expiry state is shown (the API's ``tls.expiry_state``)
+EXPIRY_STYLES = {"ok": "green", "expiring": "yellow", "expired": "red"}
+
+
+def _tls_fields(tls, managed=False):
     """Rows of a vCDN's certificate (tenant-made text: shown, never read as markup)."""
     if not tls:
-        return [("HTTPS", lambda v: "no (HTTP only)")]
+        return [("HTTPS", lambda v: "not yet (managed certificate being obtained)" if managed
+                 else "no (HTTP only)")]
+    state = tls.get("expiry_state")
     return [("HTTPS", lambda v: escape(f"{tls.get('subject')} ({_cell(tls.get('names'))})")),
+            ("Certificate", lambda v: "managed (ACME, renewed by the service)" if managed
+             else "uploaded"),
             ("Issuer", lambda v: escape(str(tls.get("issuer")))),
-            ("Valid until", lambda v: tls.get("not_after")),
+            ("Valid until", lambda v: f"{tls.get('not_after')} "
+             f"[{EXPIRY_STYLES.get(state, 'default')}]({tls.get('days_left')} days left, "
+             f"{state})[/]"),
             ("SHA-256", lambda v: tls.get("fingerprint_sha256"))]
 
 

@@ -143,6 +143,25 @@ def describe(leaf, key) -> Facts:
                  names=covered_names(leaf), key_type=_key_type(key))
 
 
+def expiry(not_after, now, warning_days) -> dict:
+    """How near a certificate valid until ``not_after`` (ISO 8601, as :class:`Facts` says
+    it) is to its end at ``now`` (aware): ``{"days_left": whole days left (0 on its last
+    day, negative once expired), "expiry_state": "ok" | "expiring" (fewer than
+    ``warning_days`` days left) | "expired"}``."""
+    left = dt.datetime.fromisoformat(not_after.replace("Z", "+00:00")) - now
+    state = "expired" if left.total_seconds() <= 0 else \
+        "expiring" if left < dt.timedelta(days=warning_days) else "ok"
+    return {"days_left": left.days, "expiry_state": state}
+
+
+def lifetime_point(facts, fraction) -> dt.datetime:
+    """The moment ``fraction`` (0 to 1) of the validity of the certificate described by
+    ``facts`` (a :class:`Facts` dict: ``not_before``, ``not_after``) has passed."""
+    start, end = (dt.datetime.fromisoformat(facts[k].replace("Z", "+00:00"))
+                  for k in ("not_before", "not_after"))
+    return start + (end - start) * min(max(fraction, 0.0), 1.0)
+
+
 def covered_names(leaf) -> list:
     """The subjectAltName DNS names of ``leaf``, lower-case and sorted (no SAN: none)."""
     try:

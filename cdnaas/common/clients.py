@@ -226,6 +226,12 @@ class RoClient(JsonClient):
         """Have every cache of the deployment fetch ``paths``; answers as :meth:`invalidate`."""
         return self.post(f"/ro/v1/deployments/{deployment_id}/prefetches", json={"paths": paths})
 
+    def answer_challenges(self, deployment_id, answers):
+        """Have the deployment's balancers answer exactly ``answers`` (ACME HTTP-01
+        ``[{token, key_authorization}]``; empty: none)."""
+        return self.put(f"/ro/v1/deployments/{deployment_id}/acme-challenges",
+                        json={"challenges": answers})
+
     def traffic(self, deployment_id, cursor=None):
         """The requests the deployment's balancers logged since ``cursor`` (None: all they
         keep), per region and minute, and the cursor to send next."""

@@ -126,6 +126,19 @@ DECLARED = (
             "retrying while RO is unreachable", "so"),
     Setting("CDNAAS_SO_SCHEDULER_INTERVAL", "number", 1.0, "seconds between SO's looks for "
             "leases to start", "so"),
+    Setting("CDNAAS_ACME_DIRECTORY", "text", None, "the operator's ACME (RFC 8555) directory "
+            "URL SO orders managed certificates from (unset: vCDNs cannot ask for one)", "so"),
+    Setting("CDNAAS_ACME_CA_BUNDLE", "text", None, "PEM file of the CA that issued the ACME "
+            "server's own HTTPS certificate (unset: the system's CAs)", "so"),
+    Setting("CDNAAS_ACME_ACCOUNT_FILE", "text", None, "SO's ACME account (key and URL), "
+            "encrypted with CDNAAS_SECRET_KEY_FILE's kind of key kept beside it (`.key`); SO "
+            "replicas share it", "so", default_text="`<state dir>/acme-account.json`"),
+    Setting("CDNAAS_ACME_INTERVAL", "number", 60.0, "seconds between SO's passes over managed "
+            "certificates (first issue, renewal)", "so"),
+    Setting("CDNAAS_ACME_RENEW_AT", "number", 0.6667, "fraction of a managed certificate's "
+            "lifetime after which SO renews it (0 to 1)", "so"),
+    Setting("CDNAAS_ACME_TIMEOUT", "number", 90.0, "seconds an ACME order may take, from "
+            "ordering to the issued certificate", "so"),
     Setting("CDNAAS_WEBHOOK_KEY_FILE", "text", None, "SO's key (Fernet) encrypting webhook "
             "signing secrets at rest (made by `cdnaas db upgrade` and SO); SO replicas share "
             "it", "so", default_text="`<state dir>/webhooks.key`"),
@@ -140,7 +153,8 @@ DECLARED = (
     Setting("CDNAAS_WEBHOOK_LOG_DAYS", "number", 30.0, "how long SO keeps deliveries that "
             "ended (delivered or given up) and their attempts: the delivery log", "so"),
     Setting("CDNAAS_CERT_EXPIRY_DAYS", "list", ["30", "14", "7", "1"], "days before a "
-            "certificate's end at which `certificate.expiring` is sent", "so"),
+            "certificate's end at which `certificate.expiring` is sent; the vCDN's view shows "
+            "the expiry state `expiring` from the largest on", "so"),
     Setting("CDNAAS_QUOTA_VCDNS", "integer", 100, "a tenant's vCDNs (not DELETED or FAILED), "
             "unless the operator set another default or the tenant's own quota", "so"),
     Setting("CDNAAS_QUOTA_VCPUS_PER_REGION", "integer", 1024, "vCPUs a tenant's vCDNs may "

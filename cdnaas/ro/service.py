@@ -26,7 +26,7 @@ import time
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from cdnaas.common import caching, config, errors
+from cdnaas.common import caching, challenges, config, errors
 from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.common.timeutil import isoformat
 from cdnaas.db import leases
@@ -282,6 +282,27 @@ class DeploymentService:
         request = caching.prefetch(body)
         return self._on_caches(deployment_id, "caches prefetch", lambda deployment:
                                self.driver.prefetch(deployment, request["paths"]))
+
+    def answer_challenges(self, deployment_id, body):
+        """Have the balancers of an ACTIVE deployment answer exactly ``body["challenges"]``
+        (ACME HTTP-01, :func:`cdnaas.common.challenges.parse`; empty: none) from now on
+        (:meth:`VimDriver.answer_challenges`).
+
+        :returns: ``{"answered": how many}``.
+        :raises BadRequest: an answer is refused (named).
+        :raises NotFound, Conflict: no such deployment, or it is not ACTIVE.
+        :raises UpstreamError: the driver cannot answer challenges, or failed to.
+        """
+        answers = body.get("challenges") if isinstance(body, dict) else None
+        count = len(challenges.parse(answers))
+        deployment = self._active(deployment_id, "ACME challenges are answered")
+        try:
+            self.driver.answer_challenges(deployment, answers)
+        except VimError as exc:
+            raise errors.UpstreamError(f"the balancers of {deployment_id} cannot answer the "
+                                       f"ACME challenges: {exc}") from exc
+        LOG.info("balancers of %s answer %d ACME challenge(s)", deployment_id, count)
+        return {"answered": count}
 
     def _on_caches(self, deployment_id, what, action):
         deployment = self._active(deployment_id, what)

@@ -46,6 +46,11 @@ def deployment_invalidation(deployment_id):
     return _service().invalidate(deployment_id, request.get_json())
 
 
+@blueprint.put("/deployments/<deployment_id>/acme-challenges")
+def deployment_acme_challenges(deployment_id):
+    return _service().answer_challenges(deployment_id, request.get_json())
+
+
 @blueprint.post("/deployments/<deployment_id>/prefetches")
 def deployment_prefetch(deployment_id):
     return _service().prefetch(deployment_id, request.get_json())

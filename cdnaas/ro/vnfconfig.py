@@ -39,7 +39,7 @@ from pathlib import Path
 import jinja2
 
 from cdnaas import delivery
-from cdnaas.common import caching, config, errors, plugins, slicing
+from cdnaas.common import caching, challenges, config, errors, plugins, slicing
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import origins, responses
 
@@ -630,7 +630,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
               daemon: bool = True, user: str | None = None,
               flavor: FlavorConfig | None = None, server_names: list[str] | None = None,
               tls: dict | None = None, cache_rules: dict | None = None,
-              service: dict | None = None) -> str:
+              service: dict | None = None, acme_challenges: str | None = None) -> str:
     """nginx config of a region's load balancer over its caches.
 
     :param members: ``(cache name, address, port)`` of each cache (its public port), at
@@ -651,6 +651,10 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         spread over the caches by their cache key (``balance_key``), so the requests of
         one object go to one cache whatever else their query strings carry.
     :param service: as for :func:`cache_config`.
+    :param acme_challenges: the folder of ACME HTTP-01 answer files (one per token,
+        :mod:`cdnaas.common.challenges`) the balancer answers
+        ``/.well-known/acme-challenge/<token>`` from (``nginx-acme-challenge.conf.j2``);
+        None: those paths go to the caches like any other.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(members, (list, tuple)) or not members:
@@ -677,11 +681,17 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
         balance_key=nginx_cache_rules(cache_rules).key,
-        **delivery_values(service, "load_balancer"))
+        **delivery_values(service, "load_balancer"),
+        acme_challenges=None if acme_challenges is None
+        else _path("acme_challenges", acme_challenges).rstrip("/"))
     if https and https["certificate"] not in text:
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " serves no HTTPS though the vCDN has a certificate: include "
                           "nginx-lb-tls.conf.j2 in its server block")
+    if acme_challenges is not None and challenges.PATH_PREFIX not in text:
+        raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
+                          " answers no ACME challenges though the vCDN has a managed "
+                          "certificate: include nginx-acme-challenge.conf.j2 in its server block")
     return text
 
 

@@ -2,6 +2,7 @@
 from cdnaas.common.app import make_app
 from cdnaas.db import engine
 from cdnaas.so import webhooks
+from cdnaas.so.acme import Renewer
 from cdnaas.so.operations import OperationRunner
 from cdnaas.so.views import blueprint
 from cdnaas.so.webhook_delivery import Dispatcher
@@ -9,7 +10,8 @@ from cdnaas.so.webhook_delivery import Dispatcher
 
 def create_app(database=None, runner=None, background=True):
     """The SO app; with ``background`` it resumes interrupted operations, starts the
-    lease scheduler and the webhook dispatcher."""
+    lease scheduler, the webhook dispatcher and the managed certificates' pass
+    (:mod:`cdnaas.so.acme`)."""
     database = database or engine.for_service("so")
     runner = runner or OperationRunner(database)
     app = make_app("so", [blueprint])
@@ -22,4 +24,6 @@ def create_app(database=None, runner=None, background=True):
         dispatcher = Dispatcher(database)
         dispatcher.start()
         app.extensions["webhooks"] = dispatcher
+        app.extensions["acme"] = Renewer(database, runner.submit)
+        app.extensions["acme"].start()
     return app

@@ -30,7 +30,8 @@ LIST_LIMIT, LIST_MAX = 100, 1000
 
 # -- representations ---------------------------------------------------------
 
-def instance_view(instance):
+def instance_view(instance, now=None):
+    """The API's view of ``instance`` at ``now`` (default: the clock's)."""
     sig = ServiceInstanceGraph.from_record(instance.sig)
     endpoints = instance.region_endpoints or {}
     regions = []
@@ -46,7 +47,7 @@ def instance_view(instance):
             "state_reason": instance.state_reason,
             "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
             "regions": regions, "entry_point": _entry_point(instance, sig),
-            **tls.view(instance.service),
+            **tls.view(instance.service, now or clock.now()),
             "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
             **delivery.view(instance.service),
             "revision": instance.revision,
@@ -268,7 +269,7 @@ def create(database, tenant, body, now=None):
     """
     now = now or clock.now()
     origin, window, template, plugin = _accept(tenant, body, now)
-    hostnames, bundle = tls.accept(body, _hostname(tenant, body), now)
+    hostnames, bundle, managed = tls.accept(body, _hostname(tenant, body), now)
     rules = caching.stored_rules(body.get("cache_rules"))
     options = delivery.accept(body)
     instance_id = str(uuid.uuid4())
@@ -285,7 +286,7 @@ def create(database, tenant, body, now=None):
         quotas.lock_tenant(session, tenant)
         quotas.check(session, tenant, {"vcdns": 1, "hostnames": len(hostnames)}, now)
         service = caching.with_rules(tls.record(options, hostnames, stored.keep(bundle)
-                                                if bundle else None), rules)
+                                                if bundle else None, managed), rules)
         sig = _plan(session, plugin, template, instance_id, _hostname(tenant, body), origin,
                     body["regions"], window, service=tls.sig_service(service))
         quotas.check(session, tenant, {"vcpus_per_region": quotas.vcpus_per_region(sig)}, now)
@@ -327,7 +328,8 @@ def quote(database, tenant, body, now=None):
             "price": pricing.price(template["flavor"], described["vcpus"] * hours, energy_kwh)}
 
 
-def update(database, instance_id, body, tenant=None, if_match=None, now=None):
+def update(database, instance_id, body, tenant=None, if_match=None, now=None,
+           reason="customer", issued=False):
     """Change an ACTIVE or SCHEDULED vCDN as ``body`` asks (:mod:`cdnaas.so.changes`);
     return ``(instance, operation)``.
 
@@ -337,6 +339,9 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None):
     the SIG as it was (a new lease end), or of a SCHEDULED vCDN, completes at once.
 
     :param if_match: the request's ``If-Match`` (None: no precondition).
+    :param reason: recorded with the operation (SO's own renewals give theirs).
+    :param issued: the body's certificate is a managed one SO obtained
+        (:func:`cdnaas.so.tls.change`).
     :raises PreconditionFailed: ``if_match`` is not the vCDN's current ETag.
     :raises BadRequest/Conflict/Unprocessable: nothing was written.
     """
@@ -354,7 +359,8 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None):
                               set(session.scalars(select(Region.name))), now)
         template, plugin = _load_flavor_version(instance)
         _check_quality(change.regions, template)
-        service, superseded = tls.change(instance.service, body, old_sig.hostname, now, stored)
+        service, superseded = tls.change(instance.service, body, old_sig.hostname, now, stored,
+                                         issued)
         if "cache_rules" in body:  # replaced whole
             service = caching.with_rules(service, caching.stored_rules(body["cache_rules"]))
         service = delivery.accept(body, service)
@@ -374,7 +380,7 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None):
                 capacity.check_room(session, sig, *window, exclude_instance=instance.id)
         applies = instance.state == states.ACTIVE and sig.digest() != old_sig.digest()
         capacity.reserve(session, instance.id, sig, *window, also=old_sig if applies else None)
-        operation = new_operation(instance.id, states.UPDATE, reason="customer",
+        operation = new_operation(instance.id, states.UPDATE, reason=reason,
                                   previous_sig=instance.sig, previous_lease_end=instance.lease_end)
         instance.regions = change.regions
         instance.origin = change.origin.url

@@ -10,6 +10,14 @@ records only RO's reference and the public facts (fingerprint, dates, subject, i
 names), in ``Instance.service["tls"]`` and the SIG's ``service.tls`` alike (so a rolled
 back change restores them from the previous SIG). The previous reference is deleted
 once no SIG uses it (:func:`release`).
+
+``certificate: {"managed": true}`` asks for a managed certificate instead: SO orders it
+for the hostnames from the operator's ACME CA once the vCDN is ACTIVE and renews it
+(:mod:`cdnaas.so.acme`); ``managed_certificate`` is recorded in ``service`` (and the SIG:
+the balancers answer ACME challenges) and the issued certificate is then recorded as an
+uploaded one. The view tells how many days a certificate has left and warns
+(``expiry_state: expiring``) from the first ``certificate.expiring`` reminder on
+(:func:`warning_days`).
 """
 import contextlib
 import logging
@@ -39,19 +47,33 @@ def tls_of(service):
     return (service or {}).get("tls")
 
 
+def managed_of(service):
+    """Whether SO manages the certificate of an instance's ``service`` (ACME)."""
+    return bool((service or {}).get("managed_certificate"))
+
+
 def sig_tls(sig):
     """The ``service.tls`` of a SIG's JSON form (None: none, or no SIG)."""
     return ((sig or {}).get("service") or {}).get("tls")
 
 
-def view(service):
-    """What a vCDN's view shows: ``{"hostnames": [...], "tls": {hostnames,
-    fingerprint_sha256, not_after, subject, issuer, ...} or None}``; never a key."""
+def view(service, now):
+    """What a vCDN's view shows at ``now``: ``{"hostnames": [...], "managed_certificate":
+    bool, "tls": {hostnames, fingerprint_sha256, not_after, subject, issuer, ...,
+    days_left, expiry_state} or None}``; never a key."""
     tls = tls_of(service)
     hostnames = hostnames_of(service)
-    return {"hostnames": hostnames,
-            "tls": None if tls is None else {"hostnames": hostnames,
-                                             **{k: tls.get(k) for k in VIEW_TLS_KEYS}}}
+    return {"hostnames": hostnames, "managed_certificate": managed_of(service),
+            "tls": None if tls is None else {
+                "hostnames": hostnames, **{k: tls.get(k) for k in VIEW_TLS_KEYS},
+                **certificates.expiry(tls["not_after"], now, warning_days())}}
+
+
+def warning_days():
+    """Days before its end from which a certificate shows the expiry state ``expiring``:
+    the first ``certificate.expiring`` reminder's (the largest of
+    ``CDNAAS_CERT_EXPIRY_DAYS``, :mod:`cdnaas.so.reminders`)."""
+    return max(float(days) for days in config.setting("CDNAAS_CERT_EXPIRY_DAYS"))
 
 
 def sig_service(service):
@@ -63,7 +85,7 @@ def restored(service, previous_sig):
     """An instance's ``service`` with the hostnames and certificate of ``previous_sig``
     (a :class:`ServiceInstanceGraph`), after a change of them was rolled back."""
     return record(service, previous_sig.service.get("hostnames", []),
-                  previous_sig.service.get("tls"))
+                  previous_sig.service.get("tls"), managed_of(previous_sig.service))
 
 
 def superseded_ref(old_sig, new_sig):
@@ -134,7 +156,7 @@ def check_certificate(body, hostnames, own_hostname, now):
     sent = body["certificate"]
     if not isinstance(sent, dict):
         raise errors.BadRequest("certificate must be an object {certificate: PEM chain, "
-                                "private_key: PEM}", field="certificate")
+                                "private_key: PEM} or {managed: true}", field="certificate")
     if set(sent) - {"certificate", "private_key"}:
         raise errors.BadRequest("certificate has fields other than certificate and private_key;"
                                 " send only those two", field="certificate")
@@ -144,6 +166,33 @@ def check_certificate(body, hostnames, own_hostname, now):
                                     field=f"certificate.{name}")
     return certificates.check(sent["certificate"], sent["private_key"],
                               hostnames or [own_hostname], now)
+
+
+def wants_managed(sent):
+    """Whether a body's ``certificate`` asks for a managed certificate (``{"managed": ...}``)."""
+    return isinstance(sent, dict) and "managed" in sent
+
+
+def check_managed(sent, hostnames):
+    """A body's ``certificate: {"managed": true}`` for ``hostnames``.
+
+    :raises BadRequest: other fields beside ``managed``, or it is not true.
+    :raises Unprocessable: no hostnames (a managed certificate covers the customer's
+        names), or the operator has no ACME CA (``CDNAAS_ACME_DIRECTORY``).
+    """
+    if set(sent) != {"managed"} or sent["managed"] is not True:
+        raise errors.BadRequest("certificate.managed must be true and alone: send "
+                                '{"managed": true} for a certificate SO obtains and renews, '
+                                "or {certificate, private_key} to upload your own",
+                                field="certificate.managed")
+    if not hostnames:
+        raise errors.Unprocessable("a managed certificate covers the vCDN's hostnames, and it "
+                                   "has none: list your names in hostnames (CNAMEs of the "
+                                   "vCDN's hostname)", field="hostnames")
+    if not config.setting("CDNAAS_ACME_DIRECTORY"):
+        raise errors.Unprocessable("this operator offers no managed certificates (no ACME "
+                                   "CA is set up); upload a certificate instead",
+                                   field="certificate.managed")
 
 
 def check_still_covered(tls, hostnames, own_hostname):
@@ -217,43 +266,64 @@ def release_all(owner, call=None):
 
 
 def accept(body, own_hostname, now):
-    """``(hostnames, bundle or None)`` of a create body, checked (nothing stored yet).
+    """``(hostnames, bundle or None, managed)`` of a create body, checked (nothing stored
+    yet).
 
-    :raises BadRequest, Unprocessable: as :func:`parse_hostnames`, :func:`check_certificate`.
+    :raises BadRequest, Unprocessable: as :func:`parse_hostnames`, :func:`check_certificate`,
+        :func:`check_managed`.
     """
     hostnames = parse_hostnames(body.get("hostnames", []), own_hostname)
-    bundle = check_certificate(body, hostnames, own_hostname, now) \
-        if body.get("certificate") is not None else None
-    return hostnames, bundle
+    sent = body.get("certificate")
+    if wants_managed(sent):
+        check_managed(sent, hostnames)
+        return hostnames, None, True
+    bundle = check_certificate(body, hostnames, own_hostname, now) if sent is not None else None
+    return hostnames, bundle, False
 
 
-def record(service, hostnames, tls):
-    """``service`` (an instance's) with ``hostnames`` and the certificate facts ``tls``
-    (None: HTTP only) in place of its own; empty entries left out."""
-    out = {k: v for k, v in (service or {}).items() if k not in ("hostnames", "tls")}
+def record(service, hostnames, tls, managed=False):
+    """``service`` (an instance's) with ``hostnames``, the certificate facts ``tls``
+    (None: HTTP only) and whether SO ``managed`` the certificate in place of its own;
+    empty entries left out."""
+    out = {k: v for k, v in (service or {}).items()
+           if k not in ("hostnames", "tls", "managed_certificate")}
     if hostnames:
         out["hostnames"] = hostnames
     if tls:
         out["tls"] = tls
+    if managed:
+        out["managed_certificate"] = True
     return out
 
 
-def change(service, body, own_hostname, now, stored):
+def change(service, body, own_hostname, now, stored, issued=False):
     """An instance's ``service`` after a PATCH ``body``: ``(new service, superseded ref or
     None)``. A new certificate is checked and kept through ``stored``; ``"certificate":
-    null`` ends HTTPS; changed hostnames alone must be covered by the certificate kept.
+    null`` ends HTTPS; ``{"managed": true}`` has SO obtain one (the one kept serves until
+    then); changed hostnames alone must be covered by the certificate kept, unless it is
+    managed (SO orders one for them).
 
+    :param issued: ``body["certificate"]`` is the certificate SO's ACME order obtained
+        (:mod:`cdnaas.so.acme`): the vCDN's certificate stays managed.
     :raises BadRequest, Unprocessable, CdnaasError: as :func:`accept`, :meth:`Stored.keep`.
     """
     hostnames = parse_hostnames(body["hostnames"], own_hostname) if "hostnames" in body \
         else hostnames_of(service)
-    current = tls_of(service)
+    current, managed = tls_of(service), managed_of(service)
     tls = current
-    if "certificate" in body:
-        tls = None if body["certificate"] is None else stored.keep(
-            check_certificate(body, hostnames, own_hostname, now))
+    sent = body.get("certificate")
+    if "certificate" in body and sent is None:
+        tls, managed = None, False
+    elif not issued and wants_managed(sent):
+        check_managed(sent, hostnames)
+        managed = True
+    elif "certificate" in body:
+        tls = stored.keep(check_certificate(body, hostnames, own_hostname, now))
+        managed = managed and issued
+    elif managed and "hostnames" in body:
+        check_managed({"managed": True}, hostnames)
     elif current and "hostnames" in body:
         check_still_covered(current, hostnames, own_hostname)
     old_ref = (current or {}).get("certificate_ref")
     superseded = old_ref if old_ref and old_ref != (tls or {}).get("certificate_ref") else None
-    return record(service, hostnames, tls), superseded
+    return record(service, hostnames, tls, managed), superseded

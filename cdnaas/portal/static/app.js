@@ -328,6 +328,14 @@ async function refreshDetail() {
   }
 }
 
+// When the vCDN's certificate ends, how many days are left and whether that warrants a warning.
+function certificateLifetime(vcdn) {
+  const tls = vcdn.tls;
+  const warning = { expiring: " - EXPIRING SOON", expired: " - EXPIRED" }[tls.expiry_state] || "";
+  const kind = vcdn.managed_certificate ? "managed, renewed by the service" : "uploaded";
+  return `valid until ${tls.not_after} (${tls.days_left} days left${warning}; ${kind})`;
+}
+
 // The facts of the open vCDN above its tabs.
 function showFacts(vcdn, etag) {
   $("#detail-name").textContent = vcdn.name;
@@ -339,13 +347,15 @@ function showFacts(vcdn, etag) {
     ["Entry point", entry.hostname ? `${entry.hostname} (${(entry.dns_servers || []).length
       ? `DNS servers ${entry.dns_servers.join(", ")}` : "DNS servers once it is deployed"})` : "not yet"],
     ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
-    ["HTTPS", tls ? `${tls.subject}, valid until ${tls.not_after}, SHA-256 ${tls.fingerprint_sha256}` : "no: HTTP only"],
+    ["HTTPS", tls ? `${tls.subject}, ${certificateLifetime(vcdn)}, SHA-256 ${tls.fingerprint_sha256}`
+      : vcdn.managed_certificate ? "not yet: the managed certificate is being obtained" : "no: HTTP only"],
     ["Origin", vcdn.origin],
     ["Lease", `${vcdn.lease.start} to ${vcdn.lease.end} (UTC)`],
     ["Revision", etag || etagOf(vcdn)],
   ];
   $("#facts").replaceChildren(...facts.flatMap(([term, value]) => [
-    element("dt", { text: term }), element("dd", { text: value, className: term === "State" ? `state-${vcdn.state}` : null })]));
+    element("dt", { text: term }), element("dd", { text: value, className: term === "State" ? `state-${vcdn.state}`
+      : term === "HTTPS" && tls ? `expiry-${tls.expiry_state}` : null })]));
   $("#detail-end").disabled = ["DELETING", "DELETED"].includes(vcdn.state);
 }
 

@@ -122,12 +122,23 @@ function fillTls(vcdn) {
   const tls = vcdn.tls;
   $("#tls-now").textContent = tls
     ? `HTTPS (HTTP/2) with a certificate for ${(tls.names || tls.hostnames || []).join(", ")} issued by ${tls.issuer || "?"}, `
-      + `valid until ${tls.not_after}; SHA-256 fingerprint ${tls.fingerprint_sha256}.`
+      + `${certificateLifetime(vcdn)}; SHA-256 fingerprint ${tls.fingerprint_sha256}.`
+    : vcdn.managed_certificate ? "HTTP only until the managed certificate is obtained (the service asks the operator's CA now)."
     : "HTTP only: add a certificate (and your own hostnames) to serve HTTPS.";
+  $("#tls-now").className = tls ? `expiry-${tls.expiry_state}` : "";
   form.hostnames.value = (vcdn.hostnames || []).join("\n");
   form.certificate.value = "";
   form.private_key.value = "";
-  $("#tls-remove").disabled = !tls;
+  $("#tls-remove").disabled = !tls && !vcdn.managed_certificate;
+  $("#tls-managed").disabled = Boolean(vcdn.managed_certificate);
+}
+
+// A managed certificate for the hostnames in the form (the service obtains and renews it).
+async function submitManaged() {
+  const body = { certificate: { managed: true } };
+  const hostnames = lines($("#tls").hostnames.value);
+  if (JSON.stringify(hostnames) !== JSON.stringify(detail.vcdn.hostnames || [])) body.hostnames = hostnames;
+  await patchVcdn(body);
 }
 
 async function submitTls(event) {
@@ -233,6 +244,7 @@ function setUpManagement() {
   $("#change").addEventListener("submit", submitChange);
   $("#tls").addEventListener("submit", submitTls);
   $("#tls-remove").addEventListener("click", () => patchVcdn({ certificate: null }));
+  $("#tls-managed").addEventListener("click", submitManaged);
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
