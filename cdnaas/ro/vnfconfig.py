@@ -39,6 +39,7 @@ from pathlib import Path
 import jinja2
 
 from cdnaas import delivery
+from cdnaas.delivery import access
 from cdnaas.common import caching, config, errors, plugins
 from cdnaas.common.sig import Origin
 
@@ -62,6 +63,8 @@ USAGE_LOG_PATH = "/cdnaas/access.log"
 PURGE_PATH = "/cdnaas/purge"
 #: The purge module (Debian ``libnginx-mod-http-cache-purge``) the stock cache template loads.
 PURGE_MODULE = "/usr/lib/nginx/modules/ngx_http_cache_purge_module.so"
+#: njs (Debian ``libnginx-mod-http-js``): a cache of a vCDN with signed URLs loads it.
+JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 #: Where a cache's management listener fetches a request path through its own public
 #: listener (``PREFETCH_PATH + path``), so that the cache holds the object.
 PREFETCH_PATH = "/cdnaas/prefetch"
@@ -388,9 +391,13 @@ class CacheRules:
     ignore_cache_control: bool
 
 
-def nginx_cache_rules(rules: dict | None) -> CacheRules:
+def nginx_cache_rules(rules: dict | None, signed: bool = False) -> CacheRules:
     """``rules`` (a SIG's ``service.cache_rules``; None: the defaults) checked again
     (:func:`cdnaas.common.caching.cache_rules`) and put in nginx's terms.
+
+    :param signed: the vCDN signs URLs (:mod:`cdnaas.delivery.access`): a key with the
+        whole query string leaves a signed URL's token out (``$cdnaas_key_args``,
+        ``nginx-cache-access-key.conf.j2``).
 
     :raises ConfigError: a rule is refused (named, with the reason).
     """
@@ -406,7 +413,7 @@ def nginx_cache_rules(rules: dict | None) -> CacheRules:
         locations.append((regex, rule["ttl"], f"{rule['match']} {rule['path']}"))
     query = rules["query_string"]
     if query == "include":
-        key = "$uri$is_args$args"
+        key = "$uri$cdnaas_key_args" if _bool("signed", signed) else "$uri$is_args$args"
     elif query == "ignore":
         key = "$uri"
     else:
@@ -437,7 +444,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  daemon: bool = True, user: str | None = None,
                  flavor: FlavorConfig | None = None, cache_rules: dict | None = None,
                  shield: bool = False, also_listen: list[str] = (),
-                 usage_log: bool = False, service: dict | None = None) -> str:
+                 usage_log: bool = False, service: dict | None = None,
+                 region: str | None = None, real_ip_from: list[str] = ()) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -473,7 +481,14 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         (``usage.log``, served at :data:`USAGE_LOG_PATH` on the management listener):
         where the balancer is not ours (Octavia's).
     :param service: the SIG's ``service``, whose delivery options the template gets
-        (:func:`delivery_values`); None: the defaults.
+        (:func:`delivery_values`); None: the defaults. With signed URLs
+        (:mod:`cdnaas.delivery.access`) the cache reads the files
+        :func:`cdnaas.delivery.access.vnf_files` gives from ``prefix_dir``: the driver
+        writes them first.
+    :param region: the cache's region (a vCDN's access may allow some regions only).
+    :param real_ip_from: prefixes of the balancers in front of the cache, whose
+        ``X-Forwarded-For`` names the viewer (nginx's realip); none: the viewer is the
+        connecting address.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(also_listen, (list, tuple)):
@@ -494,11 +509,15 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_max_size_mb=_int("cache_max_size_mb", cache_max_size_mb, 1, 1 << 24),
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
-        cache_rules=nginx_cache_rules(cache_rules), purge_path=PURGE_PATH,
+        cache_rules=nginx_cache_rules(cache_rules, access.signs(service)), purge_path=PURGE_PATH,
         prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, purge_module_file=PURGE_MODULE,
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         shield=_bool("shield", shield), also_listen=more_listeners,
+        vnf_region=_optional_name("region", region),
+        real_ip_from=_sources("real_ip_from", real_ip_from),
+        own_address=_address("listen_address", listen_address), js_module_file=JS_MODULE,
+        access_files={"script": access.SCRIPT_FILE, "secrets": access.KEYS_FILE},
         **delivery_values(service))
 
 
@@ -555,7 +574,8 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=nginx_cache_rules(cache_rules).key, **delivery_values(service))
+        balance_key=nginx_cache_rules(cache_rules, access.signs(service)).key,
+        **delivery_values(service))
     if https and https["certificate"] not in text:
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " serves no HTTPS though the vCDN has a certificate: include "
@@ -780,14 +800,23 @@ def _listeners(listen_address, listen_port, management_port, management_sources)
     if not isinstance(management_sources, (list, tuple)) or not management_sources:
         _refuse("management_sources", management_sources,
                 "is not a non-empty list of addresses or prefixes")
-    sources = []
-    for index, source in enumerate(management_sources):
-        prefix = _prefix(f"management_sources[{index}]", source)
-        single = prefix.prefixlen == prefix.max_prefixlen  # one address: written as such
-        sources.append(str(prefix.network_address) if single else str(prefix))
     return {"listen": _host_port(address, port),
             "management_listen": _host_port(address, management_port),
-            "management_sources": sources, "status_path": STATUS_PATH}
+            "management_sources": _sources("management_sources", management_sources),
+            "status_path": STATUS_PATH}
+
+
+def _sources(field, values):
+    """Addresses or prefixes as nginx's ``allow`` and ``set_real_ip_from`` take them (a
+    single address written as such)."""
+    if not isinstance(values, (list, tuple)):
+        _refuse(field, values, "is not a list of addresses or prefixes")
+    sources = []
+    for index, source in enumerate(values):
+        prefix = _prefix(f"{field}[{index}]", source)
+        single = prefix.prefixlen == prefix.max_prefixlen  # one address: written as such
+        sources.append(str(prefix.network_address) if single else str(prefix))
+    return sources
 
 
 def _int(field, value, low, high):

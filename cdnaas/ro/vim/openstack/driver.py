@@ -418,12 +418,14 @@ class OpenStackDriver(VimDriver):
                                   also_listen=sorted(legs, key=ipaddress.ip_address))
         if vnf.role == "cache":
             shield_at = shield.fetched_from(sig, record, addresses, vnf.region)
+            balancers = [record["regions"][vnf.region]["cidr"]]
             if shield_at is None:
                 return userdata.cache(sig, vnf, addresses[vnf.name],
-                                      prepared["origin_address"], management)
+                                      prepared["origin_address"], management,
+                                      balancers=balancers)
             return userdata.cache(sig, vnf, addresses[vnf.name], shield_at, management,
                                   origin=Origin(scheme="http", host=sig.origin.host,
-                                                port=plan.HTTP_PORT))
+                                                port=plan.HTTP_PORT), balancers=balancers)
         balancers = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
                      for r in sig.regions}
         return userdata.dns(sig, vnf, addresses[vnf.name], balancers)

@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from cdnaas.calibration import agent
+from cdnaas.delivery import access
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.openstack import plan
 
@@ -156,7 +157,7 @@ WantedBy=multi-user.target
 
 
 def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=False,
-          also_listen=()):
+          also_listen=(), balancers=()):
     """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``
     (or ``origin``: where the vCDN has an origin shield, the shield).
 
@@ -166,7 +167,10 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (:func:`.plan.management_cidrs`); none: only the VNF itself (its own address).
     :param shield: ``vnf`` is the vCDN's origin shield (:func:`.vnfconfig.cache_config`),
         listening on its legs ``also_listen`` too; it logs no viewer (none reaches it).
+    :param balancers: prefixes of the balancer in front of the cache (its region's
+        subnet), whose ``X-Forwarded-For`` names the viewer.
     :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
+    :raises cdnaas.common.errors.BadRequest: the vCDN's access option is refused.
     """
     nginx = vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=plan.HTTP_PORT,
@@ -175,7 +179,10 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         user=NGINX_USER, management_sources=list(management) or [address],
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
         shield=shield, also_listen=list(also_listen), usage_log=not shield,
-        service=sig.service)
+        service=sig.service, region=vnf.region, real_ip_from=[] if shield else list(balancers))
+    # the access control's verifier and keys (root only), read by nginx's master
+    secret_files = [(f"{PREFIX}/{name}", text, f"{mode:04o}")
+                    for name, text, mode in access.vnf_files(None if shield else sig.service)]
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
@@ -188,6 +195,7 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (_ROTATE_SCRIPT, _ROTATE),
         ("/etc/systemd/system/cdnaas-usage-rotate.service", _ROTATE_UNIT),
         ("/etc/systemd/system/cdnaas-usage-rotate.timer", _ROTATE_TIMER),
+        *secret_files,
     ], ["cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE)
 
 
@@ -257,13 +265,14 @@ def _packed(text):
 
 
 def _cloud_config(hostname, what, files, units, mkdirs=(), sysctl=None, packed=()):
-    """A ``#cloud-config`` document for ``what``: write ``files`` (``(path, text)``) and
-    ``packed`` (cloud-init ``write_files`` entries), make ``mkdirs``, load the ``sysctl``
-    file and start ``units``."""
+    """A ``#cloud-config`` document for ``what``: write ``files`` (``(path, text)``, or
+    ``(path, text, permissions)`` where not 0644) and ``packed`` (cloud-init
+    ``write_files`` entries), make ``mkdirs``, load the ``sysctl`` file and start ``units``."""
     document = {
         "hostname": hostname,
         "write_files": [{"path": path, "content": content, "owner": "root:root",
-                         "permissions": "0644"} for path, content in files] + [
+                         "permissions": mode[0] if mode else "0644"}
+                        for path, content, *mode in files] + [
                              {**entry, "owner": "root:root", "permissions": "0644"}
                              for entry in packed],
         "runcmd": [["mkdir", "-p", *mkdirs, PREFIX],
