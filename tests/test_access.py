@@ -23,6 +23,7 @@ from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
 from tests.support.api import vcdn_body
 from tests.test_cache_rules import stack  # noqa: F401  (the module's local-driver stack)
+from tests.test_cli import invoke, invoke_json
 from tests.test_vnfconfig import cache_values, lb_values, need, running
 
 SECRET_A = "secret-a-" + "a" * 32
@@ -112,6 +113,22 @@ def test_a_new_key_changes_the_config_so_caches_reload(tmp_path):
     texts = [vnfconfig.cache_config(**cache_values(tmp_path, service=s)) for s in (one, two)]
     assert texts[0] != texts[1]
     assert SECRET_A not in texts[1]
+
+
+def test_the_example_flavor_template_enforces_access_too(tmp_path):
+    from cdnaas.common import config
+    folder = config.REPO_ROOT / "examples/cdnaas-small-objects/cdnaas_small_objects/templates"
+    flavor = vnfconfig.FlavorConfig(
+        template="nginx-small-objects.conf.j2", folders=(str(folder),),
+        extra={"keys_zone_mb": 16, "cache_valid": "1m", "asset_max_age": "7d",
+               "gzip_types": ["text/css"]})
+    service = {"access": access.check({**signed(), "rate_limit": {"requests_per_second": 9}})}
+    access.write_vnf_files(tmp_path, service)
+    text = vnfconfig.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
+    assert "js_set $cdnaas_access_verdict" in text and "limit_req zone=cdnaas_rate" in text
+    assert "proxy_cache_key $uri$cdnaas_key_args;" in text
+    need("nginx")
+    vnfconfig.check_nginx(text, str(tmp_path))
 
 
 def test_the_key_files_are_written_root_only_and_removed_with_the_option(tmp_path):
@@ -304,7 +321,8 @@ def fetch_all(viewer, urls, workers):
         return list(pool.map(lambda url: viewer.fetch(url, timeout=10)[0], urls))
 
 
-def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, origin):
+def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, origin,
+                                                                        tmp_path):
     body = vcdn_body("guarded", origin=f"http://127.0.0.1:{origin.server_address[1]}")
     bad = stack.acme.call("POST", "/vcdns", json={**body, "access": {
         "clients": {"deny": ["10.0.0.0/8; allow all"]}}})
@@ -354,6 +372,17 @@ def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, 
         print(f"rotation under load: {len(statuses)} signed requests, "
               f"{sum(s != 200 for s in statuses)} refused")
         assert viewer.fetch(signed_url("/plain/a", key_id="c"))[0] == 200
+        env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"),
+               "CDNAAS_API_URL": stack.urls["api"]}
+        made = invoke_json(["vcdn", "sign-url", vcdn_id, "/plain/cli/a", "--expires", "10m",
+                            "--prefix", "/plain/cli/"], env, stack.acme.token)
+        assert made["key_id"] == "c" and made["url"].endswith(made["query"])
+        assert viewer.fetch(f"http://{balancer}/plain/cli/b",
+                            headers=[f"Cookie: {access.COOKIE}={made['query']}"])[0] == 200
+        assert invoke(["vcdn", "sign-url", vcdn_id, "/plain/a", "--expires", "1y"], env,
+                      stack.acme.token).exit_code == 2
+        other = stack.globex.call("POST", f"/vcdns/{vcdn_id}/signed-urls", json={"path": "/a"})
+        assert other.status_code == 404
         old = access.token(SECRET_A, "a", "/plain/a", int(time.time()) + 60)
         assert viewer.fetch(f"http://{balancer}/plain/a?{old}")[0] == 403  # a is gone
     ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn_id}", 202)

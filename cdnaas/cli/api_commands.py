@@ -9,7 +9,7 @@ import yaml
 from rich.markup import escape
 
 from cdnaas.cli import charts, client, output
-from cdnaas.common import timeutil
+from cdnaas.common import caching, errors, timeutil
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")
@@ -536,39 +536,59 @@ def _tls_body(hostnames, certificate, private_key):
     return body
 
 
-def _cache_rules_option(command):
-    return click.option(
-        "--cache-rules", type=click.Path(exists=True, dir_okay=False, readable=True),
-        metavar="FILE", help="YAML (or JSON) file of cache rules: ttl (a list of match: "
-        "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
-        "list of argument names), origin_cache_control (honour or ignore). An update "
-        "replaces the rules whole; an empty file restores the defaults.")(command)
+def _file_option(flag, help):
+    """A click option ``flag`` naming a YAML (or JSON) file whose content is a body field."""
+    return click.option(flag, type=click.Path(exists=True, dir_okay=False, readable=True),
+                        metavar="FILE", help=help)
 
 
-def _cache_rules_body(path):
-    """``{"cache_rules": ...}`` read from the file of --cache-rules (nothing without one).
+_cache_rules_option = _file_option(
+    "--cache-rules", "YAML (or JSON) file of cache rules: ttl (a list of match: "
+    "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
+    "list of argument names), origin_cache_control (honour or ignore). An update "
+    "replaces the rules whole; an empty file restores the defaults.")
+_access_option = _file_option(
+    "--access", "YAML (or JSON) file of access control: signed_urls (paths, keys: a list "
+    "of id, secret), regions (allow), clients (allow or deny: prefixes), rate_limit "
+    "(requests_per_second, burst). An update replaces it whole (send every secret again); "
+    "an empty file removes it.")
+
+
+def _file_body(path, field, flag):
+    """``{field: ...}`` read from the file of option ``flag`` (nothing without one; an
+    empty file: ``{}``, the defaults).
 
     :raises click.BadParameter: the file is not YAML (or JSON).
     """
     if path is None:
         return {}
     try:
-        rules = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
-                                 param_hint="--cache-rules") from None
-    return {"cache_rules": {} if rules is None else rules}
+                                 param_hint=flag) from None
+    return {field: {} if value is None else value}
+
+
+def _cache_rules_body(path):
+    return _file_body(path, "cache_rules", "--cache-rules")
+
+
+def _access_body(path):
+    return _file_body(path, "access", "--access")
 
 
 @vcdn.command("create")
 @_request_options
 @_tls_options
 @_cache_rules_option
+@_access_option
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, access,
+                **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_cache_rules_body(cache_rules)}
+            **_cache_rules_body(cache_rules), **_access_body(access)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -615,9 +635,10 @@ def vcdn_show(vcdn_id):
 @click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
 @click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
 @_cache_rules_option
+@_access_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
-                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules):
+                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules, access):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -627,6 +648,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
     body.update(_cache_rules_body(cache_rules))
+    body.update(_access_body(access))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -637,7 +659,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls and/or --cache-rules")
+                               "--certificate, --no-tls, --cache-rules and/or --access")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 
@@ -653,6 +675,29 @@ def vcdn_purge(vcdn_id, paths, prefixes, wait, timeout):
     if not paths and not prefixes:
         raise click.UsageError("give at least one --path or --prefix")
     _follow_caches(api().invalidate(vcdn_id, list(paths), list(prefixes)), wait, timeout)
+
+
+@vcdn.command("sign-url")
+@click.argument("vcdn_id", metavar="ID")
+@click.argument("path")
+@click.option("--expires", default="1h", show_default=True, metavar="TIME",
+              help="How long the URL is valid: 30s, 10m, 12h, 7d...")
+@click.option("--prefix", metavar="PREFIX",
+              help="Sign every path under PREFIX (a prefix of PATH; HLS/DASH: the folder of "
+                   "the playlist and segments; the token then also works as a cookie).")
+@click.option("--client", metavar="CIDR", help="Only viewers in this IPv4 prefix.")
+@click.option("--key-id", metavar="ID", help="The key to sign with (default: the last listed).")
+def vcdn_sign_url(vcdn_id, path, expires, prefix, client, key_id):
+    """A signed URL of a vCDN with signed URLs, made by the API with one of its keys; its
+    query (exp, kid, [prefix], [ip], sig) is also the value of a CDNaaS-Token cookie."""
+    try:
+        lifetime = caching.seconds(expires, "--expires")
+    except errors.BadRequest as exc:
+        raise click.BadParameter(exc.message, param_hint="--expires") from None
+    answer = api().sign_url(vcdn_id, _drop_none({"path": path, "expires_in": lifetime,
+                                                 "prefix": prefix, "client": client,
+                                                 "key_id": key_id}))
+    output.show(answer, lambda a: click.echo(a["url"]))
 
 
 @vcdn.command("prefetch")

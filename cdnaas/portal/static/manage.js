@@ -15,6 +15,7 @@ function fillForms(vcdn) {
   fillChange(vcdn);
   fillTls(vcdn);
   fillCacheRules(vcdn);
+  fillAccess(vcdn);
   fillUsageWindow(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
 }
@@ -234,4 +235,5 @@ function setUpManagement() {
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
+  setUpAccess();
 }

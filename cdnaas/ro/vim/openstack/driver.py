@@ -418,7 +418,8 @@ class OpenStackDriver(VimDriver):
                                   also_listen=sorted(legs, key=ipaddress.ip_address))
         if vnf.role == "cache":
             shield_at = shield.fetched_from(sig, record, addresses, vnf.region)
-            balancers = [record["regions"][vnf.region]["cidr"]]
+            subnet = record["regions"].get(vnf.region, {}).get("cidr")
+            balancers = [subnet] if subnet else []  # the balancer's (Octavia's) subnet
             if shield_at is None:
                 return userdata.cache(sig, vnf, addresses[vnf.name],
                                       prepared["origin_address"], management,
