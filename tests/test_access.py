@@ -324,9 +324,17 @@ def fetch_all(viewer, urls, workers):
 def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, origin,
                                                                         tmp_path):
     body = vcdn_body("guarded", origin=f"http://127.0.0.1:{origin.server_address[1]}")
-    bad = stack.acme.call("POST", "/vcdns", json={**body, "access": {
-        "clients": {"deny": ["10.0.0.0/8; allow all"]}}})
-    assert bad.status_code == 400 and bad.json()["error"]["field"] == "access.clients.deny[0]"
+    for hostile, field in [
+            ({"clients": {"deny": ["10.0.0.0/8; allow all"]}}, "access.clients.deny[0]"),
+            ({"signed_urls": {"keys": [{"id": "a", "secret": "short"}]}},
+             "access.signed_urls.keys[0].secret"),
+            ({"signed_urls": {"paths": ["/v/;"], "keys": [{"id": "a", "secret": SECRET_A}]}},
+             "access.signed_urls.paths[0]"),
+            ({"regions": {"allow": ["a b"]}}, "access.regions.allow[0]"),
+            ({"rate_limit": {"requests_per_second": 0}}, "access.rate_limit.requests_per_second")]:
+        bad = stack.acme.call("POST", "/vcdns", json={**body, "access": hostile})
+        assert bad.status_code == 400, bad.text
+        assert bad.json()["error"]["field"] == field, bad.json()
     assert not [v for v in stack.acme.ok("GET", "/vcdns")["vcdns"] if v["name"] == "guarded"]
     option = signed(paths=["/plain/"], keys=(("a", SECRET_A), ("b", SECRET_B)))
     accepted = stack.acme.ok("POST", "/vcdns", 202, json={**body, "access": option})

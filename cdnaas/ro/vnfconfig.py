@@ -514,11 +514,21 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         shield=_bool("shield", shield), also_listen=more_listeners,
-        vnf_region=_optional_name("region", region),
-        real_ip_from=_sources("real_ip_from", real_ip_from),
-        own_address=_address("listen_address", listen_address), js_module_file=JS_MODULE,
-        access_files={"script": access.SCRIPT_FILE, "secrets": access.KEYS_FILE},
-        **delivery_values(service))
+        **_cache_delivery_values(service, region, real_ip_from, listen_address))
+
+
+def _cache_delivery_values(service, region, real_ip_from, listen_address):
+    """:func:`delivery_values` for a cache: its ``access`` with the cache's own facts
+    (``region``, ``real_ip_from``: the balancers whose X-Forwarded-For names the viewer,
+    ``own_address``: its prefetches pass, ``js_module_file``, ``script`` and ``secrets``:
+    the njs module and the files :func:`cdnaas.delivery.access.vnf_files` writes)."""
+    values = delivery_values(service)
+    values[access.FIELD] = {
+        **values[access.FIELD], "region": _optional_name("region", region),
+        "real_ip_from": _sources("real_ip_from", real_ip_from),
+        "own_address": _address("listen_address", listen_address),
+        "js_module_file": JS_MODULE, "script": access.SCRIPT_FILE, "secrets": access.KEYS_FILE}
+    return values
 
 
 def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
