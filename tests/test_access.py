@@ -363,7 +363,7 @@ def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, 
 
         def load():
             while not done.is_set() and len(statuses) < 4000:
-                statuses.extend(fetch_all(viewer, urls[:100], 20))
+                statuses.extend(fetch_all(viewer, urls[:100], 50))
 
         loader = threading.Thread(target=load)
         loader.start()
@@ -371,14 +371,15 @@ def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, 
             rotation = signed(paths=["/plain/"], keys=(("b", SECRET_B), ("c", SECRET_C)))
             changed = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202, json={"access": rotation})
             assert stack.acme.wait(changed["operation"]["id"], 60)["state"] == "COMPLETED"
+            during = len(statuses)
             statuses.extend(fetch_all(viewer, urls, 50))
         finally:
             done.set()
             loader.join(60)
         assert len(statuses) >= 400 and set(statuses) == {200}, \
             {s: statuses.count(s) for s in set(statuses)}
-        print(f"rotation under load: {len(statuses)} signed requests, "
-              f"{sum(s != 200 for s in statuses)} refused")
+        print(f"rotation under load: {len(statuses)} signed requests ({during} while the "
+              f"PATCH ran), {sum(s != 200 for s in statuses)} refused")
         assert viewer.fetch(signed_url("/plain/a", key_id="c"))[0] == 200
         env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"),
                "CDNAAS_API_URL": stack.urls["api"]}
