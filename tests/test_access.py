@@ -308,7 +308,7 @@ def test_a_rate_limit_answers_429_past_the_burst_per_viewer(tmp_path):
 def test_a_signing_balancer_spreads_by_the_key_without_the_token(tmp_path):
     service = {"access": access.check(signed())}
     text = vnfconfig.lb_config(**lb_values(tmp_path, service=service))
-    assert "hash $uri$cdnaas_key_args consistent;" in text
+    assert "hash $uri consistent;" in text
     vnfconfig.check_nginx(text, str(tmp_path))
 
 

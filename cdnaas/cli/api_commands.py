@@ -1,5 +1,6 @@
 """Commands that mirror the customer API (``api-spec/api.yaml``) and SIDR's templates."""
 import datetime as dt
+import functools
 import re
 import sys
 from pathlib import Path
@@ -456,10 +457,17 @@ def vcdn():
     """Lease, change and end vCDNs."""
 
 
-def _request_options(command):
-    """The options that describe a vCDN request (shared by create and quote)."""
+def _request_options(name_required):
+    """A decorator adding the options that describe a vCDN request (shared by create and
+    quote; a quote needs no --name)."""
+    return functools.partial(_add_request_options, name_required=name_required)
+
+
+def _add_request_options(command, name_required):
     options = [
-        click.option("--name", required=True, callback=lambda _c, _p, v: name_argument(v, "vCDN")),
+        click.option("--name", required=name_required,
+                     help=None if name_required else "Optional: a quote needs no name.",
+                     callback=lambda _c, _p, v: None if v is None else name_argument(v, "vCDN")),
         click.option("--flavor", required=True, help="See `cdnaas flavors`."),
         click.option("--origin", required=True, metavar="URL",
                      help="Origin server: http(s)://host[:port]."),
@@ -503,8 +511,8 @@ def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease
     lease = {"end": timeutil.isoformat(lease_end)}
     if lease_start is not None:
         lease["start"] = timeutil.isoformat(lease_start)
-    return {"name": name, "flavor": flavor, "origin": origin, "regions": regions_body,
-            "lease": lease}
+    return {**({"name": name} if name is not None else {}), "flavor": flavor,
+            "origin": origin, "regions": regions_body, "lease": lease}
 
 
 def _tls_options(command):
@@ -536,27 +544,38 @@ def _tls_body(hostnames, certificate, private_key):
     return body
 
 
-def _file_option(flag, help):
-    """A click option ``flag`` naming a YAML (or JSON) file whose content is a body field."""
+def _yaml_file_option(flag, help_text):
+    """A click option naming a YAML (or JSON) file whose content is a body field."""
     return click.option(flag, type=click.Path(exists=True, dir_okay=False, readable=True),
-                        metavar="FILE", help=help)
+                        metavar="FILE", help=help_text)
 
 
-_cache_rules_option = _file_option(
+_cache_rules_option = _yaml_file_option(
     "--cache-rules", "YAML (or JSON) file of cache rules: ttl (a list of match: "
     "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
     "list of argument names), origin_cache_control (honour or ignore). An update "
     "replaces the rules whole; an empty file restores the defaults.")
-_access_option = _file_option(
+_origins_option = _yaml_file_option(
+    "--origins", "YAML (or JSON) file of the vCDN's origins beyond --origin: secondary "
+    "(URL), failover (statuses, connect_timeout, read_timeout), paths (prefix, origin: "
+    "primary|secondary, ttl), headers (name, value, secret), host. An update replaces "
+    "them whole (a secret header's value is sent again); an empty file restores the "
+    "defaults.")
+_response_rules_option = _yaml_file_option(
+    "--response-rules", "YAML (or JSON) file of response rules: add_headers (name, value), "
+    "remove_headers, cors (allow_origins, allow_methods, max_age), error_pages (status, "
+    "body), compression (gzip, brotli, types). An update replaces them whole; an empty "
+    "file restores the defaults.")
+_access_option = _yaml_file_option(
     "--access", "YAML (or JSON) file of access control: signed_urls (paths, keys: a list "
     "of id, secret), regions (allow), clients (allow or deny: prefixes), rate_limit "
     "(requests_per_second, burst). An update replaces it whole (send every secret again); "
     "an empty file removes it.")
 
 
-def _file_body(path, field, flag):
-    """``{field: ...}`` read from the file of option ``flag`` (nothing without one; an
-    empty file: ``{}``, the defaults).
+def _yaml_file_body(path, field, flag):
+    """``{field: ...}`` read from the YAML (or JSON) file ``path`` of option ``flag``
+    (nothing without one; ``{}`` for an empty file).
 
     :raises click.BadParameter: the file is not YAML (or JSON).
     """
@@ -570,30 +589,32 @@ def _file_body(path, field, flag):
     return {field: {} if value is None else value}
 
 
-def _cache_rules_body(path):
-    return _file_body(path, "cache_rules", "--cache-rules")
-
-
-def _access_body(path):
-    return _file_body(path, "access", "--access")
+def _files_body(cache_rules, origins, response_rules, access):
+    """The body fields of the file options of create and update."""
+    return {**_yaml_file_body(cache_rules, "cache_rules", "--cache-rules"),
+            **_yaml_file_body(origins, "origins", "--origins"),
+            **_yaml_file_body(response_rules, "response_rules", "--response-rules"),
+            **_yaml_file_body(access, "access", "--access")}
 
 
 @vcdn.command("create")
-@_request_options
+@_request_options(name_required=True)
 @_tls_options
 @_cache_rules_option
+@_origins_option
+@_response_rules_option
 @_access_option
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, access,
-                **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, origins,
+                response_rules, access, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_cache_rules_body(cache_rules), **_access_body(access)}
+            **_files_body(cache_rules, origins, response_rules, access)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
 @vcdn.command("quote")
-@_request_options
+@_request_options(name_required=False)
 def vcdn_quote(**request):
     """What a vCDN would take, predicted quality, power, energy and price; reserves nothing."""
     output.show(api().quote(_request_body(**request)), output.render_quote)
@@ -635,10 +656,13 @@ def vcdn_show(vcdn_id):
 @click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
 @click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
 @_cache_rules_option
+@_origins_option
+@_response_rules_option
 @_access_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
-                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules, access):
+                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
+                origins, response_rules, access):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -647,8 +671,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
-    body.update(_cache_rules_body(cache_rules))
-    body.update(_access_body(access))
+    body.update(_files_body(cache_rules, origins, response_rules, access))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -659,7 +682,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls, --cache-rules and/or --access")
+                               "--certificate, --no-tls, --cache-rules, --origins, "
+                               "--response-rules and/or --access")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 

@@ -1,10 +1,8 @@
-// CDNaaS portal: the open vCDN's access control as its view shows it (secrets masked), and
-// a URL signed by the API with one of its keys (POST /vcdns/{id}/signed-urls).
+// CDNaaS portal: a URL of the open vCDN signed by the API with one of its keys (POST
+// /vcdns/{id}/signed-urls); its access control is edited with the delivery options.
 "use strict";
 
-function fillAccess(vcdn) {
-  $("#access-now").textContent = vcdn.access
-    ? JSON.stringify(vcdn.access, null, 2) : "none: every viewer may fetch everything";
+function fillAccess() {
   $("#signed-url").textContent = "";
 }
 

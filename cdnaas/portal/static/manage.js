@@ -4,7 +4,7 @@
 // 412 and the forms are filled again from the vCDN as it is now.
 "use strict";
 
-const MANAGED_FORMS = ["#change", "#tls", "#cache-rules"];
+const MANAGED_FORMS = ["#change", "#tls", "#cache-rules", "#delivery"];
 
 function formsTouched() {
   return MANAGED_FORMS.some((selector) => $(selector).dataset.touched === "yes");
@@ -15,7 +15,8 @@ function fillForms(vcdn) {
   fillChange(vcdn);
   fillTls(vcdn);
   fillCacheRules(vcdn);
-  fillAccess(vcdn);
+  fillDelivery(vcdn);
+  fillAccess();
   fillUsageWindow(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
 }
@@ -235,5 +236,6 @@ function setUpManagement() {
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
+  setUpDelivery();
   setUpAccess();
 }
