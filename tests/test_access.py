@@ -131,6 +131,17 @@ def test_the_example_flavor_template_enforces_access_too(tmp_path):
     vnfconfig.check_nginx(text, str(tmp_path))
 
 
+def test_a_flavor_template_without_access_control_is_refused(tmp_path):
+    stock = (vnfconfig.TEMPLATES_DIR / vnfconfig.CACHE_TEMPLATE).read_text()
+    bare = "\n".join(line for line in stock.splitlines() if "access_control" not in line)
+    (tmp_path / "nginx-bare.conf.j2").write_text(bare + "\n")
+    flavor = vnfconfig.FlavorConfig(template="nginx-bare.conf.j2", folders=(str(tmp_path),))
+    service = {"access": access.check({"clients": {"deny": ["10.9.0.0/16"]}})}
+    with pytest.raises(vnfconfig.ConfigError, match="access control"):
+        vnfconfig.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
+    vnfconfig.cache_config(**cache_values(tmp_path, flavor=flavor))  # none asked: fine
+
+
 def test_the_key_files_are_written_root_only_and_removed_with_the_option(tmp_path):
     access.write_vnf_files(tmp_path, {"access": access.check(signed())})
     keys = tmp_path / access.KEYS_FILE
@@ -314,11 +325,8 @@ def test_a_signing_balancer_spreads_by_the_key_without_the_token(tmp_path):
 
 # --- the local driver -------------------------------------------------------------------
 
-def fetch_all(viewer, urls, workers):
-    """Fetch ``urls`` from the client namespace ``viewer`` with ``workers`` curls at once;
-    return the statuses."""
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda url: viewer.fetch(url, timeout=10)[0], urls))
+#: concurrent viewers (curl loops in one client namespace) signing requests during a rotation
+VIEWERS = 40
 
 
 def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, origin,
@@ -359,27 +367,38 @@ def test_a_vcdn_signs_urls_and_rotates_keys_under_load_without_a_refusal(stack, 
         assert viewer.fetch(signed_url("/plain/a", client="10.9.0.0/16"))[0] == 403
         # rotation: tokens of key b keep working while a, b becomes b, c
         urls = [signed_url(f"/plain/rot-{i % 50}", key_id="b") for i in range(400)]
-        statuses, done = [], threading.Event()
+        done = threading.Event()
+        seen = []  # (start, end, status) of every signed request of the load
 
-        def load():
-            while not done.is_set() and len(statuses) < 4000:
-                statuses.extend(fetch_all(viewer, urls[:100], 50))
+        def viewer_loop(first):
+            for index in range(first, first + 200):  # at most 200 requests per viewer
+                if done.is_set():
+                    return
+                began = time.monotonic()
+                status = viewer.fetch(urls[index % len(urls)], timeout=10)[0]
+                seen.append((began, time.monotonic(), status))
 
-        loader = threading.Thread(target=load)
-        loader.start()
-        try:
-            rotation = signed(paths=["/plain/"], keys=(("b", SECRET_B), ("c", SECRET_C)))
-            changed = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202, json={"access": rotation})
-            assert stack.acme.wait(changed["operation"]["id"], 60)["state"] == "COMPLETED"
-            during = len(statuses)
-            statuses.extend(fetch_all(viewer, urls, 50))
-        finally:
-            done.set()
-            loader.join(60)
-        assert len(statuses) >= 400 and set(statuses) == {200}, \
-            {s: statuses.count(s) for s in set(statuses)}
-        print(f"rotation under load: {len(statuses)} signed requests ({during} while the "
-              f"PATCH ran), {sum(s != 200 for s in statuses)} refused")
+        with concurrent.futures.ThreadPoolExecutor(VIEWERS) as pool:
+            loops = [pool.submit(viewer_loop, n * 7) for n in range(VIEWERS)]
+            try:
+                time.sleep(2)
+                patched = time.monotonic()
+                rotation = signed(paths=["/plain/"], keys=(("b", SECRET_B), ("c", SECRET_C)))
+                changed = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202,
+                                        json={"access": rotation})
+                assert stack.acme.wait(changed["operation"]["id"], 60)["state"] == "COMPLETED"
+                completed = time.monotonic()
+                time.sleep(2)
+            finally:
+                done.set()
+            for loop in loops:
+                loop.result(60)
+        statuses = [status for _, _, status in seen]
+        during = sum(began < completed and ended > patched for began, ended, _ in seen)
+        assert during and set(statuses) == {200}, {s: statuses.count(s) for s in set(statuses)}
+        print(f"rotation under load: {len(seen)} signed requests from {VIEWERS} concurrent "
+              f"viewers, {during} of them while the PATCH ran ({completed - patched:.1f} s), "
+              f"{sum(s != 200 for s in statuses)} refused")
         assert viewer.fetch(signed_url("/plain/a", key_id="c"))[0] == 200
         env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"),
                "CDNAAS_API_URL": stack.urls["api"]}
