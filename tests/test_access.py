@@ -123,7 +123,7 @@ def test_the_example_flavor_template_enforces_access_too(tmp_path):
         extra={"keys_zone_mb": 16, "cache_valid": "1m", "asset_max_age": "7d",
                "gzip_types": ["text/css"]})
     service = {"access": access.check({**signed(), "rate_limit": {"requests_per_second": 9}})}
-    access.write_vnf_files(tmp_path, service)
+    access.write_vnf_files(tmp_path, access.vnf_files(service))
     text = vnfconfig.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
     assert "js_set $cdnaas_access_verdict" in text and "limit_req zone=cdnaas_rate" in text
     assert "proxy_cache_key $uri$cdnaas_key_args;" in text
@@ -142,11 +142,19 @@ def test_a_flavor_template_without_access_control_is_refused(tmp_path):
     vnfconfig.cache_config(**cache_values(tmp_path, flavor=flavor))  # none asked: fine
 
 
+def test_a_key_the_renderer_cannot_open_is_a_config_error():
+    stored = access.check(signed())
+    forged = {**stored, "signed_urls": {**stored["signed_urls"], "keys": [
+        {"id": "a", "sealed": "gAAAAA" + "x" * 80}]}}
+    with pytest.raises(vnfconfig.ConfigError, match="sealed"):
+        vnfconfig.access_files({"access": forged})
+
+
 def test_the_key_files_are_written_root_only_and_removed_with_the_option(tmp_path):
-    access.write_vnf_files(tmp_path, {"access": access.check(signed())})
+    access.write_vnf_files(tmp_path, access.vnf_files({"access": access.check(signed())}))
     keys = tmp_path / access.KEYS_FILE
     assert stat.S_IMODE(keys.stat().st_mode) == 0o600
-    access.write_vnf_files(tmp_path, {})
+    access.write_vnf_files(tmp_path, [])
     assert not keys.exists() and not (tmp_path / access.SCRIPT_FILE).exists()
 
 
@@ -201,7 +209,7 @@ class AccessCache:
         prefix = tmp_path / "cache"
         prefix.mkdir(parents=True)
         service = {"access": self.stored}
-        access.write_vnf_files(prefix, service)
+        access.write_vnf_files(prefix, access.vnf_files(service))
         text = vnfconfig.cache_config(
             name="loop-cache", workers=1, listen_address=CACHE_ADDRESS, listen_port=self.port,
             origin=Origin("http", "origin.example.com", self.origin.server_address[1]),

@@ -271,10 +271,10 @@ def vnf_files(service) -> list:
             (KEYS_FILE, json.dumps({"paths": signed["paths"], "keys": keys}), 0o600)]
 
 
-def write_vnf_files(prefix_dir, service) -> None:
-    """Write :func:`vnf_files` under ``prefix_dir`` (each replaced whole, with its mode);
-    remove them where the ``service`` signs no URL."""
-    wanted = {name: (text, mode) for name, text, mode in vnf_files(service)}
+def write_vnf_files(prefix_dir, files) -> None:
+    """Write ``files`` (:func:`vnf_files`) under ``prefix_dir``, each replaced whole with
+    its mode; remove those not among them (the vCDN signs no URL any more)."""
+    wanted = {name: (text, mode) for name, text, mode in files}
     for name in (SCRIPT_FILE, KEYS_FILE):
         path = Path(prefix_dir, name)
         if name not in wanted:

@@ -609,6 +609,18 @@ def _secondary(service, address):
     return _fetched("secondary", secondary, address)
 
 
+def access_files(service: dict | None) -> list:
+    """The files a cache of a SIG with this ``service`` reads for its access control
+    (:func:`cdnaas.delivery.access.vnf_files`: ``[(name, text, mode)]`` under its prefix).
+
+    :raises ConfigError: the stored option is refused or a key cannot be opened.
+    """
+    try:
+        return access.vnf_files(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+
+
 def _cache_access(rendered, region, real_ip_from, listen_address):
     """A cache's ``access`` variable: the option's ``rendered`` values with the cache's own
     facts (``region``, ``real_ip_from``: the balancers whose X-Forwarded-For names the

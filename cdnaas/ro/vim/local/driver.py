@@ -718,7 +718,8 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
         if secondary is not None:
             secondary_address = _origin_address(secondary, layout[vnf.region])
     viewers_facing = vnf.role == "cache"
-    access.write_vnf_files(prefix, sig.service if viewers_facing else None)
+    access.write_vnf_files(prefix, vnfconfig.access_files(sig.service if viewers_facing
+                                                          else None))
     return vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=HTTP_PORT,
         origin=origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=origin_address,

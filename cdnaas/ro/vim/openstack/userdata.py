@@ -36,7 +36,6 @@ from pathlib import Path
 import yaml
 
 from cdnaas.calibration import agent
-from cdnaas.delivery import access
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.openstack import plan
 
@@ -174,7 +173,6 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
     :param balancers: prefixes of the balancer in front of the cache (its region's
         subnet), whose ``X-Forwarded-For`` names the viewer.
     :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
-    :raises cdnaas.common.errors.BadRequest: the vCDN's access option is refused.
     """
     nginx = vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=plan.HTTP_PORT,
@@ -188,7 +186,8 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         region=vnf.region, real_ip_from=[] if shield else list(balancers))
     # the access control's verifier and keys (root only), read by nginx's master
     secret_files = [(f"{PREFIX}/{name}", text, f"{mode:04o}")
-                    for name, text, mode in access.vnf_files(None if shield else sig.service)]
+                    for name, text, mode in vnfconfig.access_files(None if shield
+                                                                   else sig.service)]
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
