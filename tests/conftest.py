@@ -37,6 +37,7 @@ SYSTEM_MODULES = {
     "test_local_update",
     "test_cache_rules", "test_purge", "test_origin_shield",
     "test_ranges",
+    "test_access",
 }
 
 

@@ -426,6 +426,26 @@ def test_custom_hostnames_and_a_certificate_are_set_and_shown_never_the_key(page
 
 # -- cache rules, purge and prefetch ----------------------------------------------------------
 
+def test_a_url_is_signed_from_the_portal(page, stack):
+    secret = "portal-secret-" + "s" * 24
+    lease(stack.acme, "browser-signed", access={"signed_urls": {
+        "paths": ["/video/"], "keys": [{"id": "k1", "secret": secret}]}})
+    sign_in(page, stack.acme)
+    manage(page, "browser-signed", "Cache rules and purge")
+    access = page.get_by_role("form", name="Delivery options").get_by_label("Access control")
+    expect(access).to_have_value(re.compile('"id": "k1"'))
+    assert secret not in access.input_value()
+    form = page.get_by_role("form", name="Sign a URL")
+    form.get_by_label("Path", exact=True).fill("/video/show/index.m3u8")
+    form.get_by_label("Every path under this prefix (optional)").fill("/video/show/")
+    form.get_by_role("button", name="Sign").click()
+    expect(page.locator("#signed-url")).to_contain_text("/video/show/index.m3u8?exp=")
+    expect(page.locator("#signed-url")).to_contain_text("&kid=k1&prefix=/video/show/&sig=")
+    form.get_by_label("Every path under this prefix (optional)").fill("/audio/")
+    form.get_by_role("button", name="Sign").click()
+    expect(page.get_by_role("alert")).to_contain_text("prefix")
+
+
 def test_cache_rules_are_set_from_the_portal(page, stack):
     vcdn = lease(stack.acme, "browser-cache")
     sign_in(page, stack.acme)

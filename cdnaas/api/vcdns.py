@@ -78,6 +78,12 @@ def prefetch(caller, vcdn_id, body):
     return _accepted(_so().prefetch(vcdn_id, body))
 
 
+def sign_url(caller, vcdn_id, body):
+    """A URL of the caller's vCDN signed with one of its keys (``{url, query, expires...}``)."""
+    owned(caller, vcdn_id)
+    return _so().sign_url(vcdn_id, body)
+
+
 def operations(caller, vcdn_id, args):
     owned(caller, vcdn_id)
     return _so().operations(vcdn_id, **_only(args, OPERATIONS_ARGS))

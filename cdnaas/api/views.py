@@ -212,6 +212,11 @@ def invalidate_vcdn(vcdn_id):
     return vcdns.invalidate(g.caller, vcdn_id, request.get_json())
 
 
+@blueprint.post("/vcdns/<vcdn_id>/signed-urls")
+def sign_vcdn_url(vcdn_id):
+    return vcdns.sign_url(g.caller, vcdn_id, request.get_json())
+
+
 @blueprint.post("/vcdns/<vcdn_id>/prefetches")
 def prefetch_vcdn(vcdn_id):
     return vcdns.prefetch(g.caller, vcdn_id, request.get_json())

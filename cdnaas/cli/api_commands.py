@@ -10,7 +10,7 @@ import yaml
 from rich.markup import escape
 
 from cdnaas.cli import charts, client, output
-from cdnaas.common import timeutil
+from cdnaas.common import caching, errors, timeutil
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")
@@ -582,6 +582,11 @@ _log_streams_option = _yaml_file_option(
     "type syslog (address host:port, transport tcp|tls, ca_certificate PEM) or https "
     "(url, headers, batch_records, batch_seconds). An update replaces them whole; an "
     "empty file removes them.")
+_access_option = _yaml_file_option(
+    "--access", "YAML (or JSON) file of access control: signed_urls (paths, keys: a list "
+    "of id, secret), regions (allow), clients (allow or deny: prefixes), rate_limit "
+    "(requests_per_second, burst). An update replaces it whole (send every secret again); "
+    "an empty file removes it.")
 
 
 def _yaml_file_body(path, field, flag, empty=None):
@@ -600,12 +605,13 @@ def _yaml_file_body(path, field, flag, empty=None):
     return {field: ({} if empty is None else empty) if value is None else value}
 
 
-def _files_body(cache_rules, origins, response_rules, log_streams):
+def _files_body(cache_rules, origins, response_rules, log_streams, access):
     """The body fields of the file options of create and update."""
     return {**_yaml_file_body(cache_rules, "cache_rules", "--cache-rules"),
             **_yaml_file_body(origins, "origins", "--origins"),
             **_yaml_file_body(response_rules, "response_rules", "--response-rules"),
-            **_yaml_file_body(log_streams, "log_streams", "--log-streams", empty=[])}
+            **_yaml_file_body(log_streams, "log_streams", "--log-streams", empty=[]),
+            **_yaml_file_body(access, "access", "--access")}
 
 
 @vcdn.command("create")
@@ -615,12 +621,13 @@ def _files_body(cache_rules, origins, response_rules, log_streams):
 @_origins_option
 @_response_rules_option
 @_log_streams_option
+@_access_option
 @_wait_options
 def vcdn_create(wait, timeout, hostnames, certificate, private_key, managed, cache_rules,
-                origins, response_rules, log_streams, **request):
+                origins, response_rules, log_streams, access, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key, managed),
-            **_files_body(cache_rules, origins, response_rules, log_streams)}
+            **_files_body(cache_rules, origins, response_rules, log_streams, access)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -670,10 +677,11 @@ def vcdn_show(vcdn_id):
 @_origins_option
 @_response_rules_option
 @_log_streams_option
+@_access_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
                 hostnames, certificate, private_key, managed, no_hostnames, no_tls, cache_rules,
-                origins, response_rules, log_streams):
+                origins, response_rules, log_streams, access):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -682,7 +690,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key, managed))
-    body.update(_files_body(cache_rules, origins, response_rules, log_streams))
+    body.update(_files_body(cache_rules, origins, response_rules, log_streams, access))
     if (no_hostnames and hostnames) or (no_tls and (certificate or managed)):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -694,8 +702,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
                                "--certificate, --managed-certificate, --no-tls, "
-                               "--cache-rules, --origins, --response-rules and/or "
-                               "--log-streams")
+                               "--cache-rules, --origins, --response-rules, --log-streams "
+                               "and/or --access")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 
@@ -711,6 +719,29 @@ def vcdn_purge(vcdn_id, paths, prefixes, wait, timeout):
     if not paths and not prefixes:
         raise click.UsageError("give at least one --path or --prefix")
     _follow_caches(api().invalidate(vcdn_id, list(paths), list(prefixes)), wait, timeout)
+
+
+@vcdn.command("sign-url")
+@click.argument("vcdn_id", metavar="ID")
+@click.argument("path")
+@click.option("--expires", default="1h", show_default=True, metavar="TIME",
+              help="How long the URL is valid: 30s, 10m, 12h, 7d...")
+@click.option("--prefix", metavar="PREFIX",
+              help="Sign every path under PREFIX (a prefix of PATH; HLS/DASH: the folder of "
+                   "the playlist and segments; the token then also works as a cookie).")
+@click.option("--client", metavar="CIDR", help="Only viewers in this IPv4 prefix.")
+@click.option("--key-id", metavar="ID", help="The key to sign with (default: the last listed).")
+def vcdn_sign_url(vcdn_id, path, expires, prefix, client, key_id):
+    """A signed URL of a vCDN with signed URLs, made by the API with one of its keys; its
+    query (exp, kid, [prefix], [ip], sig) is also the value of a CDNaaS-Token cookie."""
+    try:
+        lifetime = caching.seconds(expires, "--expires")
+    except errors.BadRequest as exc:
+        raise click.BadParameter(exc.message, param_hint="--expires") from None
+    answer = api().sign_url(vcdn_id, _drop_none({"path": path, "expires_in": lifetime,
+                                                 "prefix": prefix, "client": client,
+                                                 "key_id": key_id}))
+    output.show(answer, lambda a: click.echo(a["url"]))
 
 
 @vcdn.command("prefetch")

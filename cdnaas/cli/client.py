@@ -217,6 +217,10 @@ class ApiClient(JsonClient):
         return self.post(f"/api/v1/vcdns/{vcdn_id}/invalidations",
                          json={"paths": paths, "prefixes": prefixes})
 
+    def sign_url(self, vcdn_id, body):
+        """A URL of the vCDN signed as ``body`` asks: ``{url, path, query, expires, key_id}``."""
+        return self.post(f"/api/v1/vcdns/{vcdn_id}/signed-urls", json=body)
+
     def prefetch(self, vcdn_id, paths):
         """Have every cache fetch ``paths``; ``{vcdn, operation}`` (202)."""
         return self.post(f"/api/v1/vcdns/{vcdn_id}/prefetches", json={"paths": paths})

@@ -76,10 +76,20 @@ def _object(value, field, keys):
 
 def ttl(value, field):
     """``value`` if it is an nginx time from 1 s to 365 days (``30s``, ``10m``, ``1h``, ``7d``)."""
+    seconds(value, field)
+    return value
+
+
+def seconds(value, field) -> int:
+    """The seconds of the nginx time ``value`` (``30s``, ``10m``, ``1h``, ``7d``: 1 s to
+    365 days).
+
+    :raises BadRequest: naming ``field``.
+    """
     found = _TIME.fullmatch(value) if isinstance(value, str) else None
     if not found or int(found[1]) * _SECONDS[found[2]] > MAX_TTL_SECONDS:
         _bad(field, f"{value!r} is not a time like 30s, 10m, 12h or 7d (1 s to 365 days)")
-    return value
+    return int(found[1]) * _SECONDS[found[2]]
 
 
 def rule_path(value, match, field):

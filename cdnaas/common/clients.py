@@ -140,6 +140,10 @@ class SoClient(JsonClient):
         operation}`` (202, a PREFETCH operation)."""
         return self.post(f"/so/v1/instances/{instance_id}/prefetches", json=body)
 
+    def sign_url(self, instance_id, body):
+        """A URL of the vCDN signed as ``body`` asks: ``{url, path, query, expires, key_id}``."""
+        return self.post(f"/so/v1/instances/{instance_id}/signed-urls", json=body)
+
     def operations(self, instance_id, limit=None, marker=None):
         """One page of the vCDN's operations: ``{"operations": [...], "next": marker or None}``."""
         params = {k: v for k, v in (("limit", limit), ("marker", marker)) if v is not None}

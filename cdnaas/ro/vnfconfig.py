@@ -41,7 +41,7 @@ import jinja2
 from cdnaas import delivery
 from cdnaas.common import caching, challenges, config, errors, plugins, slicing
 from cdnaas.common.sig import Origin
-from cdnaas.delivery import origins, responses
+from cdnaas.delivery import access, origins, responses
 
 CACHE_TEMPLATE = "nginx-cache.conf.j2"
 LB_TEMPLATE = "nginx-lb.conf.j2"
@@ -63,6 +63,8 @@ USAGE_LOG_PATH = "/cdnaas/access.log"
 PURGE_PATH = "/cdnaas/purge"
 #: The purge module (Debian ``libnginx-mod-http-cache-purge``) the stock cache template loads.
 PURGE_MODULE = "/usr/lib/nginx/modules/ngx_http_cache_purge_module.so"
+#: njs (Debian ``libnginx-mod-http-js``): a cache of a vCDN with signed URLs loads it.
+JS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 #: Where a cache's management listener fetches a request path through its own public
 #: listener (``PREFETCH_PATH + path``), so that the cache holds the object.
 PREFETCH_PATH = "/cdnaas/prefetch"
@@ -73,6 +75,8 @@ PREFETCH_PATH = "/cdnaas/prefetch"
 FETCH_PORT = 8082
 #: What a cache config rendering the vCDN's response rules says (nginx-cache-responses.conf.j2)
 RESPONSE_RULES_MARK = "# The vCDN's response rules."
+#: What a cache config rendering the vCDN's access control says (nginx-cache-access.conf.j2)
+ACCESS_MARK = "# The vCDN's access control."
 #: Where a cache's management listener serves its keys log: one JSON line per object
 #: fetched from the origin, ``{"u": decoded path, "a": raw query string}`` (cdnaas.ro.purge).
 KEYS_LOG_PATH = "/cdnaas/keys.log"
@@ -400,11 +404,15 @@ class CacheRules:
     ignore_cache_control: bool
 
 
-def nginx_cache_rules(rules: dict | None, paths: list = ()) -> CacheRules:
+def nginx_cache_rules(rules: dict | None, paths: list = (), signed: bool = False) -> CacheRules:
     """``rules`` (a SIG's ``service.cache_rules``; None: the defaults) checked again
     (:func:`cdnaas.common.caching.cache_rules`) and put in nginx's terms; the ``paths``
     of the vCDN's origins (:func:`cdnaas.delivery.origins.render`) that set a ``ttl`` come
     first, as prefix rules.
+
+    :param signed: the vCDN signs URLs (:mod:`cdnaas.delivery.access`): a key with the
+        whole query string leaves a signed URL's token out (``$cdnaas_key_args``,
+        ``nginx-cache-access.conf.j2``).
 
     :raises ConfigError: a rule is refused (named, with the reason).
     """
@@ -423,7 +431,7 @@ def nginx_cache_rules(rules: dict | None, paths: list = ()) -> CacheRules:
         locations.append((regex, rule["ttl"], f"{rule['match']} {rule['path']}"))
     query = rules["query_string"]
     if query == "include":
-        key = "$uri$is_args$args"
+        key = "$uri$cdnaas_key_args" if _bool("signed", signed) else "$uri$is_args$args"
     elif query == "ignore":
         key = "$uri"
     else:
@@ -495,7 +503,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  shield: bool = False, also_listen: list[str] = (),
                  usage_log: bool = False, service: dict | None = None,
                  secondary_address: str | None = None, behind_shield: bool = False,
-                 fetch_port: int = FETCH_PORT) -> str:
+                 fetch_port: int = FETCH_PORT,
+                 region: str | None = None, real_ip_from: list[str] = ()) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -546,6 +555,12 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     :param behind_shield: ``origin`` is the vCDN's origin shield, which fetches from the
         origins for this cache (no fetch server here).
     :param fetch_port: the fetch server's port, not ``listen_port`` nor ``management_port``.
+    :param region: the cache's region (a vCDN's access may allow some regions only).
+    :param real_ip_from: prefixes of the balancers in front of the cache, whose
+        ``X-Forwarded-For`` names the viewer (nginx's realip); none: the viewer is the
+        connecting address. With signed URLs (:mod:`cdnaas.delivery.access`) the cache
+        reads the files :func:`cdnaas.delivery.access.vnf_files` gives from
+        ``prefix_dir``: the driver writes them first.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(also_listen, (list, tuple)):
@@ -554,6 +569,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                       for index, address in enumerate(also_listen)]
     primary = _fetched("origin", origin, origin_address)
     options = delivery_values(service, "cache")
+    options[access.FIELD] = _cache_access(options[access.FIELD], region, real_ip_from,
+                                          listen_address)
     fetch = None
     if options["origins"]["fetch"] and not _bool("behind_shield", behind_shield):
         if fetch_port in (listen_port, management_port):
@@ -567,7 +584,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     workers = _int("workers", workers, 1, 64)
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, max_files=max_files)
-    rules = nginx_cache_rules(cache_rules, options["origins"]["paths"])
+    rules = nginx_cache_rules(cache_rules, options["origins"]["paths"], access.signs(service))
     text = render_flavored(
         CACHE_TEMPLATE, flavor, name=_name("name", name), limits=limits,
         **_listeners(listen_address, listen_port, management_port, management_sources),
@@ -596,6 +613,10 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         raise ConfigError(f"the cache template {template} does not render the vCDN's response "
                           "rules: import nginx-cache-responses.conf.j2 as nginx-cache.conf.j2 "
                           "does")
+    if options[access.FIELD]["on"] and not shield and ACCESS_MARK not in text:
+        raise ConfigError(f"the cache template {template} does not render the vCDN's access "
+                          "control: include nginx-cache-access.conf.j2 as nginx-cache.conf.j2 "
+                          "does")
     return text
 
 
@@ -621,6 +642,39 @@ def _secondary(service, address):
         _refuse("secondary_address", address, "is missing: the vCDN has a secondary origin "
                                               f"({secondary.url}); resolve its host")
     return _fetched("secondary", secondary, address)
+
+
+def access_files(service: dict | None) -> list:
+    """The files a cache of a SIG with this ``service`` reads for its access control
+    (:func:`cdnaas.delivery.access.vnf_files`: ``[(name, text, mode)]`` under its prefix).
+
+    :raises ConfigError: the stored option is refused or a key cannot be opened.
+    """
+    try:
+        return access.vnf_files(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+
+
+def _cache_access(rendered, region, real_ip_from, listen_address):
+    """A cache's ``access`` variable: the option's ``rendered`` values with the cache's own
+    facts (``region``, ``real_ip_from``: the balancers whose X-Forwarded-For names the
+    viewer, ``own_address``: its prefetches pass, ``js_module_file``, ``script`` and
+    ``secrets``: the njs module and the files :func:`cdnaas.delivery.access.vnf_files`
+    writes)."""
+    return {**rendered, "region": _optional_name("region", region),
+            "real_ip_from": _sources("real_ip_from", real_ip_from),
+            "own_address": _address("listen_address", listen_address),
+            "js_module_file": JS_MODULE, "script": access.SCRIPT_FILE,
+            "secrets": access.KEYS_FILE}
+
+
+def _balance_key(cache_rules, service):
+    """What a balancer hashes requests on: the caches' key (:func:`nginx_cache_rules`),
+    the path alone where that key has the whole query string and the vCDN signs URLs (a
+    token differs per viewer: every viewer of an object reaches one cache)."""
+    key = nginx_cache_rules(cache_rules).key
+    return "$uri" if access.signs(service) and key == "$uri$is_args$args" else key
 
 
 def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
@@ -680,7 +734,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=nginx_cache_rules(cache_rules).key,
+        balance_key=_balance_key(cache_rules, service),
         **delivery_values(service, "load_balancer"),
         acme_challenges=None if acme_challenges is None
         else _path("acme_challenges", acme_challenges).rstrip("/"))
@@ -912,14 +966,23 @@ def _listeners(listen_address, listen_port, management_port, management_sources)
     if not isinstance(management_sources, (list, tuple)) or not management_sources:
         _refuse("management_sources", management_sources,
                 "is not a non-empty list of addresses or prefixes")
-    sources = []
-    for index, source in enumerate(management_sources):
-        prefix = _prefix(f"management_sources[{index}]", source)
-        single = prefix.prefixlen == prefix.max_prefixlen  # one address: written as such
-        sources.append(str(prefix.network_address) if single else str(prefix))
     return {"listen": _host_port(address, port),
             "management_listen": _host_port(address, management_port),
-            "management_sources": sources, "status_path": STATUS_PATH}
+            "management_sources": _sources("management_sources", management_sources),
+            "status_path": STATUS_PATH}
+
+
+def _sources(field, values):
+    """Addresses or prefixes as nginx's ``allow`` and ``set_real_ip_from`` take them (a
+    single address written as such)."""
+    if not isinstance(values, (list, tuple)):
+        _refuse(field, values, "is not a list of addresses or prefixes")
+    sources = []
+    for index, source in enumerate(values):
+        prefix = _prefix(f"{field}[{index}]", source)
+        single = prefix.prefixlen == prefix.max_prefixlen  # one address: written as such
+        sources.append(str(prefix.network_address) if single else str(prefix))
+    return sources
 
 
 def _int(field, value, low, high):

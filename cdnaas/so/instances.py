@@ -10,6 +10,7 @@ import uuid
 from sqlalchemy import and_, or_, select
 
 from cdnaas import delivery
+from cdnaas.delivery import access
 from cdnaas.common import caching, clock, config, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
@@ -69,6 +70,19 @@ def operation_view(operation):
             "reason": operation.reason, "request": operation.request,
             "created_at": isoformat(operation.created_at),
             "updated_at": isoformat(operation.updated_at)}
+
+
+def signed_url(instance, body):
+    """A URL of ``instance`` signed as ``body`` asks (:func:`cdnaas.delivery.access.sign`):
+    ``{url, path, query, expires, key_id}``, on the vCDN's hostname (HTTPS where it has a
+    certificate).
+
+    :raises BadRequest: naming the field refused, or ``access`` without signed URLs.
+    """
+    signed = access.sign((instance.service or {}).get(access.FIELD), body)
+    scheme = "https" if tls.tls_of(instance.service) else "http"
+    hostname = ServiceInstanceGraph.from_record(instance.sig).hostname
+    return {"url": f"{scheme}://{hostname}{signed['path']}?{signed['query']}", **signed}
 
 
 def get_instance(session, instance_id):

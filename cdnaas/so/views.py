@@ -150,6 +150,13 @@ def scale_instance(instance_id):
     return _accepted(instance, operation)
 
 
+@blueprint.post("/instances/<instance_id>/signed-urls")
+def sign_url(instance_id):
+    with _db().sessions() as session:
+        return instances.signed_url(instances.get_instance(session, instance_id),
+                                    request.get_json())
+
+
 @blueprint.post("/instances/<instance_id>/invalidations")
 def invalidate_instance(instance_id):
     return _on_caches(instance_id, states.INVALIDATE)

@@ -56,7 +56,7 @@ PACKAGES=(
   linux-image-cloud-amd64 initramfs-tools systemd-sysv udev dbus
   ifupdown isc-dhcp-client iproute2 netbase ca-certificates
   cloud-init nginx-light libnginx-mod-http-cache-purge libnginx-mod-http-brotli-filter
-  dnsmasq-base nftables curl
+  libnginx-mod-http-js dnsmasq-base nftables curl
   python3 wrk
 )
 

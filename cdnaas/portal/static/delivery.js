@@ -1,9 +1,9 @@
 // CDNaaS portal: the open vCDN's delivery options (cdnaas.delivery: origins, response
-// rules), each shown and edited as the JSON the API takes; a save PATCHes those changed
+// rules, access control), each shown and edited as the JSON the API takes; a save PATCHes those changed
 // (each replaces the option whole; secrets shown as **** must be typed again).
 "use strict";
 
-const DELIVERY_FIELDS = ["origins", "response_rules"];
+const DELIVERY_FIELDS = ["origins", "response_rules", "access"];
 
 function fillDelivery(vcdn) {
   const form = $("#delivery");

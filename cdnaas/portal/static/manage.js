@@ -16,6 +16,7 @@ function fillForms(vcdn) {
   fillTls(vcdn);
   fillCacheRules(vcdn);
   fillDelivery(vcdn);
+  fillAccess();
   fillUsageWindow(vcdn);
   fillLogStreams(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
@@ -250,4 +251,5 @@ function setUpManagement() {
   setUpCache();
   setUpDelivery();
   setUpLogStreams();
+  setUpAccess();
 }

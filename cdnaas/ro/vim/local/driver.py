@@ -29,7 +29,7 @@ import time
 
 from cdnaas.common import config
 from cdnaas.common.sig import Origin
-from cdnaas.delivery import logstreams, origins, responses
+from cdnaas.delivery import access, logstreams, origins, responses
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim import dnsprobe, hosts, logfiles
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
@@ -734,6 +734,9 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
     here) and also listens on its leg in every other region; a cache fetches from the
     shield's leg in its own region where the vCDN has a shield (plain HTTP, the origin's
     name as Host), else from the origins.
+    A cache trusts its region's balancer for the viewer's address (X-Forwarded-For); the
+    files of the vCDN's access control are written first
+    (:func:`cdnaas.delivery.access.write_vnf_files`).
     """
     address = _managed_address(sig, vnf, addresses)
     [shield] = sig.vnfs_in(role="shield") or [None]
@@ -749,14 +752,19 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
         secondary = origins.secondary_origin(sig.service)
         if secondary is not None:
             secondary_address = _origin_address(secondary, layout[vnf.region])
+    viewers_facing = vnf.role == "cache"
+    access.write_vnf_files(prefix, vnfconfig.access_files(sig.service if viewers_facing
+                                                          else None))
     return vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=HTTP_PORT,
         origin=origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=origin_address,
         planned_connections=vnfconfig.planned_connections(sig, vnf),
         max_files=processes.open_file_limit(), management_sources=_management_sources(address),
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=vnf.role == "shield", also_listen=also_listen, service=sig.service,
-        secondary_address=secondary_address, behind_shield=behind_shield)
+        shield=not viewers_facing, also_listen=also_listen, service=sig.service,
+        secondary_address=secondary_address, behind_shield=behind_shield, region=vnf.region,
+        real_ip_from=[addresses[lb.name] for lb in sig.vnfs_in(vnf.region, "load_balancer")]
+        if viewers_facing else [])
 
 
 def _write_cache_files(sig, prefix):

@@ -423,13 +423,16 @@ class OpenStackDriver(VimDriver):
                                   secondary_address=prepared["secondary_address"])
         if vnf.role == "cache":
             shield_at = shield.fetched_from(sig, record, addresses, vnf.region)
+            subnet = record["regions"].get(vnf.region, {}).get("cidr")
+            balancers = [subnet] if subnet else []  # the balancer's (Octavia's) subnet
             if shield_at is None:
                 return userdata.cache(sig, vnf, addresses[vnf.name],
                                       prepared["origin_address"], management,
-                                      secondary_address=prepared["secondary_address"])
+                                      secondary_address=prepared["secondary_address"],
+                                      balancers=balancers)
             return userdata.cache(sig, vnf, addresses[vnf.name], shield_at, management,
                                   origin=Origin(scheme="http", host=sig.origin.host,
-                                                port=plan.HTTP_PORT))
+                                                port=plan.HTTP_PORT), balancers=balancers)
         balancers = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
                      for r in sig.regions}
         return userdata.dns(sig, vnf, addresses[vnf.name], balancers)

@@ -187,7 +187,7 @@ WantedBy=multi-user.target
 
 
 def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=False,
-          also_listen=(), secondary_address=None):
+          also_listen=(), secondary_address=None, balancers=()):
     """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``
     (or ``origin``: where the vCDN has an origin shield, the shield).
 
@@ -200,6 +200,8 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
     :param secondary_address: IP address of the vCDN's secondary origin (the driver
         resolved it; :mod:`cdnaas.delivery.origins`), for a VNF fetching from the origins
         (not one behind the shield, given ``origin``).
+    :param balancers: prefixes of the balancer in front of the cache (its region's
+        subnet), whose ``X-Forwarded-For`` names the viewer.
     :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
     """
     nginx = vnfconfig.cache_config(
@@ -210,7 +212,12 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
         shield=shield, also_listen=list(also_listen), usage_log=not shield,
         service=sig.service, secondary_address=secondary_address,
-        behind_shield=origin is not None)
+        behind_shield=origin is not None,
+        region=vnf.region, real_ip_from=[] if shield else list(balancers))
+    # the access control's verifier and keys (root only), read by nginx's master
+    secret_files = [(f"{PREFIX}/{name}", text, f"{mode:04o}")
+                    for name, text, mode in vnfconfig.access_files(None if shield
+                                                                   else sig.service)]
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
@@ -228,6 +235,7 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (_ROTATE_SCRIPT, _ROTATE),
         ("/etc/systemd/system/cdnaas-usage-rotate.service", _ROTATE_UNIT),
         ("/etc/systemd/system/cdnaas-usage-rotate.timer", _ROTATE_TIMER),
+        *secret_files,
     ], [*shipper[1], "cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE,
         packed=pages + shipper[2])
 
@@ -311,13 +319,14 @@ def _packed(text):
 
 
 def _cloud_config(hostname, what, files, units, mkdirs=(), sysctl=None, packed=()):
-    """A ``#cloud-config`` document for ``what``: write ``files`` (``(path, text)``) and
-    ``packed`` (cloud-init ``write_files`` entries), make ``mkdirs``, load the ``sysctl``
-    file and start ``units``."""
+    """A ``#cloud-config`` document for ``what``: write ``files`` (``(path, text)``, or
+    ``(path, text, permissions)`` where not 0644) and ``packed`` (cloud-init
+    ``write_files`` entries), make ``mkdirs``, load the ``sysctl`` file and start ``units``."""
     document = {
         "hostname": hostname,
         "write_files": [{"path": path, "content": content, "owner": "root:root",
-                         "permissions": "0644"} for path, content in files] + [
+                         "permissions": mode[0] if mode else "0644"}
+                        for path, content, *mode in files] + [
                              {"owner": "root:root", "permissions": "0644", **entry}
                              for entry in packed],
         "runcmd": [["mkdir", "-p", *mkdirs, PREFIX],
