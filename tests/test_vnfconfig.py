@@ -25,6 +25,7 @@ import jinja2
 import pytest
 import requests
 
+from cdnaas import delivery
 from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
@@ -137,7 +138,8 @@ def all_template_values(rendered, tmp_path):
     """Every template with a full set of values, as the config functions pass them."""
     vnfconfig.cache_config(**cache_values(tmp_path, origin=Origin("https", "o.example", 443),
                                           user="root"))
-    vnfconfig.lb_config(**lb_values(tmp_path, user="root"))
+    vnfconfig.lb_config(**lb_values(tmp_path, user="root", tls={
+        "port": 8443, "certificate": f"{tmp_path}/c.crt", "key": f"{tmp_path}/c.key"}))
     vnfconfig.dns_config(**dns_values(tmp_path))
     vnfconfig.steering_rules(**steering_values())
     return list(rendered)
@@ -148,8 +150,11 @@ def test_every_template_needs_every_value(rendered, tmp_path):
     assert sorted(name for name, _ in calls) == sorted(
         [vnfconfig.CACHE_TEMPLATE, vnfconfig.LB_TEMPLATE, vnfconfig.DNS_TEMPLATE,
          vnfconfig.STEERING_TEMPLATE])
+    roles = {vnfconfig.CACHE_TEMPLATE: "cache", vnfconfig.LB_TEMPLATE: "load_balancer"}
     for template, values in calls:
-        for missing in values:
+        # a delivery option is rendered by the templates of its roles only
+        unused = {o.FIELD for o in delivery.OPTIONS if roles.get(template) not in o.ROLES}
+        for missing in set(values) - unused:
             partial = {k: v for k, v in values.items() if k != missing}
             with pytest.raises(jinja2.UndefinedError):
                 vnfconfig.render(template, **partial)

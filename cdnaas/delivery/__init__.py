@@ -21,8 +21,10 @@ An option is a module listed in :data:`OPTIONS` that provides:
 
 Anything an option renders into an nginx config comes from whitelisted values only.
 """
+from cdnaas.delivery import https
+
 #: every delivery option (modules of this package), in the order views and templates list them
-OPTIONS = ()
+OPTIONS = (https,)
 
 
 def accept(body: dict, service: dict | None = None) -> dict:
