@@ -536,7 +536,14 @@ def _tls_body(hostnames, certificate, private_key):
     return body
 
 
-def _cache_rules_option(command):
+def _option_file_options(command):
+    """--cache-rules FILE and --https-policy FILE: delivery options read from YAML files."""
+    command = click.option(
+        "--https-policy", type=click.Path(exists=True, dir_okay=False, readable=True),
+        metavar="FILE", help="YAML (or JSON) file of the HTTPS policy: http (allow, redirect "
+        "or refuse), hsts (max_age, include_subdomains, preload), min_tls_version (1.2 or "
+        "1.3), unknown_sni (refuse or serve). An update replaces it whole; an empty file "
+        "restores the defaults.")(command)
     return click.option(
         "--cache-rules", type=click.Path(exists=True, dir_okay=False, readable=True),
         metavar="FILE", help="YAML (or JSON) file of cache rules: ttl (a list of match: "
@@ -545,30 +552,35 @@ def _cache_rules_option(command):
         "replaces the rules whole; an empty file restores the defaults.")(command)
 
 
-def _cache_rules_body(path):
-    """``{"cache_rules": ...}`` read from the file of --cache-rules (nothing without one).
+def _option_files_body(**paths):
+    """``{field: ...}`` read from the file of each option given (``--cache-rules``,
+    ``--https-policy``: keyword ``cache_rules``, ``https_policy``); an empty file is ``{}``.
 
-    :raises click.BadParameter: the file is not YAML (or JSON).
+    :raises click.BadParameter: a file is not YAML (or JSON).
     """
-    if path is None:
-        return {}
-    try:
-        rules = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
-                                 param_hint="--cache-rules") from None
-    return {"cache_rules": {} if rules is None else rules}
+    body = {}
+    for field, path in paths.items():
+        if path is None:
+            continue
+        try:
+            value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
+                                     param_hint=f"--{field.replace('_', '-')}") from None
+        body[field] = {} if value is None else value
+    return body
 
 
 @vcdn.command("create")
 @_request_options
 @_tls_options
-@_cache_rules_option
+@_option_file_options
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, https_policy,
+                **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_cache_rules_body(cache_rules)}
+            **_option_files_body(cache_rules=cache_rules, https_policy=https_policy)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -614,10 +626,11 @@ def vcdn_show(vcdn_id):
 @_tls_options
 @click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
 @click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
-@_cache_rules_option
+@_option_file_options
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
-                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules):
+                hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
+                https_policy):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -626,7 +639,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
-    body.update(_cache_rules_body(cache_rules))
+    body.update(_option_files_body(cache_rules=cache_rules, https_policy=https_policy))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -637,7 +650,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls and/or --cache-rules")
+                               "--certificate, --no-tls, --cache-rules and/or "
+                               "--https-policy")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 

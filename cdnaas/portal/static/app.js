@@ -314,6 +314,7 @@ function showFacts(vcdn, etag) {
     ["Entry point", entry.hostname ? `${entry.hostname} (DNS servers ${(entry.dns_servers || []).join(", ")})` : "not yet"],
     ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
     ["HTTPS", tls ? `${tls.subject}, valid until ${tls.not_after}, SHA-256 ${tls.fingerprint_sha256}` : "no: HTTP only"],
+    ["HTTPS policy", httpsPolicyText(vcdn.https_policy)],
     ["Origin", vcdn.origin],
     ["Lease", `${vcdn.lease.start} to ${vcdn.lease.end} (UTC)`],
     ["Revision", etag || etagOf(vcdn)],
@@ -321,6 +322,15 @@ function showFacts(vcdn, etag) {
   $("#facts").replaceChildren(...facts.flatMap(([term, value]) => [
     element("dt", { text: term }), element("dd", { text: value, className: term === "State" ? `state-${vcdn.state}` : null })]));
   $("#detail-end").disabled = ["DELETING", "DELETED"].includes(vcdn.state);
+}
+
+// A vCDN's HTTPS policy in words.
+function httpsPolicyText(policy) {
+  if (!policy) return "defaults";
+  const hsts = policy.hsts;
+  return `plain HTTP ${{ allow: "served", redirect: "redirected to HTTPS", refuse: "refused" }[policy.http] || policy.http}; `
+    + `TLS ${policy.min_tls_version} or later; unknown names ${policy.unknown_sni === "serve" ? "served" : "refused"}; `
+    + (hsts ? `HSTS max-age=${hsts.max_age}${hsts.include_subdomains ? " includeSubDomains" : ""}${hsts.preload ? " preload" : ""}` : "no HSTS");
 }
 
 // -- start -------------------------------------------------------------------------------------
