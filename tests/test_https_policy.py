@@ -8,6 +8,7 @@ hostile or contradictory bodies refused naming the field with nothing written.""
 import json
 import os
 import threading
+import types
 import time
 
 import pytest
@@ -354,7 +355,7 @@ def test_octavia_listeners_carry_the_policy():
     from cdnaas.ro.vim.openstack import plan  # pylint: disable=import-outside-toplevel
     names = ["vcdn.acme.cdn.example.net", NAMES[0]]
     http, tls = plan.listeners("lb", ["t"], container_ref="https://barbican/c", alpn=True,
-                               hsts=True, policy=https.check(FULL, "p"), names=names)
+                               policy_api=True, policy=https.check(FULL, "p"), names=names)
     assert tls["tls_versions"] == ["TLSv1.3"]
     assert (tls["hsts_max_age"], tls["hsts_include_subdomains"], tls["hsts_preload"]) == \
         (31536000, True, True)
@@ -368,7 +369,7 @@ def test_octavia_listeners_carry_the_policy():
     assert [p["action"] for p in http["l7policies"]] == ["REJECT"]
     assert http["l7policies"][0]["rules"] == [
         {"type": "PATH", "compare_type": "STARTS_WITH", "value": "/"}]
-    assert tls["tls_versions"] == ["TLSv1.2", "TLSv1.3"] and "hsts_max_age" not in tls
+    assert "tls_versions" not in tls and "hsts_max_age" not in tls  # any API takes it
     # the defaults: no L7 policy; without a certificate: HTTP alone, as before
     assert "l7policies" not in plan.listeners("lb", ["t"], container_ref="c", names=names)[0]
     assert len(plan.listeners("lb", ["t"], policy=https.check({"hsts": {"max_age": 1}}, "p"),
@@ -378,11 +379,38 @@ def test_octavia_listeners_carry_the_policy():
 def test_octavia_without_hsts_or_a_stored_policy_gone_bad_is_refused():
     from cdnaas.ro.vim.base import DeploymentFailed  # pylint: disable=import-outside-toplevel
     from cdnaas.ro.vim.openstack import plan  # pylint: disable=import-outside-toplevel
-    with pytest.raises(DeploymentFailed, match="2.27"):
-        plan.listeners("lb", [], container_ref="c", hsts=False,
-                       policy=https.check({"hsts": {"max_age": 60}}, "p"))
+    for asked in ({"hsts": {"max_age": 60}}, {"min_tls_version": "1.3"}):
+        with pytest.raises(DeploymentFailed, match="2.27"):
+            plan.listeners("lb", [], container_ref="c", policy_api=False,
+                           policy=https.check(asked, "p"))
+    plan.listeners("lb", [], container_ref="c", policy_api=False,
+                   policy=https.check({"http": "refuse"}, "p"))  # L7 policies: any API
     with pytest.raises(DeploymentFailed, match="service.https_policy.http"):
         plan.tls_listener_policy({"http": "redirect; return 200", "hsts": None,
                                   "min_tls_version": "1.2", "unknown_sni": "refuse"})
     assert plan.octavia_supports(["v2.0", "v2.27"], plan.HSTS_VERSION)
     assert not plan.octavia_supports(["v2.26", "x"], plan.HSTS_VERSION)
+
+
+def test_the_openstack_driver_sends_the_policy_with_the_balancer_and_refuses_a_change(
+        monkeypatch):
+    from cdnaas.common.sig import ServiceInstanceGraph  # pylint: disable=import-outside-toplevel
+    from cdnaas.ro.vim.base import DeploymentFailed  # pylint: disable=import-outside-toplevel
+    from cdnaas.ro.vim.openstack import cloud as oscloud  # pylint: disable=import-outside-toplevel
+    from cdnaas.ro.vim.openstack.driver import OpenStackDriver  # pylint: disable=import-outside-toplevel
+    from tests.support.sigs import sample_sig  # pylint: disable=import-outside-toplevel
+    sig = ServiceInstanceGraph.from_dict(sample_sig())
+    sig.service = {"hostnames": NAMES, "tls": {"certificate_ref": "ref-1"},
+                   "https_policy": https.check(FULL, "p")}
+    monkeypatch.setattr(oscloud, "octavia_versions", lambda conn: ["v2.0", "v2.27"])
+    driver = OpenStackDriver()
+    driver.secrets = types.SimpleNamespace(external_ref=lambda ref: f"https://barbican/{ref}")
+    region = sig.regions[0].name
+    http, tls = driver._listeners(None, sig, region)  # pylint: disable=protected-access
+    assert tls["default_tls_container_ref"] == "https://barbican/ref-1"
+    assert tls["tls_versions"] == ["TLSv1.3"] and tls["hsts_preload"] is True
+    assert [p["redirect_prefix"] for p in http["l7policies"]] == \
+        [f"https://{name}" for name in [sig.hostname, *NAMES]]
+    before = ServiceInstanceGraph.from_dict(sample_sig())
+    with pytest.raises(DeploymentFailed, match="https_policy"):
+        driver.update(types.SimpleNamespace(vnfs=[], resources={}), sig, previous=before)

@@ -263,7 +263,8 @@ class OpenStackDriver(VimDriver):
         return plan.listeners(_balancer_name(sig, region), plan.tags(sig.vcdn_id),
                               container_ref=self.secrets.external_ref(ref),
                               alpn=plan.alpn_supported(versions),
-                              hsts=plan.octavia_supports(versions, plan.HSTS_VERSION), **policy)
+                              policy_api=plan.octavia_supports(versions, plan.HSTS_VERSION),
+                              **policy)
 
     def secret_backend(self):
         """See :meth:`VimDriver.secret_backend`: Barbican, where Octavia reads certificates."""

@@ -20,7 +20,8 @@ HTTP_PORT = 80
 HTTPS_PORT = 443
 #: the Octavia API version whose listeners take ``alpn_protocols`` (HTTP/2 by ALPN)
 ALPN_VERSION = (2, 20)
-#: the Octavia API version whose listeners take ``hsts_max_age`` and its flags
+#: the Octavia API version whose listeners take ``hsts_max_age`` and its flags (and
+#: ``tls_versions``, from 2.17)
 HSTS_VERSION = (2, 27)
 DNS_BASE_PORT = 5300
 #: each listener tells the caches the viewer's address (their usage logs record it)
@@ -196,7 +197,7 @@ def resource_name(vcdn_id, name):
     return f"cdnaas-{vcdn_id}-{name}"
 
 
-def listeners(name, tags_, container_ref=None, alpn=False, hsts=False, policy=None,
+def listeners(name, tags_, container_ref=None, alpn=False, policy_api=False, policy=None,
               names=()):
     """The listeners of a region's Octavia balancer ``name``, each with its own default pool
     (Octavia lets a pool be one listener's default only): HTTP on :data:`HTTP_PORT` and,
@@ -204,9 +205,9 @@ def listeners(name, tags_, container_ref=None, alpn=False, hsts=False, policy=No
     :data:`HTTPS_PORT`, offering HTTP/2 by ALPN where ``alpn`` (the API takes it); both
     add the viewer's address to ``X-Forwarded-For`` (:data:`VIEWER_HEADER`). With HTTPS,
     the vCDN's HTTPS ``policy`` (stored ``https_policy``; None: the defaults) is the HTTPS
-    listener's TLS versions and HSTS (:func:`tls_listener_policy`; ``hsts``: the API
-    takes it) and the HTTP listener's L7 policies (:func:`http_l7_policies` for the served
-    ``names``)."""
+    listener's TLS versions and HSTS (:func:`tls_listener_policy`; ``policy_api``: the
+    API takes them) and the HTTP listener's L7 policies (:func:`http_l7_policies` for
+    the served ``names``)."""
     specs = [{"name": name, "protocol": "HTTP", "protocol_port": HTTP_PORT, "tags": tags_,
               "insert_headers": VIEWER_HEADER,
               "default_pool": {"name": name, "protocol": "HTTP", "lb_algorithm": "SOURCE_IP",
@@ -218,7 +219,7 @@ def listeners(name, tags_, container_ref=None, alpn=False, hsts=False, policy=No
                       "default_tls_container_ref": container_ref,
                       "default_pool": {"name": https, "protocol": "HTTP",
                                        "lb_algorithm": "SOURCE_IP", "tags": tags_},
-                      **tls_listener_policy(policy, hsts)})
+                      **tls_listener_policy(policy, policy_api)})
         if alpn:
             specs[-1]["alpn_protocols"] = ["h2", "http/1.1"]
         l7 = http_l7_policies(policy, names, tags_)
@@ -239,22 +240,29 @@ def _policy(policy):
     return checked or dict(https_option.DEFAULTS)
 
 
-def tls_listener_policy(policy, hsts=False) -> dict:
+def tls_listener_policy(policy, policy_api=False) -> dict:
     """The TERMINATED_HTTPS listener's attributes for an HTTPS ``policy`` (stored; None:
-    the defaults): ``tls_versions`` from its minimum version and, where it asks HSTS,
-    ``hsts_max_age``, ``hsts_include_subdomains``, ``hsts_preload`` (Octavia sends the
-    header on HTTPS answers only).
+    the defaults): ``tls_versions`` where its minimum version is not the default (Octavia's
+    own default is TLS 1.2 and 1.3) and, where it asks HSTS, ``hsts_max_age``,
+    ``hsts_include_subdomains``, ``hsts_preload`` (Octavia sends the header on HTTPS
+    answers only). The defaults send nothing new, so any Octavia API takes them.
 
-    :param hsts: the Octavia API takes HSTS (:data:`HSTS_VERSION`).
-    :raises DeploymentFailed: the policy asks HSTS of an API that has none, or is refused.
+    :param policy_api: the Octavia API takes HSTS and TLS versions (:data:`HSTS_VERSION`).
+    :raises DeploymentFailed: the policy asks them of an API that has neither, or is
+        refused.
     """
     checked = _policy(policy)
-    out = {"tls_versions": [f"TLSv{v}" for v in https_option.TLS_VERSIONS
-                            if float(v) >= float(checked["min_tls_version"])]}
+    out = {}
+    for asked, key in ((checked["min_tls_version"] != https_option.DEFAULTS["min_tls_version"],
+                        "min_tls_version"), (checked["hsts"] is not None, "hsts")):
+        if asked and not policy_api:
+            raise DeploymentFailed(f"https_policy.{key} needs Octavia API 2.27 or later; this "
+                                   f"cloud's is older: remove {key} from the vCDN's HTTPS "
+                                   "policy")
+    if checked["min_tls_version"] != https_option.DEFAULTS["min_tls_version"]:
+        out["tls_versions"] = [f"TLSv{v}" for v in https_option.TLS_VERSIONS
+                               if float(v) >= float(checked["min_tls_version"])]
     if checked["hsts"] is not None:
-        if not hsts:
-            raise DeploymentFailed("https_policy.hsts needs Octavia API 2.27 or later; this "
-                                   "cloud's is older: remove hsts from the vCDN's HTTPS policy")
         out.update(hsts_max_age=checked["hsts"]["max_age"],
                    hsts_include_subdomains=checked["hsts"]["include_subdomains"],
                    hsts_preload=checked["hsts"]["preload"])
