@@ -35,7 +35,7 @@ SYSTEM_MODULES = {
     "test_tls",
     "test_local_update",
     "test_cache_rules", "test_purge", "test_origin_shield",
-    "test_https_policy",
+    "test_https_policy", "test_openstack_https_policy",
 }
 
 

@@ -7,6 +7,8 @@ handshake, a PATCH of the policy reloading the balancer with no request failed, 
 hostile or contradictory bodies refused naming the field with nothing written."""
 import json
 import os
+import socket
+import ssl
 import threading
 import types
 import time
@@ -20,7 +22,7 @@ from cdnaas.common.clients import RoClient
 from cdnaas.delivery import https
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local import clients
+from cdnaas.ro.vim.local import clients, netns
 from cdnaas.ro.vim.local.system import run
 from tests.support.api import populate, vcdn_body
 from tests.support.certs import TestCA
@@ -181,6 +183,23 @@ def _handshake(viewer, balancer, name):
     return True
 
 
+def _resumes(viewer, balancer, name, cafile):
+    """Whether a viewer's second TLS connection naming ``name`` resumes the session of its
+    first (each reads an answer, so a TLS 1.3 session's ticket has arrived)."""
+    context = ssl.create_default_context(cafile=str(cafile))
+    session = None
+    for _ in range(2):
+        with netns.entered(viewer.namespace):
+            raw = socket.create_connection((balancer, 443), timeout=5)
+        with context.wrap_socket(raw, server_hostname=name, session=session) as tls:
+            tls.sendall(f"HEAD {PATH} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n"
+                        .encode())
+            while tls.recv(65536):
+                pass
+            session, reused = tls.session, tls.session_reused
+    return reused
+
+
 def _deploy(stack, origin, ca, name, policy, responder=None):
     issued = ca.issue(NAMES, ocsp_url=responder)
     body = vcdn_body(name, origin=f"http://127.0.0.1:{origin.server_address[1]}",
@@ -231,6 +250,8 @@ def test_redirect_hsts_tls13_and_unknown_names_refused_then_patched_without_a_fa
         assert not _handshake(viewer, balancer, "unknown.policy-shop.com")
         assert not _handshake(viewer, balancer, None)
         assert _handshake(viewer, balancer, name) and _handshake(viewer, balancer, own)
+        # sessions resume though the default server (which refuses) sees them first
+        assert _resumes(viewer, balancer, name, cafile)
 
         outcomes, retried, stop = [], [], threading.Event()
 
@@ -392,7 +413,7 @@ def test_octavia_without_hsts_or_a_stored_policy_gone_bad_is_refused():
     assert not plan.octavia_supports(["v2.26", "x"], plan.HSTS_VERSION)
 
 
-def test_the_openstack_driver_sends_the_policy_with_the_balancer_and_refuses_a_change(
+def test_the_octavia_driver_sends_the_policy_with_the_balancer_and_refuses_a_change(
         monkeypatch):
     from cdnaas.common.sig import ServiceInstanceGraph  # pylint: disable=import-outside-toplevel
     from cdnaas.ro.vim.base import DeploymentFailed  # pylint: disable=import-outside-toplevel
