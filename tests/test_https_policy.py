@@ -435,3 +435,8 @@ def test_the_octavia_driver_sends_the_policy_with_the_balancer_and_refuses_a_cha
     before = ServiceInstanceGraph.from_dict(sample_sig())
     with pytest.raises(DeploymentFailed, match="https_policy"):
         driver.update(types.SimpleNamespace(vnfs=[], resources={}), sig, previous=before)
+    # a new name the redirect would have to match: refused too
+    renamed = ServiceInstanceGraph.from_dict(sample_sig())
+    renamed.service = {**sig.service, "hostnames": NAMES + ["new.policy-shop.com"]}
+    with pytest.raises(DeploymentFailed, match="names it redirects"):
+        driver.update(types.SimpleNamespace(vnfs=[], resources={}), renamed, previous=sig)

@@ -486,8 +486,9 @@ class OpenStackDriver(VimDriver):
         server whose region goes (it follows the default region) is booted again in its
         new region, at that region's DNS address, and the old one goes with the others.
         With ``previous`` None, nothing is rebuilt and HTTPS stays as it is. A changed
-        ``https_policy`` is refused (:class:`DeploymentFailed`): the balancers get it as
-        they are made (:meth:`_listeners`).
+        ``https_policy``, or new names under its redirect, is refused
+        (:class:`DeploymentFailed`): the balancers get it as they are made
+        (:meth:`_listeners`).
 
         What the removals could not delete (the update done) is deleted first by the
         next update (with ``previous``) or restore: :meth:`restore` deletes what the
@@ -495,11 +496,11 @@ class OpenStackDriver(VimDriver):
 
         :raises RemovalIncomplete: the update is done, what it removed is not all deleted.
         """
-        if previous is not None and \
-                previous.service.get("https_policy") != sig.service.get("https_policy"):
+        if previous is not None and _https_policy_changed(previous, sig):
             raise DeploymentFailed("the openstack driver gives a balancer the vCDN's "
-                                   "https_policy as it makes it; changing it on a live vCDN is "
-                                   "not supported yet: keep the policy it was deployed with")
+                                   "https_policy as it makes it; changing it on a live vCDN, "
+                                   "or the names it redirects, is not supported yet: keep the "
+                                   "policy and names it was deployed with")
         old = {v.name: v for v in deployment.vnfs}
         moved = {v.name for v in sig.vnfs if v.name in old and old[v.name].region != v.region}
         recorded_regions = deployment.resources["regions"]
@@ -1349,6 +1350,15 @@ def _check_changes(added, removed, new_regions, gone_regions):
                                                      and vnf.region in regions):
                 raise DeploymentFailed(f"{vnf.name} ({vnf.role}) cannot be {verb} by an "
                                        "update; nothing was changed")
+
+
+def _https_policy_changed(previous, sig):
+    """Whether going from ``previous`` to ``sig`` changes what the balancers' listeners
+    carry of the HTTPS policy: the policy, or the names its L7 redirects match."""
+    policies = [(s.service.get("https_policy"),
+                 plan.http_l7_policies(s.service.get("https_policy"), served_names(s)))
+                for s in (previous, sig)]
+    return policies[0] != policies[1]
 
 
 def _balancer_name(sig, region):
