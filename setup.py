@@ -41,7 +41,7 @@ setup(
         # playwright drives Debian's chromium package (scripts/setup), never a browser of
         # its own: 1.49+ speaks the CDP of Chromium 131 and later (tested with 156).
         "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5",
-                 "playwright>=1.49,<2"],
+                 "playwright>=1.49,<2", "brotli>=1.1,<2"],
     },
     entry_points={
         "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]

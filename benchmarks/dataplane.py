@@ -62,8 +62,9 @@ MAX_SECONDS = 20.0
 #: a run whose kernel TCP memory peaked at this share of ``tcp_mem``'s limit was at the limit
 LIMIT_SHARE = 0.8
 
-#: What both hand-tuned nginx share: limits for this host, no access log, kept-alive clients.
-REFERENCE_COMMON = """\
+#: What every hand-tuned nginx shares: limits for this host, no access log, kept-alive
+#: clients, the status page; its ``http`` block left open.
+REFERENCE_HEAD = """\
 user root;
 worker_processes {workers};
 worker_rlimit_nofile {files};
@@ -78,6 +79,10 @@ http {{
     proxy_temp_path {prefix}/temp;
     client_body_temp_path {prefix}/temp;
     server {{ listen {address}:8081; location = /nginx_status {{ stub_status; }} }}
+"""
+
+#: What both hand-tuned nginx of HTTP share: the head, then a server on port 80.
+REFERENCE_COMMON = REFERENCE_HEAD + """\
     server {{
         listen {address}:80 backlog=65535 reuseport;
         location / {{

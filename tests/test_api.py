@@ -5,22 +5,14 @@ import time
 import pytest
 import requests
 
-from tests.support import postgres
-from tests.support.api import Api, populate, vcdn_body
-from tests.support.stack import running_stack
+from tests.support.api import Api, populated_stack, vcdn_body
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def stack(request, tmp_path_factory):
     """A running stack with regions, hosts, the static template and two tenants."""
-    tmp = tmp_path_factory.mktemp(f"stack-{request.param}")
-    extra = {"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"}
-    if request.param == "sqlite":
-        with running_stack(None, tmp, extra_env=extra) as running:
-            yield populate(running)
-    else:
-        admin = request.getfixturevalue("postgres_admin_url")
-        with postgres.fresh_database(admin) as url, running_stack(url, tmp, extra_env=extra) as running:
-            yield populate(running)
+    with populated_stack(request, tmp_path_factory.mktemp(f"stack-{request.param}"),
+                         {"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
+        yield running
 
 
 def reserved_vcpus(stack, region):

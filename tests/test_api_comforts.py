@@ -1,16 +1,13 @@
 """PATCH of origin, regions and lease end; vCDN lists with filters and pages; ETag and
 If-Match; the CLI's tables for every shipped flavor. Five real services over HTTP on
 the noop driver, on SQLite and on a real PostgreSQL."""
-import contextlib
 import threading
 
 import pytest
 
 from cdnaas.common.clients import RoClient, SoClient
 from cdnaas.common.sig import digest
-from tests.support import postgres
-from tests.support.api import populate, vcdn_body
-from tests.support.stack import running_stack
+from tests.support.api import populated_stack, vcdn_body
 from tests.test_cli import QOE_TEMPLATE, invoke
 
 NEW_ORIGIN = "http://origin2.example.com:8081"
@@ -21,14 +18,8 @@ MOS = {"min_mos": 4.0}
 def stack(request, tmp_path_factory):
     """A running stack (regions, hosts, the static template, tenants acme and globex) with
     a small region ``ap-south`` (one 6 vCPU host) for the lease tests."""
-    tmp = tmp_path_factory.mktemp(f"comforts-{request.param}")
-    with contextlib.ExitStack() as contexts:
-        url = None
-        if request.param == "postgresql":
-            url = contexts.enter_context(postgres.fresh_database(
-                request.getfixturevalue("postgres_admin_url")))
-        running = populate(contexts.enter_context(running_stack(
-            url, tmp, extra_env={"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"})))
+    with populated_stack(request, tmp_path_factory.mktemp(f"comforts-{request.param}"),
+                         {"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
         running.operator.ok("POST", "/regions", 201,
                             json={"name": "ap-south", "client_prefixes": ["10.4.0.0/16"]})
         running.operator.ok("POST", "/regions/ap-south/hosts", 201,
@@ -210,6 +201,24 @@ def test_a_scheduled_vcdn_changes_at_once(stack):
     assert operation["steps"][1]["state"] == "SKIPPED"
 
 
+def test_a_scheduled_vcdn_shows_its_hostname_for_cnames_set_in_advance(stack):
+    accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body(
+        "early", lease={"start": "2095-02-01T00:00:00Z", "end": "2095-02-02T00:00:00Z"}))
+    assert accepted["vcdn"]["state"] == "SCHEDULED"
+    planned = {"hostname": "early.acme.cdn.example.net", "dns_servers": []}
+    assert accepted["vcdn"]["entry_point"] == planned
+    assert stack.acme.ok("GET", f"/vcdns/{accepted['vcdn']['id']}")["entry_point"] == planned
+    [listed] = stack.acme.ok("GET", "/vcdns", params={"name": "early"})["vcdns"]
+    assert listed["entry_point"] == planned
+    shown = invoke(["vcdn", "show", accepted["vcdn"]["id"]], {**stack.env, "COLUMNS": "300"},
+                   stack.acme.token)
+    assert "early.acme.cdn.example.net" in shown.stdout
+    assert "once it is deployed" in shown.stdout, shown.stdout
+    # deployed: the same hostname, now with its DNS servers
+    deployed = active(stack, "now")["entry_point"]
+    assert deployed["hostname"] == "now.acme.cdn.example.net" and deployed["dns_servers"]
+
+
 # -- lists ------------------------------------------------------------------------------------
 
 def test_lists_filter_page_in_a_stable_order_and_hide_deleted_vcdns(stack):
@@ -245,11 +254,29 @@ def test_lists_filter_page_in_a_stable_order_and_hide_deleted_vcdns(stack):
     ({"limit": 1001}, "limit"), ({"limit": "ten"}, "limit"), ({"name": "Bad_Name"}, "name"),
     ({"name": "x" * 200}, "name"), ({"marker": "no/such"}, "marker"),
     ({"marker": "0000-missing"}, "marker"), ({"include_deleted": "maybe"}, "include_deleted"),
+    ({"sort": "name"}, "sort"), ({"limit": ["1", "5"]}, "limit"),
+    ({"state": ["ACTIVE", "DELETED"]}, "state"),
 ])
 def test_bad_list_parameters_are_refused_naming_them(stack, params, field):
     refused = stack.acme.call("GET", "/vcdns", params=params)
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["field"] == field
+
+
+def test_unknown_and_repeated_query_parameters_are_refused_on_every_route(stack):
+    vcdn = active(stack, "queried")
+    for path, params, field, words in (
+            ("/vcdns", {"sort": "name"}, "sort", "takes state, name, limit, marker"),
+            (f"/vcdns/{vcdn['id']}/operations", {"limit": 1, "order": "desc"}, "order",
+             "takes limit, marker"),
+            (f"/vcdns/{vcdn['id']}/operations", {"limit": [1, 2]}, "limit", "more than once"),
+            (f"/vcdns/{vcdn['id']}", {"fields": "name"}, "fields", "takes no query"),
+            ("/regions", {"verbose": "1"}, "verbose", "takes no query")):
+        refused = stack.acme.call("GET", path, params=params)
+        assert refused.status_code == 400, (path, refused.text)
+        assert refused.json()["error"]["field"] == field
+        assert words in refused.json()["error"]["message"]
+    assert stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/operations", params={"limit": 1})
 
 
 def test_a_marker_of_another_tenant_is_refused_and_operations_page_too(stack):
@@ -264,6 +291,25 @@ def test_a_marker_of_another_tenant_is_refused_and_operations_page_too(stack):
     assert [o["type"] for o in rest["operations"]] == ["UPDATE"] and rest["next"] is None
 
 
+# -- purge and prefetch ----------------------------------------------------------------------
+
+def test_escapes_of_control_characters_and_dot_segments_are_refused_and_write_nothing(stack):
+    vcdn = active(stack, "escaped")
+    before = stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/operations")["operations"]
+    for kind, body, field in (("invalidations", {"paths": ["/x%0a"]}, "paths[0]"),
+                              ("invalidations", {"paths": ["/ok", "/x%00"]}, "paths[1]"),
+                              ("invalidations", {"prefixes": ["/%2e%2e/x"]}, "prefixes[0]"),
+                              ("prefetches", {"paths": ["/x%0D%0AHost:%20y"]}, "paths[0]"),
+                              ("prefetches", {"paths": ["/a/%2E%2E/b"]}, "paths[0]")):
+        refused = stack.acme.call("POST", f"/vcdns/{vcdn['id']}/{kind}", json=body)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["field"] == field
+    assert stack.acme.ok("GET", f"/vcdns/{vcdn['id']}/operations")["operations"] == before
+    accepted = stack.acme.ok("POST", f"/vcdns/{vcdn['id']}/invalidations", 202,
+                             json={"paths": ["/caf%C3%A9%20au%20lait"]})
+    assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+
+
 # -- ETag and If-Match ------------------------------------------------------------------------
 
 def test_etags_guard_changes_and_deletes(stack):
@@ -272,12 +318,20 @@ def test_etags_guard_changes_and_deletes(stack):
     etag = shown.headers["ETag"]
     assert etag == f'"{vcdn["revision"]}"'
     change = {"lease": {"end": "2096-01-01T00:00:00Z"}}
-    for stale in ('"999"', f'W/{etag}', '"0", "998"'):
+    for stale in ('"999"', 'W/"999"', '"0", "998"'):
         refused = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", json=change,
                                   headers={"If-Match": stale})
         assert refused.status_code == 412, refused.text
         assert refused.json()["error"]["field"] == "If-Match"
         assert "GET it again" in refused.json()["error"]["message"]
+    # the current ETag made weak: RFC 9110's strong comparison refuses it, saying why
+    for weak in (f"W/{etag}", f'"999", W/{etag}'):
+        refused = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", json=change,
+                                  headers={"If-Match": weak})
+        assert refused.status_code == 412, refused.text
+        message = refused.json()["error"]["message"]
+        assert "changed" not in message and "strongly" in message and f"W/{etag}" in message
+        assert f"as the API gave it, {etag}" in message
     malformed = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", json=change,
                                 headers={"If-Match": '"3'})
     assert malformed.status_code == 400 and malformed.json()["error"]["field"] == "If-Match"
@@ -343,16 +397,23 @@ def test_the_cli_tables_of_every_flavor(stack):
 
     for flavor in ("static", "qoe-video"):
         name = f"cli-{flavor}"
-        request = ["--name", name, "--flavor", flavor, "--origin", "http://o.example",
+        request = ["--flavor", flavor, "--origin", "http://o.example",
                    "--region", "eu-west:1000:4.0", "--lease-hours", "24"]
-        quoted = table("vcdn", "quote", *request)
+        quoted = table("vcdn", "quote", *request)  # a quote needs no name
         assert "Quote (nothing reserved)" in quoted and "eu-west" in quoted
-        created = table("vcdn", "create", *request, "--wait")
+        created = table("vcdn", "create", "--name", name, *request, "--wait")
         assert "ACTIVE" in created and name in created
         vcdn_id = next(v["id"] for v in stack.acme.ok("GET", "/vcdns", params={"name": name})
                        ["vcdns"])
         shown = table("vcdn", "show", vcdn_id)
         assert "http://o.example:80" in shown and "ETag" in shown and "eu-west" in shown
+        # the same vCPUs, said the same way, in the quote and the vCDN it became
+        [region] = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["regions"]
+        assert 0 < region["cache_vcpus"] < region["vcpus"]  # a balancer and a DNS server too
+        said = (f"{region['cache_vcpus']} in caches, {region['vcpus']} in all (caches, "
+                "balancers, DNS)")
+        for text in (quoted, shown):
+            assert said in text and "Cache vCPUs" in text and "All vCPUs" in text, text
         listed = table("vcdn", "list", "--name", name)
         assert vcdn_id in listed and flavor in listed
         updated = table("vcdn", "update", vcdn_id, "--origin", NEW_ORIGIN, "--add-region",

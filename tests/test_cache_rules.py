@@ -14,11 +14,11 @@ import requests
 from cdnaas.common import caching, errors
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin
-from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vnfconfig import ConfigError
 from tests.support.api import populate, vcdn_body
+from tests.support.delivery import sample_origin
 from tests.support.stack import running_stack
 from tests.test_comforts_unit import openstack_sig, rebuilt
 from tests.test_vnfconfig import cache_values, need, start_nginx
@@ -117,10 +117,7 @@ class LoopbackCache:
     ``with``): :meth:`get` fetches through it, ``management`` is its management port."""
 
     def __init__(self, stack, tmp_path, rules):
-        self.origin, thread = origin_server.serve_in_thread("127.0.0.1", 0)
-        stack.callback(thread.join, 5)
-        stack.callback(self.origin.server_close)
-        stack.callback(self.origin.shutdown)
+        self.origin = sample_origin(stack)
         self.port, self.management = free_loopback_ports(2)
         text = vnfconfig.cache_config(
             name="loop-cache", workers=1, listen_address="127.0.0.1", listen_port=self.port,

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from cdnaas.common import certificates, errors
-from tests.support.certs import TestCA, key_marker, pem_key, rsa_key
+from tests.support.certs import TestCA, key_marker, pem_cert, pem_key, rsa_key
 
 NOW = dt.datetime.now(dt.timezone.utc)
 NAMES = ["cdn.example.com", "img.example.com"]
@@ -101,6 +101,35 @@ def test_a_ca_certificate_first_is_refused(ca):
     chain = ca.root_pem
     key = pem_key(ca.root_key)
     refused(chain, key, status=422, field="certificate.certificate")
+    # an intermediate first (with its key), alone or followed by the root: a CA in front
+    intermediate = pem_cert(ca.inter)
+    for sent in (intermediate, intermediate + ca.root_pem):
+        error = refused(sent, pem_key(ca.inter_key), status=422, field="certificate.certificate")
+        assert "starts with a CA certificate" in error.message
+
+
+def openssl_self_signed(folder, names):
+    """A certificate and key as ``openssl req -x509`` makes them (CA:TRUE by default)."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", folder / "key.pem",
+                    "-out", folder / "cert.pem", "-days", "2", "-subj", f"/CN={names[0]}",
+                    "-addext", "subjectAltName=" + ",".join(f"DNS:{n}" for n in names)],
+                   check=True, capture_output=True)
+    return (folder / "cert.pem").read_text(), (folder / "key.pem").read_text()
+
+
+def test_a_self_signed_certificate_from_openssl_req_is_taken(tmp_path):
+    cert_pem, key_pem = openssl_self_signed(tmp_path, NAMES)
+    constraints = x509.load_pem_x509_certificate(cert_pem.encode()).extensions \
+        .get_extension_for_class(x509.BasicConstraints).value
+    assert constraints.ca  # what openssl makes, the case this test is about
+    bundle = certificates.check(cert_pem, key_pem, NAMES, dt.datetime.now(dt.timezone.utc))
+    assert bundle.facts.names == sorted(NAMES) and bundle.facts.issuer == bundle.facts.subject
+    # still refused: names it does not cover, or sent with anything after it
+    assert "does not cover other.example.com" in refused(
+        cert_pem, key_pem, names=["other.example.com"], status=422).message
+    error = refused(cert_pem + cert_pem, key_pem, status=422, field="certificate.certificate")
+    assert "starts with a CA certificate" in error.message
 
 
 def test_dates_are_checked(ca):

@@ -138,7 +138,7 @@ def rebuilt(previous, sig, recorded=None, cloud=None):
                  if v.name in (recorded or {}) else None}
         for v in previous.vnfs if v.role != "load_balancer"}
     kept = [v for v in sig.vnfs if v.role != "load_balancer"]
-    prepared = {"origin_address": sig.origin.host,
+    prepared = {"origin_address": sig.origin.host, "secondary_address": None,
                 "images": {(None, v.image): f"image-{v.image}" for v in kept}}
     addresses = {v.name: v.address for v in deployment.vnfs}
     found = OpenStackDriver()._rebuilds(cloud or FakeCloud(), deployment, sig, previous, kept,

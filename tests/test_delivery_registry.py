@@ -61,6 +61,8 @@ def test_a_rolled_back_change_puts_the_previous_options_back(one_option):
 def test_rendering_checks_the_stored_option_again(one_option):
     assert vnfconfig.delivery_values({"loudness": {"level": 7}}) == {"loudness": 7}
     assert vnfconfig.delivery_values(None) == {"loudness": 0}
+    assert vnfconfig.delivery_values(None, "cache") == {"loudness": 0}
+    assert vnfconfig.delivery_values(None, "load_balancer") == {}  # not among its ROLES
     with pytest.raises(vnfconfig.ConfigError, match="loudness.level"):
         vnfconfig.delivery_values({"loudness": {"level": "7; evil"}})
 

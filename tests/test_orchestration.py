@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import postgres
-from tests.support.api import populate, vcdn_body
-from tests.support.stack import running_stack
+from tests.support.api import populated_stack, vcdn_body
 
 QOE_TEMPLATE = Path(__file__).resolve().parents[1] / "plugins/qoe_video/template.yaml"
 
@@ -28,18 +26,11 @@ def stack(request, tmp_path_factory):
     clock.write_text("")
     extra = {"CDNAAS_CLOCK_FILE": str(clock), "CDNAAS_SO_SCHEDULER_INTERVAL": "0.2",
              "CDNAAS_IM_INTERVAL": "3600"}
-    if request.param == "sqlite":
-        with running_stack(None, tmp, extra_env=extra) as running:
-            yield _prepare(running, clock)
-    else:
-        admin = request.getfixturevalue("postgres_admin_url")
-        with postgres.fresh_database(admin) as url, \
-                running_stack(url, tmp, extra_env=extra) as running:
-            yield _prepare(running, clock)
+    with populated_stack(request, tmp, extra) as running:
+        yield _prepare(running, clock)
 
 
 def _prepare(running, clock):
-    populate(running)
     running.operator.ok("POST", "/regions", 201, json={"name": "tight", "client_prefixes": ["10.5.0.0/16"]})
     running.operator.ok("POST", "/regions/tight/hosts", 201,
                         json={"name": "tight-1", "vcpus": 8, "ram_mb": 32768})

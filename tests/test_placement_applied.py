@@ -83,7 +83,7 @@ def test_the_mapping_defaults_to_the_power_drivers_and_refuses_what_is_not_one(m
 
 
 def test_the_load_generator_leaves_a_pinned_vnf_on_its_hosts_cpus():
-    with loadgen._pinned([os.getpid()], 1, {CPUS[-1]}) as generator:  # noqa: SLF001
+    with loadgen.pinned([os.getpid()], 1, {CPUS[-1]}) as generator:
         assert generator == (set(CPUS) - {CPUS[-1]} or None)
         assert os.sched_getaffinity(0) == set(CPUS)  # nothing was re-pinned
 

@@ -134,6 +134,18 @@ def test_signing_in_with_a_token_shows_the_catalogue(page, stack):
     expect(page.get_by_role("combobox", name="Flavor")).to_contain_text(FLAVOR)
 
 
+def test_the_tenant_sees_its_quotas_and_what_it_uses(page, stack):
+    stack.operator.ok("PUT", "/tenants/acme/quotas", json={"vcdns": 500})
+    try:
+        in_use = next(q["in_use"] for q in stack.acme.ok("GET", "/quotas")["quotas"]
+                      if q["name"] == "vcdns")
+        sign_in(page, stack.acme)
+        expect(page.get_by_label("Your quotas")).to_contain_text(f"vCDNs {in_use} of 500")
+        expect(page.get_by_label("Your quotas")).to_contain_text("purges this hour")
+    finally:
+        stack.operator.ok("PUT", "/tenants/acme/quotas", json={"vcdns": None})
+
+
 # -- leasing ----------------------------------------------------------------------------------
 
 def test_a_quoted_vcdn_is_leased_and_followed_until_active_with_its_entry_point(page, stack):
@@ -195,6 +207,35 @@ def test_errors_of_the_api_are_shown_with_their_message(page, stack):
     page.get_by_role("button", name="Lease it").click()
     expect(page.get_by_role("alert")).to_contain_text("origin")
     assert stack.acme.ok("GET", "/vcdns?name=too-big")["vcdns"] == []
+
+
+def test_a_request_without_a_region_says_so_and_messages_never_cover_a_heading(page, stack):
+    sign_in(page, stack.acme)
+    form = page.locator("#request")
+    form.get_by_label("Name", exact=True).fill("no-region")
+    form.get_by_label("Origin").fill(ORIGIN)
+    for box in form.locator("[data-region]").all():
+        box.uncheck()
+    for button in ("Quote", "Lease it"):
+        page.get_by_role("button", name=button).click()
+        expect(page.locator("#error-text")).to_have_text(  # not the schema's own words
+            "Tick at least one region and give its peak viewers.")
+    assert stack.acme.ok("GET", "/vcdns?name=no-region")["vcdns"] == []
+    # a heading brought to the top of a short window stays below the message, readable
+    page.set_viewport_size({"width": 1360, "height": 360})
+    for name in ("Lease a vCDN", "Your vCDNs"):
+        heading = page.get_by_role("heading", name=name)
+        heading.evaluate("node => node.scrollIntoView()")
+        alert, title = page.get_by_role("alert").bounding_box(), heading.bounding_box()
+        assert alert["y"] + alert["height"] <= title["y"], (name, alert, title)
+        assert title["y"] + title["height"] <= 360, (name, title)  # and in the window
+    # a quote needs no name
+    form.get_by_label("Name", exact=True).fill("")
+    form.get_by_label("eu-west", exact=True).check()
+    page.get_by_role("button", name="Quote").click()
+    expect(page.get_by_role("table", name="Quote per region").get_by_role("row")).to_have_count(2)
+    expect(page.get_by_role("alert")).to_be_hidden()
+    expect(page.locator("#quote")).to_contain_text("vCPUs in caches")
 
 
 def test_hostile_text_from_the_api_is_shown_as_text_never_run(page, stack):

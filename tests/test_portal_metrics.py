@@ -69,7 +69,8 @@ def test_the_page_loads_the_chart_code_before_the_app_and_has_a_detail_view():
     app = (STATIC / "app.js").read_text()
     assert "/metrics?scope=region&since=" in app and "/decisions`" in app
     assert 'addEventListener("change"' in app and "metrics.step" in app
-    assert "regionPanels(metrics, mosTargets(vcdn))" in app and "setInterval(refreshDetail" in app
+    assert "regionPanels(metrics, mosTargets(vcdn), vcdn.regions.map((r) => r.name))" in app
+    assert "setInterval(refreshDetail" in app
     assert "openDetail(vcdn.id)" in app
 
 
@@ -89,6 +90,27 @@ def test_each_region_gets_a_chart_of_viewers_mos_and_watts_with_the_mos_target_d
     assert "stroke-dasharray" not in viewers + watts + others[1]  # us-east has no target
     assert "Power: 152 W" in watts and polyline_points(watts) == [4]
     assert "18:00:00" in viewers and "18:00:30 UTC" in viewers
+
+
+@needs_node
+def test_a_region_no_longer_in_the_vcdn_has_no_charts():
+    markup = charts_js("regionPanels", METRICS, {"eu-west": 4.0}, ["eu-west"])
+    assert markup.count('class="region-charts"') == 1 and "<h4>eu-west</h4>" in markup
+    assert "east" not in markup and len(svgs(markup)) == 3
+    assert "No samples yet" in charts_js("regionPanels", METRICS, {}, ["north"])
+
+
+@needs_node
+def test_an_axis_of_no_load_reads_from_zero():
+    idle = charts_js("lineChart", {"title": "Viewers", "points": [
+        {"time": "2030-01-31T18:00:00Z", "value": 0}, {"time": "2030-01-31T18:01:00Z", "value": 0}]})
+    axis = re.findall(r'<text class="axis"[^>]*>([^<]*)</text>', idle)[:2]
+    assert axis == ["1.00", "0.00"], axis  # top, bottom: not -1 to 1
+    [points] = re.findall(r'<polyline[^>]* points="([^"]*)"', idle)
+    assert {float(pair.split(",")[1]) for pair in points.split()} == {100.0}  # on the bottom
+    negative = charts_js("lineChart", {"title": "Delta", "points": [
+        {"time": "2030-01-31T18:00:00Z", "value": -5}, {"time": "2030-01-31T18:01:00Z", "value": -5}]})
+    assert re.findall(r'<text class="axis"[^>]*>([^<]*)</text>', negative)[:2] == ["-4.50", "-5.50"]
 
 
 @needs_node

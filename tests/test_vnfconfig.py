@@ -25,7 +25,6 @@ import jinja2
 import pytest
 import requests
 
-from cdnaas import delivery
 from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
 from cdnaas.ro import vnfconfig
@@ -150,11 +149,8 @@ def test_every_template_needs_every_value(rendered, tmp_path):
     assert sorted(name for name, _ in calls) == sorted(
         [vnfconfig.CACHE_TEMPLATE, vnfconfig.LB_TEMPLATE, vnfconfig.DNS_TEMPLATE,
          vnfconfig.STEERING_TEMPLATE])
-    roles = {vnfconfig.CACHE_TEMPLATE: "cache", vnfconfig.LB_TEMPLATE: "load_balancer"}
     for template, values in calls:
-        # a delivery option is rendered by the templates of its roles only
-        unused = {o.FIELD for o in delivery.OPTIONS if roles.get(template) not in o.ROLES}
-        for missing in set(values) - unused:
+        for missing in values:
             partial = {k: v for k, v in values.items() if k != missing}
             with pytest.raises(jinja2.UndefinedError):
                 vnfconfig.render(template, **partial)

@@ -3,6 +3,7 @@ from flask import Blueprint, current_app, g, request
 
 from cdnaas.api import quality, tenancy, usage, vcdns
 from cdnaas.api.auth import require_operator
+from cdnaas.common import errors
 from cdnaas.common.clients import ImClient, SidrClient, SoClient
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -136,6 +137,43 @@ def revoke_token(tenant, token_id):
     with _db().transaction() as session:
         tenancy.revoke_token(session, g.caller, tenant, token_id)
     return "", 204
+
+
+@blueprint.get("/quotas")
+def own_quotas():
+    """The caller's quotas and use (an operator names the tenant: ``?tenant=``)."""
+    tenant = request.args.get("tenant") if g.caller.is_operator else g.caller.tenant
+    if not tenant:
+        raise errors.BadRequest("name the tenant whose quotas to show: ?tenant=NAME",
+                                field="tenant")
+    return SoClient().quotas(tenant)
+
+
+@blueprint.get("/quotas/defaults")
+def quota_defaults():
+    require_operator()
+    return SoClient().quota_defaults()
+
+
+@blueprint.put("/quotas/defaults")
+def set_quota_defaults():
+    require_operator()
+    return SoClient().set_quota_defaults(request.get_json())
+
+
+@blueprint.get("/tenants/<tenant>/quotas")
+def tenant_quotas(tenant):
+    with _db().sessions() as session:
+        tenancy.visible_tenant(session, g.caller, tenant)
+    return SoClient().quotas(tenant)
+
+
+@blueprint.put("/tenants/<tenant>/quotas")
+def set_tenant_quotas(tenant):
+    require_operator()
+    with _db().sessions() as session:
+        tenancy.visible_tenant(session, g.caller, tenant)
+    return SoClient().set_quotas(tenant, request.get_json())
 
 
 @blueprint.get("/vcdns")

@@ -1,5 +1,6 @@
 """Commands that mirror the customer API (``api-spec/api.yaml``) and SIDR's templates."""
 import datetime as dt
+import functools
 import re
 import sys
 from pathlib import Path
@@ -456,10 +457,17 @@ def vcdn():
     """Lease, change and end vCDNs."""
 
 
-def _request_options(command):
-    """The options that describe a vCDN request (shared by create and quote)."""
+def _request_options(name_required):
+    """A decorator adding the options that describe a vCDN request (shared by create and
+    quote; a quote needs no --name)."""
+    return functools.partial(_add_request_options, name_required=name_required)
+
+
+def _add_request_options(command, name_required):
     options = [
-        click.option("--name", required=True, callback=lambda _c, _p, v: name_argument(v, "vCDN")),
+        click.option("--name", required=name_required,
+                     help=None if name_required else "Optional: a quote needs no name.",
+                     callback=lambda _c, _p, v: None if v is None else name_argument(v, "vCDN")),
         click.option("--flavor", required=True, help="See `cdnaas flavors`."),
         click.option("--origin", required=True, metavar="URL",
                      help="Origin server: http(s)://host[:port]."),
@@ -503,8 +511,8 @@ def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease
     lease = {"end": timeutil.isoformat(lease_end)}
     if lease_start is not None:
         lease["start"] = timeutil.isoformat(lease_start)
-    return {"name": name, "flavor": flavor, "origin": origin, "regions": regions_body,
-            "lease": lease}
+    return {**({"name": name} if name is not None else {}), "flavor": flavor,
+            "origin": origin, "regions": regions_body, "lease": lease}
 
 
 def _tls_options(command):
@@ -536,56 +544,77 @@ def _tls_body(hostnames, certificate, private_key):
     return body
 
 
-def _option_file_options(command):
-    """--cache-rules FILE and --https-policy FILE: delivery options read from YAML files."""
-    command = click.option(
-        "--https-policy", type=click.Path(exists=True, dir_okay=False, readable=True),
-        metavar="FILE", help="YAML (or JSON) file of the HTTPS policy: http (allow, redirect "
-        "or refuse), hsts (max_age, include_subdomains, preload), min_tls_version (1.2 or "
-        "1.3), unknown_sni (refuse or serve). An update replaces it whole; an empty file "
-        "restores the defaults.")(command)
-    return click.option(
-        "--cache-rules", type=click.Path(exists=True, dir_okay=False, readable=True),
-        metavar="FILE", help="YAML (or JSON) file of cache rules: ttl (a list of match: "
-        "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
-        "list of argument names), origin_cache_control (honour or ignore). An update "
-        "replaces the rules whole; an empty file restores the defaults.")(command)
+def _yaml_file_option(flag, help_text):
+    """A click option naming a YAML (or JSON) file whose content is a body field."""
+    return click.option(flag, type=click.Path(exists=True, dir_okay=False, readable=True),
+                        metavar="FILE", help=help_text)
 
 
-def _option_files_body(**paths):
-    """``{field: ...}`` read from the file of each option given (``--cache-rules``,
-    ``--https-policy``: keyword ``cache_rules``, ``https_policy``); an empty file is ``{}``.
+_cache_rules_option = _yaml_file_option(
+    "--cache-rules", "YAML (or JSON) file of cache rules: ttl (a list of match: "
+    "prefix|suffix|exact, path, ttl), default_ttl, query_string (include, ignore or a "
+    "list of argument names), origin_cache_control (honour or ignore). An update "
+    "replaces the rules whole; an empty file restores the defaults.")
+_origins_option = _yaml_file_option(
+    "--origins", "YAML (or JSON) file of the vCDN's origins beyond --origin: secondary "
+    "(URL), failover (statuses, connect_timeout, read_timeout), paths (prefix, origin: "
+    "primary|secondary, ttl), headers (name, value, secret), host. An update replaces "
+    "them whole (a secret header's value is sent again); an empty file restores the "
+    "defaults.")
+_https_policy_option = _yaml_file_option(
+    "--https-policy", "YAML (or JSON) file of the HTTPS policy: http (allow, redirect or "
+    "refuse), hsts (max_age, include_subdomains, preload), min_tls_version (1.2 or 1.3), "
+    "unknown_sni (refuse or serve). An update replaces it whole; an empty file restores "
+    "the defaults.")
+_response_rules_option = _yaml_file_option(
+    "--response-rules", "YAML (or JSON) file of response rules: add_headers (name, value), "
+    "remove_headers, cors (allow_origins, allow_methods, max_age), error_pages (status, "
+    "body), compression (gzip, brotli, types). An update replaces them whole; an empty "
+    "file restores the defaults.")
+
+
+def _yaml_file_body(path, field, flag):
+    """``{field: ...}`` read from the YAML (or JSON) file ``path`` of option ``flag``
+    (nothing without one; ``{}`` for an empty file).
 
     :raises click.BadParameter: a file is not YAML (or JSON).
     """
-    body = {}
-    for field, path in paths.items():
-        if path is None:
-            continue
-        try:
-            value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
-                                     param_hint=f"--{field.replace('_', '-')}") from None
-        body[field] = {} if value is None else value
-    return body
+    if path is None:
+        return {}
+    try:
+        value = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"{path} is not YAML or JSON: {exc}",
+                                 param_hint=flag) from None
+    return {field: {} if value is None else value}
+
+
+def _files_body(cache_rules, origins, response_rules, https_policy):
+    """The body fields of the file options of create and update."""
+    return {**_yaml_file_body(cache_rules, "cache_rules", "--cache-rules"),
+            **_yaml_file_body(origins, "origins", "--origins"),
+            **_yaml_file_body(response_rules, "response_rules", "--response-rules"),
+            **_yaml_file_body(https_policy, "https_policy", "--https-policy")}
 
 
 @vcdn.command("create")
-@_request_options
+@_request_options(name_required=True)
 @_tls_options
-@_option_file_options
+@_cache_rules_option
+@_origins_option
+@_response_rules_option
+@_https_policy_option
 @_wait_options
-def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, https_policy,
-                **request):
+def vcdn_create(wait, timeout, hostnames, certificate, private_key, cache_rules, origins,
+                response_rules, https_policy, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key),
-            **_option_files_body(cache_rules=cache_rules, https_policy=https_policy)}
+            **_files_body(cache_rules, origins, response_rules, https_policy)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
 @vcdn.command("quote")
-@_request_options
+@_request_options(name_required=False)
 def vcdn_quote(**request):
     """What a vCDN would take, predicted quality, power, energy and price; reserves nothing."""
     output.show(api().quote(_request_body(**request)), output.render_quote)
@@ -626,11 +655,14 @@ def vcdn_show(vcdn_id):
 @_tls_options
 @click.option("--no-hostnames", is_flag=True, help="Serve only the vCDN's own hostname.")
 @click.option("--no-tls", is_flag=True, help="Stop serving HTTPS (the key is deleted).")
-@_option_file_options
+@_cache_rules_option
+@_origins_option
+@_response_rules_option
+@_https_policy_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
                 hostnames, certificate, private_key, no_hostnames, no_tls, cache_rules,
-                https_policy):
+                origins, response_rules, https_policy):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -639,7 +671,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key))
-    body.update(_option_files_body(cache_rules=cache_rules, https_policy=https_policy))
+    body.update(_files_body(cache_rules, origins, response_rules, https_policy))
     if (no_hostnames and hostnames) or (no_tls and certificate):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -650,8 +682,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     if not body:
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
-                               "--certificate, --no-tls, --cache-rules and/or "
-                               "--https-policy")
+                               "--certificate, --no-tls, --cache-rules, --origins, "
+                               "--response-rules and/or --https-policy")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 

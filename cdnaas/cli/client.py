@@ -118,6 +118,19 @@ class ApiClient(JsonClient):
     def create_tenant(self, name, role="tenant"):
         return self.post("/api/v1/tenants", json={"name": name, "role": role})
 
+    def quotas(self, tenant=None):
+        """The caller's quotas (an operator names ``tenant``)."""
+        return self.get("/api/v1/quotas", params={"tenant": tenant} if tenant else None)
+
+    def set_quotas(self, tenant, limits):
+        return self.put(f"/api/v1/tenants/{tenant}/quotas", json=limits)
+
+    def quota_defaults(self):
+        return self.get("/api/v1/quotas/defaults")
+
+    def set_quota_defaults(self, limits):
+        return self.put("/api/v1/quotas/defaults", json=limits)
+
     def tokens(self, tenant):
         return self.get(f"/api/v1/tenants/{tenant}/tokens")["tokens"]
 

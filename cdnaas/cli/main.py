@@ -260,10 +260,11 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, calibrate, demo, image, local
+    from cdnaas.cli import api_commands, calibrate, demo, image, local, quota_commands
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
+    cli.add_command(quota_commands.quota)
     cli.add_command(demo.demo)
     cli.add_command(local.local)
     cli.add_command(image.image)

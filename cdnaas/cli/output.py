@@ -184,8 +184,10 @@ def render_vcdn(vcdn):
                   ("Reason", "state_reason"),
                   ("Lease", lambda v: f"{lease.get('start') or 'now'} -> {lease.get('end')}"),
                   ("Hostname", lambda v: entry.get("hostname") or "-"),
-                  ("DNS servers", lambda v: _cell(entry.get("dns_servers"))),
+                  ("DNS servers", lambda v: _cell(entry.get("dns_servers")) if entry.get("dns_servers")
+                   or not entry.get("hostname") else "once it is deployed"),
                   ("Hostnames", lambda v: _cell(v.get("hostnames"))),
+                  ("vCPUs", lambda v: vcpus_text(v.get("regions") or [])),
                   *_tls_fields(vcdn.get("tls")),
                   ("HTTPS policy", lambda v: _https_policy_cell(v.get("https_policy"))),
                   ("ETag", lambda v: f'"{v["revision"]}"' if "revision" in v else None)],
@@ -218,7 +220,7 @@ def _https_policy_cell(policy):
 def render_quote(quote):
     price = quote.get("price") or {}
     lease = quote.get("lease") or {}
-    fields(quote, [("Flavor", "flavor"), ("vCPUs", "vcpus"),
+    fields(quote, [("Flavor", "flavor"), ("vCPUs", lambda q: vcpus_text(q.get("regions") or [])),
                    ("Power", lambda q: f"{q.get('power_watts')} W at peak demand"),
                    ("Lease", lambda q: f"{lease.get('start')} -> {lease.get('end')} "
                                        f"({lease.get('hours')} h)"),
@@ -226,7 +228,7 @@ def render_quote(quote):
                    ("Price", lambda q: f"{price.get('amount')} {price.get('currency')}")],
            title="Quote (nothing reserved)")
     table(quote.get("regions") or [],
-          [("Region", "name"), ("Demand", "demand"), ("Caches", "caches"), ("vCPUs", "vcpus"),
+          [("Region", "name"), ("Demand", "demand"), ("Caches", "caches"), *VCPU_COLUMNS,
            ("Hosts", lambda r: _cell(r.get("hosts"))),
            ("Predicted MOS", lambda r: r.get("predicted_mos") if r.get("predicted_mos") is not None
             else "-"),
@@ -236,7 +238,18 @@ def render_quote(quote):
 def render_region_summaries(regions):
     table(regions, [("Region", "name"), ("Demand", "demand"),
                     ("Quality", lambda r: quality_text(r.get("quality"))),
-                    ("Caches", "caches"), ("vCPUs", "vcpus"), ("Load balancer", "load_balancer")])
+                    ("Caches", "caches"), *VCPU_COLUMNS, ("Load balancer", "load_balancer")])
+
+
+#: a region's vCPUs, in a quote and a vCDN alike: its caches', then every VNF's
+VCPU_COLUMNS = [("Cache vCPUs", "cache_vcpus"), ("All vCPUs", "vcpus")]
+
+
+def vcpus_text(regions):
+    """The vCPUs of ``regions`` (a quote's or a vCDN's): the caches' and every VNF's."""
+    caches = sum(r.get("cache_vcpus") or 0 for r in regions)
+    total = sum(r.get("vcpus") or 0 for r in regions)
+    return f"{caches} in caches, {total} in all (caches, balancers, DNS)"
 
 
 def render_operation(operation):

@@ -27,14 +27,18 @@ unchanged).
 
 **Invalidations and prefetches** (:func:`invalidation`, :func:`prefetch`): at most
 :data:`MAX_PATHS` paths and :data:`MAX_PREFIXES` prefixes, each a request path of
-``A-Z a-z 0-9 _ . ~ / -`` and ``%XX`` escapes (no ``.`` or ``..`` segment, no ``//``),
-paths optionally with a query string of the same characters and ``= &``. They are sent
-as HTTP request targets to the caches' management listeners, never written into a
-config.
+``A-Z a-z 0-9 _ . ~ / -`` and ``%XX`` escapes, paths optionally with a query string of
+the same characters and ``= &``. The escapes are decoded before the last checks: the
+result must be UTF-8 text without control characters (``%0a``, ``%00``, ``%7f``...),
+and the path must have no ``.`` or ``..`` segment and no ``//`` (``/%2e%2e/x`` and
+``/a%2f%2fb`` are refused). They are sent, as given, as HTTP request targets to the
+caches' management listeners, never written into a config.
 
 Every pattern is applied to the whole string (``fullmatch``).
 """
 import re
+import unicodedata
+from urllib.parse import unquote_to_bytes
 
 from cdnaas.common import errors
 
@@ -78,7 +82,12 @@ def ttl(value, field):
     return value
 
 
-def _rule_path(value, match, field):
+def rule_path(value, match, field):
+    """``value`` if it is a rule's path pattern for ``match`` (``prefix``, ``suffix`` or
+    ``exact``): 1 to 256 of ``A-Z a-z 0-9 _ . / ~ -``, starting with / but for a suffix.
+
+    :raises BadRequest: naming ``field``.
+    """
     if not isinstance(value, str) or not _RULE_PATH.fullmatch(value) \
             or ".." in value or (match != "suffix" and not value.startswith("/")):
         start = "" if match == "suffix" else ", starting with /"
@@ -95,7 +104,7 @@ def _rule(value, field):
     if value["match"] not in MATCHES:
         _bad(f"{field}.match", f"{value['match']!r} is not one of {', '.join(MATCHES)}")
     return {"match": value["match"],
-            "path": _rule_path(value["path"], value["match"], f"{field}.path"),
+            "path": rule_path(value["path"], value["match"], f"{field}.path"),
             "ttl": ttl(value["ttl"], f"{field}.ttl")}
 
 
@@ -151,21 +160,39 @@ def with_rules(service, rules) -> dict:
 
 def request_path(value, field, query=True) -> str:
     """``value`` if it is a request path (with a query string when ``query``) as the
-    module docstring says.
+    module docstring says: its characters, then what its ``%XX`` escapes decode to.
 
     :raises BadRequest: naming ``field``.
     """
     path, mark, args = value.partition("?") if isinstance(value, str) else ("", "", "")
-    segments = path.split("/")[1:]
     if (not isinstance(value, str) or len(value) > MAX_PATH_LENGTH
             or not _REQUEST_PATH.fullmatch(path) or (mark and not query)
-            or not _QUERY.fullmatch(args) or any(s in (".", "..") for s in segments)
-            or "" in segments[:-1]):
+            or not _QUERY.fullmatch(args)):
         with_query = " and an optional ?query of the same and = &" if query else ""
         _bad(field, f"{value!r} is not a path: / then A-Z a-z 0-9 _ . ~ / - and %XX "
-                    f"escapes{with_query}, at most {MAX_PATH_LENGTH} characters, without "
-                    ". or .. segments or //")
+                    f"escapes{with_query}, at most {MAX_PATH_LENGTH} characters")
+    problem = _decoded_problem(path, is_path=True) or _decoded_problem(args, is_path=False)
+    if problem:
+        _bad(field, f"{value!r} {problem}; send the path as the viewers request it")
     return value
+
+
+def _decoded_problem(text, is_path):
+    """What is wrong with ``text`` once its ``%XX`` escapes are decoded (None: nothing):
+    not UTF-8, a control character, or (``is_path``) a ``.``/``..`` segment or ``//``."""
+    try:
+        decoded = unquote_to_bytes(text).decode("utf-8")
+    except UnicodeDecodeError:
+        return "has escapes that do not decode to UTF-8 text"
+    control = next((c for c in decoded if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        return f"decodes to the control character U+{ord(control):04X}"
+    parts = decoded.split("/")[1:]
+    if is_path and any(part in (".", "..") for part in parts):
+        return "has a . or .. segment (after decoding its escapes)"
+    if is_path and "" in parts[:-1]:
+        return "has an empty segment // (after decoding its escapes)"
+    return None
 
 
 def _paths(body, key, limit, query):

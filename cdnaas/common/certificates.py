@@ -100,7 +100,7 @@ def check(certificate, private_key, hostnames, now) -> Bundle:
             field=KEY_FIELD)
     _check_order(chain)
     _check_dates(chain, now)
-    _check_leaf(leaf)
+    _check_leaf(chain)
     names = covered_names(leaf)
     for index, hostname in enumerate(hostnames):
         if not covers(names, hostname):
@@ -261,13 +261,11 @@ def _check_key_kind(key):
 
 def _check_order(chain):
     for index, (child, parent) in enumerate(zip(chain, chain[1:]), start=1):
-        try:
-            child.verify_directly_issued_by(parent)
-        except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
+        if not _issued_by(child, parent):
             raise errors.Unprocessable(
                 f"{CERTIFICATE_FIELD}: certificate {index + 1} did not issue certificate "
                 f"{index}; put the server certificate first, then each issuer in order",
-                field=CERTIFICATE_FIELD) from None
+                field=CERTIFICATE_FIELD)
 
 
 def _check_dates(chain, now):
@@ -283,14 +281,16 @@ def _check_dates(chain, now):
                                        field=CERTIFICATE_FIELD)
 
 
-def _check_leaf(leaf):
-    try:
-        constraints = leaf.extensions.get_extension_for_class(x509.BasicConstraints).value
-    except x509.ExtensionNotFound:
-        constraints = None
-    if constraints is not None and constraints.ca:
+def _check_leaf(chain):
+    """The first certificate of ``chain`` can be a server's: not a CA, unless it is a
+    self-signed certificate sent alone (``openssl req -x509`` marks its certificates
+    CA:TRUE); its names are checked afterwards as any server certificate's."""
+    leaf = chain[0]
+    if _is_ca(leaf) and not (len(chain) == 1 and _issued_by(leaf, leaf)):
         raise errors.Unprocessable(f"{CERTIFICATE_FIELD} starts with a CA certificate; put the "
-                                   "server certificate first", field=CERTIFICATE_FIELD)
+                                   "server certificate first (a CA certificate is taken "
+                                   "first only when it is self-signed and sent alone)",
+                                   field=CERTIFICATE_FIELD)
     try:
         signed_with = leaf.signature_hash_algorithm
     except UnsupportedAlgorithm:
@@ -306,6 +306,21 @@ def _check_leaf(leaf):
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+def _is_ca(cert):
+    try:
+        return cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        return False
+
+
+def _issued_by(child, parent):
+    """Whether ``parent`` signed ``child`` (names and signature)."""
+    try:
+        child.verify_directly_issued_by(parent)
+    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
+        return False
+    return True
 
 def _public(key):
     return key.public_bytes(serialization.Encoding.DER,

@@ -149,6 +149,22 @@ class SoClient(JsonClient):
         return self.get(f"/so/v1/operations/{operation_id}")
 
 
+    def quotas(self, tenant):
+        """The tenant's limits with what it uses (:func:`cdnaas.so.quotas.view`)."""
+        return self.get(f"/so/v1/tenants/{tenant}/quotas")
+
+    def set_quotas(self, tenant, limits):
+        """Set the tenant's limits (``{quota: limit or None}``; None: the default)."""
+        return self.put(f"/so/v1/tenants/{tenant}/quotas", json=limits)
+
+    def quota_defaults(self):
+        return self.get("/so/v1/quotas/defaults")
+
+    def set_quota_defaults(self, limits):
+        """Set the operator's default limits (``{quota: limit or None}``)."""
+        return self.put("/so/v1/quotas/defaults", json=limits)
+
+
 class RoClient(JsonClient):
     """Resource Orchestrator: deployments of SIGs through the VIM driver."""
 

@@ -116,8 +116,9 @@ class FlavorPlugin(abc.ABC):
         the plan powers on, plus ``(peak - idle) / host vCPUs`` per VNF vCPU.
 
         :returns: ``{"flavor", "vcpus", "power_watts", "regions": [{"name",
-            "demand", "caches", "instances", "vcpus", "hosts", "hosts_powered_on",
-            "predicted_mos", "power_watts"}]}``.
+            "demand", "caches", "cache_vcpus", "instances", "vcpus", "hosts",
+            "hosts_powered_on", "predicted_mos", "power_watts"}]}``; ``vcpus`` counts
+            every VNF (caches, balancer, DNS), ``cache_vcpus`` the caches only.
         :raises InsufficientCapacity: as :meth:`plan`.
         """
         sig = self.plan(request)
@@ -130,8 +131,9 @@ class FlavorPlugin(abc.ABC):
             watts = sum(hosts[h].idle_watts for h in newly_on) + sum(
                 (hosts[v.host].peak_watts - hosts[v.host].idle_watts) / hosts[v.host].vcpus
                 * v.vcpus for v in vnfs)
+            caches = sig.vnfs_in(region.name, "cache")
             regions.append({"name": region.name, "demand": region.demand,
-                            "caches": len(sig.vnfs_in(region.name, "cache")),
+                            "caches": len(caches), "cache_vcpus": sum(c.vcpus for c in caches),
                             "instances": len(vnfs), "vcpus": sum(v.vcpus for v in vnfs),
                             "hosts": used, "hosts_powered_on": newly_on,
                             "predicted_mos": None, "power_watts": round(watts, 1)})

@@ -3,9 +3,15 @@
 The document under ``api-spec/`` is the one source of truth: openapi-core
 checks every request against it before a view runs, and its findings are
 turned into one 400 answer that lists every problem and names each field.
+
+A document whose root says ``x-strict-query: true`` (the customer API's) also has
+every query parameter a route does not declare, and every parameter sent more than
+once, refused: openapi-core itself lets both through, and a view reading the first
+value would silently ignore what the client meant (``?sort=name``, ``?limit=1&limit=9``).
 """
 import functools
 import logging
+import re
 
 import yaml
 from flask import request
@@ -29,6 +35,7 @@ class RequestValidator:
         with open(spec_path, encoding="utf-8") as handle:
             self.document = yaml.safe_load(handle)
         self.openapi = OpenAPI.from_file_path(str(spec_path))  # resolves $refs to sibling files
+        self.strict_query = self.document.get("x-strict-query", False) is True
 
     def validate_current_request(self):
         """``before_request`` hook: raise :class:`BadRequest` listing every problem."""
@@ -41,12 +48,35 @@ class RequestValidator:
             if isinstance(error, SecurityValidationError):
                 continue  # authentication is the service's own job (see auth modules)
             problems.extend(_describe(error))
+        if self.strict_query:
+            problems.extend(self._query_problems())
         if problems:
             first = problems[0]
             message = "; ".join(f"{p['field']}: {p['problem']}" if p["field"] else p["problem"]
                                 for p in problems)
             raise errors.BadRequest(f"invalid request: {message}", field=first["field"],
                                     details=problems)
+
+    def _query_problems(self):
+        """[{field, problem}] of query parameters the current route does not declare or
+        that are sent more than once (the route is known: openapi-core found it)."""
+        path = re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", request.url_rule.rule)
+        item = self.openapi.spec / "paths" / path
+        declared = list(dict.fromkeys(parameter["name"]
+                                      for where in (item, item / request.method.lower())
+                                      for parameter in where.get("parameters", [])
+                                      if parameter["in"] == "query"))
+        allowed = f"this route takes {', '.join(declared)}" if declared else \
+            "this route takes no query parameters"
+        problems = []
+        for name in request.args:
+            if name not in declared:
+                problems.append({"field": name, "problem": f"is not a parameter of this "
+                                                           f"route; remove it ({allowed})"})
+            elif len(request.args.getlist(name)) > 1:
+                problems.append({"field": name, "problem": "is sent more than once; send it "
+                                                           "once"})
+        return problems
 
     def paths(self):
         """(method, path) pairs the document declares, e.g. ``("GET", "/api/v1/vcdns/{id}")``."""

@@ -126,6 +126,14 @@ DECLARED = (
             "retrying while RO is unreachable", "so"),
     Setting("CDNAAS_SO_SCHEDULER_INTERVAL", "number", 1.0, "seconds between SO's looks for "
             "leases to start", "so"),
+    Setting("CDNAAS_QUOTA_VCDNS", "integer", 100, "a tenant's vCDNs (not DELETED or FAILED), "
+            "unless the operator set another default or the tenant's own quota", "so"),
+    Setting("CDNAAS_QUOTA_VCPUS_PER_REGION", "integer", 1024, "vCPUs a tenant's vCDNs may "
+            "reserve in any one region (likewise)", "so"),
+    Setting("CDNAAS_QUOTA_HOSTNAMES", "integer", 64, "custom hostnames over a tenant's "
+            "vCDNs (likewise)", "so"),
+    Setting("CDNAAS_QUOTA_PURGES_PER_HOUR", "integer", 1000, "invalidations and prefetches a "
+            "tenant may start in an hour (likewise)", "so"),
     # -- Resource Orchestrator and drivers --------------------------------------------------
     Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
             "`local`, `openstack`, `noop`)", "ro"),

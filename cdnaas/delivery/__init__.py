@@ -21,10 +21,10 @@ An option is a module listed in :data:`OPTIONS` that provides:
 
 Anything an option renders into an nginx config comes from whitelisted values only.
 """
-from cdnaas.delivery import https
+from cdnaas.delivery import https, origins, responses
 
 #: every delivery option (modules of this package), in the order views and templates list them
-OPTIONS = (https,)
+OPTIONS = (origins, responses, https)
 
 
 def accept(body: dict, service: dict | None = None) -> dict:
@@ -60,13 +60,14 @@ def view(service: dict | None) -> dict:
     return {option.FIELD: option.view((service or {}).get(option.FIELD)) for option in OPTIONS}
 
 
-def template_values(service: dict | None) -> dict:
-    """``{FIELD: rendered}`` of every option of a SIG's ``service``, each checked again.
+def template_values(service: dict | None, role: str | None = None) -> dict:
+    """``{FIELD: rendered}`` of every option of a SIG's ``service`` (those ``role``'s
+    configs render: its ``ROLES`` name it; None: every option), each checked again.
 
     :raises cdnaas.common.errors.BadRequest: a stored option is refused.
     """
     values = {}
-    for option in OPTIONS:
+    for option in (o for o in OPTIONS if role is None or role in o.ROLES):
         stored = (service or {}).get(option.FIELD)
         values[option.FIELD] = option.render(
             None if stored is None else option.check(stored, f"service.{option.FIELD}"))

@@ -14,7 +14,9 @@ unless said otherwise; their bytes are a pattern derived from the path, so the
 same path always gives the same bytes (:func:`object_bytes`).
 
 Every request for an object (any status) is counted per path: ``GET /_stats``
-returns the counts as JSON, ``POST /_stats/reset`` clears them.
+returns the counts as JSON, ``POST /_stats/reset`` clears them. The headers of the last
+request for each path are kept (:meth:`OriginServer.headers_of`), and an origin told to
+fail (:attr:`OriginServer.failing`: a status) answers every object request with it.
 
 Run it with ``python -m cdnaas.origin.server --host H --port P``, or in a thread
 with :func:`serve_in_thread`.
@@ -106,11 +108,20 @@ class OriginServer(http.server.ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         self._lock = threading.Lock()
         self._fetches = collections.Counter()
+        self._headers = {}
+        #: a status every object request is answered with (None: serve normally)
+        self.failing = None
         super().__init__(address, _Handler)
 
-    def count(self, path):
+    def count(self, path, headers=None):
         with self._lock:
             self._fetches[path] += 1
+            self._headers[path] = dict(headers or {})
+
+    def headers_of(self, path) -> dict[str, str]:
+        """The headers of the last request for ``path`` ({} if none came)."""
+        with self._lock:
+            return dict(self._headers.get(path, {}))
 
     def stats(self) -> dict[str, int]:
         """Requests received per path since start or the last :meth:`reset`."""
@@ -120,6 +131,7 @@ class OriginServer(http.server.ThreadingHTTPServer):
     def reset(self):
         with self._lock:
             self._fetches.clear()
+            self._headers.clear()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -145,9 +157,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps(self.server.stats(), sort_keys=True).encode()
             self._send(200, body, "application/json", NO_STORE, send_body)
             return
-        self.server.count(path)
+        self.server.count(path, self.headers)
         found = lookup(path)
-        if found is None:
+        if self.server.failing is not None:
+            self._send(self.server.failing, b"failing\n", "text/plain", NO_STORE, send_body)
+        elif found is None:
             self._send(404, b"not found\n", "text/plain", NO_STORE, send_body)
         else:
             self._send(200, *found, send_body)

@@ -41,6 +41,7 @@ import jinja2
 from cdnaas import delivery
 from cdnaas.common import caching, config, errors, plugins
 from cdnaas.common.sig import Origin
+from cdnaas.delivery import origins, responses
 
 CACHE_TEMPLATE = "nginx-cache.conf.j2"
 LB_TEMPLATE = "nginx-lb.conf.j2"
@@ -65,6 +66,13 @@ PURGE_MODULE = "/usr/lib/nginx/modules/ngx_http_cache_purge_module.so"
 #: Where a cache's management listener fetches a request path through its own public
 #: listener (``PREFETCH_PATH + path``), so that the cache holds the object.
 PREFETCH_PATH = "/cdnaas/prefetch"
+#: Port where a cache that fetches from the vCDN's origins itself (not through a shield)
+#: runs its origin fetch server, on its own address and answering it alone: the origins'
+#: failover, headers and Host (:mod:`cdnaas.delivery.origins`,
+#: ``nginx-cache-origins.conf.j2``).
+FETCH_PORT = 8082
+#: What a cache config rendering the vCDN's response rules says (nginx-cache-responses.conf.j2)
+RESPONSE_RULES_MARK = "# The vCDN's response rules."
 #: Where a cache's management listener serves its keys log: one JSON line per object
 #: fetched from the origin, ``{"u": decoded path, "a": raw query string}`` (cdnaas.ro.purge).
 KEYS_LOG_PATH = "/cdnaas/keys.log"
@@ -388,18 +396,23 @@ class CacheRules:
     ignore_cache_control: bool
 
 
-def nginx_cache_rules(rules: dict | None) -> CacheRules:
+def nginx_cache_rules(rules: dict | None, paths: list = ()) -> CacheRules:
     """``rules`` (a SIG's ``service.cache_rules``; None: the defaults) checked again
-    (:func:`cdnaas.common.caching.cache_rules`) and put in nginx's terms.
+    (:func:`cdnaas.common.caching.cache_rules`) and put in nginx's terms; the ``paths``
+    of the vCDN's origins (:func:`cdnaas.delivery.origins.render`) that set a ``ttl`` come
+    first, as prefix rules.
 
     :raises ConfigError: a rule is refused (named, with the reason).
     """
     try:
         rules = caching.cache_rules(rules)
+        prefixed = [caching.cache_rules({"ttl": [{"match": "prefix", "path": p["prefix"],
+                                                   "ttl": p["ttl"]}]})["ttl"][0]
+                    for p in paths if p["ttl"] is not None]
     except errors.BadRequest as exc:
         raise ConfigError(exc.message) from None
     locations = []
-    for rule in rules["ttl"]:
+    for rule in prefixed + rules["ttl"]:
         literal = rule["path"].replace(".", r"\.")  # the only regex character paths allow
         regex = {"prefix": f"^{literal}", "suffix": f"{literal}$",
                  "exact": f"^{literal}$"}[rule["match"]]
@@ -415,14 +428,29 @@ def nginx_cache_rules(rules: dict | None) -> CacheRules:
                       ignore_cache_control=rules["origin_cache_control"] == "ignore")
 
 
-def delivery_values(service: dict | None) -> dict:
+def delivery_values(service: dict | None, role: str | None = None) -> dict:
     """The vCDN's delivery options (a SIG's ``service``; :mod:`cdnaas.delivery`) checked
-    again and put in the templates' terms: one variable per option.
+    again and put in the templates' terms: one variable per option (those the configs of
+    ``role`` render; None: every one).
 
     :raises ConfigError: an option is refused (named, with the reason).
     """
     try:
-        return delivery.template_values(service)
+        return delivery.template_values(service, role)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+
+
+def cache_files(service: dict | None) -> dict:
+    """The files a cache's config refers to beside it, for the SIG's ``service`` (its
+    delivery options, checked again): ``{path relative to the prefix directory: text}``
+    (the error pages of :mod:`cdnaas.delivery.responses`). nginx reads them per request:
+    a changed file needs no reload.
+
+    :raises ConfigError: an option is refused (named, with the reason).
+    """
+    try:
+        return responses.files(service)
     except errors.BadRequest as exc:
         raise ConfigError(exc.message) from None
 
@@ -437,7 +465,9 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
                  daemon: bool = True, user: str | None = None,
                  flavor: FlavorConfig | None = None, cache_rules: dict | None = None,
                  shield: bool = False, also_listen: list[str] = (),
-                 usage_log: bool = False, service: dict | None = None) -> str:
+                 usage_log: bool = False, service: dict | None = None,
+                 secondary_address: str | None = None, behind_shield: bool = False,
+                 fetch_port: int = FETCH_PORT) -> str:
     """nginx config of a cache VNF: reverse proxy and cache towards ``origin``.
 
     :param name: VNF name; also the cache zone and the ``X-Served-By`` header.
@@ -473,33 +503,88 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         (``usage.log``, served at :data:`USAGE_LOG_PATH` on the management listener):
         where the balancer is not ours (Octavia's).
     :param service: the SIG's ``service``, whose delivery options the template gets
-        (:func:`delivery_values`); None: the defaults.
+        (:func:`delivery_values`); None: the defaults. Where its ``origins`` ask for it
+        (:mod:`cdnaas.delivery.origins`) and the cache is not ``behind_shield``, the
+        cache's misses go through a fetch server of its own (``origin_fetch``,
+        :data:`FETCH_PORT`) that sends the origins' headers and Host and fails over.
+    :param secondary_address: IP address of the vCDN's secondary origin (the driver
+        resolved its host); required where ``service`` has one and the cache fetches from
+        the origins.
+    :param behind_shield: ``origin`` is the vCDN's origin shield, which fetches from the
+        origins for this cache (no fetch server here).
+    :param fetch_port: the fetch server's port, not ``listen_port`` nor ``management_port``.
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(also_listen, (list, tuple)):
         _refuse("also_listen", also_listen, "is not a list of addresses")
     more_listeners = [_host_port(_address(f"also_listen[{index}]", address), listen_port)
                       for index, address in enumerate(also_listen)]
-    origin_ip = _address("origin_address", origin_address)
-    scheme, host, port = _origin(origin)
+    primary = _fetched("origin", origin, origin_address)
+    options = delivery_values(service, "cache")
+    fetch = None
+    if options["origins"]["fetch"] and not _bool("behind_shield", behind_shield):
+        if fetch_port in (listen_port, management_port):
+            _refuse("fetch_port", fetch_port, "is the public or management port")
+        fetch = {"listen": _host_port(_address("listen_address", listen_address),
+                                      _port("fetch_port", fetch_port)),
+                 "allow": listen_address, "primary": primary,
+                 "secondary": _secondary(service, secondary_address)}
+    scheme, server = ("http", fetch["listen"]) if fetch else (primary["scheme"],
+                                                             primary["server"])
     workers = _int("workers", workers, 1, 64)
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, max_files=max_files)
-    return render_flavored(
+    text = render_flavored(
         CACHE_TEMPLATE, flavor, name=_name("name", name), limits=limits,
         **_listeners(listen_address, listen_port, management_port, management_sources),
-        origin_scheme=scheme, origin_server=_host_port(origin_ip, port),
-        origin_host_header=_host_header(scheme, host, port), origin_sni_name=host,
+        origin_scheme=scheme, origin_server=server,
+        origin_host_header=primary["host_header"], origin_sni_name=primary["sni"],
+        origin_fetch=fetch,
         prefix_dir=_path("prefix_dir", prefix_dir),
         cache_max_size_mb=_int("cache_max_size_mb", cache_max_size_mb, 1, 1 << 24),
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
-        cache_rules=nginx_cache_rules(cache_rules), purge_path=PURGE_PATH,
-        prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH, purge_module_file=PURGE_MODULE,
+        cache_rules=nginx_cache_rules(cache_rules, options["origins"]["paths"]),
+        purge_path=PURGE_PATH, prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH,
+        purge_module_file=PURGE_MODULE,
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
-        shield=_bool("shield", shield), also_listen=more_listeners,
-        **delivery_values(service))
+        shield=_bool("shield", shield), also_listen=more_listeners, **options)
+    template = (flavor and flavor.template) or CACHE_TEMPLATE
+    if fetch and f"listen {fetch['listen']};" not in text:
+        raise ConfigError(f"the cache template {template} does not render the vCDN's origins "
+                          "(its misses would find no fetch server): include "
+                          "nginx-cache-origins.conf.j2 as nginx-cache.conf.j2 does")
+    if options["response_rules"] != responses.render(None) and not shield \
+            and RESPONSE_RULES_MARK not in text:
+        raise ConfigError(f"the cache template {template} does not render the vCDN's response "
+                          "rules: import nginx-cache-responses.conf.j2 as nginx-cache.conf.j2 "
+                          "does")
+    return text
+
+
+def _fetched(field, origin, address):
+    """How a cache reaches ``origin`` at ``address``: ``{"scheme", "server"
+    (address:port), "host_header", "sni"}``."""
+    ip = _address(f"{field}_address", address)
+    scheme, host, port = _origin(origin)
+    return {"scheme": scheme, "server": _host_port(ip, port),
+            "host_header": _host_header(scheme, host, port), "sni": host}
+
+
+def _secondary(service, address):
+    """How the fetch server reaches the secondary origin of ``service`` at ``address``
+    (None: the vCDN has none)."""
+    try:
+        secondary = origins.secondary_origin(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
+    if secondary is None:
+        return None
+    if address is None:
+        _refuse("secondary_address", address, "is missing: the vCDN has a secondary origin "
+                                              f"({secondary.url}); resolve its host")
+    return _fetched("secondary", secondary, address)
 
 
 def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
@@ -552,7 +637,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
                           proxied=True)
     listeners = _listeners(listen_address, listen_port, management_port, management_sources)
     https = _tls(tls, listen_address, (listen_port, management_port))
-    options = delivery_values(service)
+    options = delivery_values(service, "load_balancer")
     if https is None and options["https_policy"]["http"] != "allow":
         raise ConfigError(f"https_policy.http {options['https_policy']['http']} needs HTTPS, "
                           "and the vCDN has no certificate")

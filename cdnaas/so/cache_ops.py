@@ -8,7 +8,7 @@ vCDN being changed (UPDATING) or deployed answers 409 here, but a change may sta
 while one runs (the runner then waits for RO to rest before it asks the caches).
 """
 from cdnaas.common import caching, errors
-from cdnaas.so import instances, states
+from cdnaas.so import instances, quotas, states
 
 #: how each kind's body is checked
 CHECKS = {states.INVALIDATE: caching.invalidation, states.PREFETCH: caching.prefetch}
@@ -28,6 +28,8 @@ def start(database, instance_id, kind, body):
             raise errors.Conflict(f"vCDN {instance_id} is {instance.state}; its caches can be "
                                   "purged or filled only while it is ACTIVE (wait for its "
                                   "operation to end)", field="vcdn_id")
+        quotas.lock_tenant(session, instance.tenant)
+        quotas.check(session, instance.tenant, {"purges_per_hour": 1})
         operation = instances.new_operation(instance.id, kind, reason="customer")
         operation.request = request
         session.add(operation)

@@ -16,7 +16,7 @@ from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionReques
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity, pricing, states, tls
+from cdnaas.so import capacity, pricing, quotas, states, tls
 from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
 
@@ -36,18 +36,30 @@ def instance_view(instance):
     regions = []
     for requested in instance.regions:
         caches = sig.vnfs_in(requested["name"], "cache")
-        regions.append({**requested, "caches": len(caches), "vcpus": sum(c.vcpus for c in caches),
+        regions.append({**requested, "caches": len(caches),
+                        "cache_vcpus": sum(c.vcpus for c in caches),
+                        "vcpus": sum(v.vcpus for v in sig.vnfs_in(requested["name"])),
                         "load_balancer": endpoints.get(requested["name"])})
     return {"id": instance.id, "name": instance.name, "tenant": instance.tenant,
             "flavor": instance.flavor, "template_version": instance.template_version,
             "origin": instance.origin, "state": instance.state,
             "state_reason": instance.state_reason,
             "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
-            "regions": regions, "entry_point": instance.entry_point, **tls.view(instance.service),
+            "regions": regions, "entry_point": _entry_point(instance, sig),
+            **tls.view(instance.service),
             "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
             **delivery.view(instance.service),
             "revision": instance.revision,
             "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
+
+
+def _entry_point(instance, sig):
+    """RO's entry point of a deployed vCDN; before its deployment (SCHEDULED, DEPLOYING)
+    the hostname it was planned with, known at creation so that customers can set their
+    CNAMEs in advance, and no DNS servers yet (RO gives their addresses when it deploys)."""
+    if instance.entry_point is None and instance.state in (states.SCHEDULED, states.DEPLOYING):
+        return {"hostname": sig.hostname, "dns_servers": []}
+    return instance.entry_point
 
 
 def operation_view(operation):
@@ -241,8 +253,12 @@ def _accept(tenant, body, now):
     return origin, window, template, plugin
 
 
+#: the name a quote without one is planned under (only its SIG's hostname sees it)
+QUOTE_NAME = "quote"
+
+
 def _hostname(tenant, body):
-    return f"{body['name']}.{tenant}.{config.dns_domain()}"
+    return f"{body.get('name', QUOTE_NAME)}.{tenant}.{config.dns_domain()}"
 
 
 def create(database, tenant, body, now=None):
@@ -267,10 +283,13 @@ def create(database, tenant, body, now=None):
             raise errors.Conflict(f"you already have a vCDN named {body['name']} ({clash}); "
                                   "pick another name or delete it first", field="name")
         tls.check_unclaimed(session, hostnames, instance_id, LIVE_STATES)
+        quotas.lock_tenant(session, tenant)
+        quotas.check(session, tenant, {"vcdns": 1, "hostnames": len(hostnames)}, now)
         service = caching.with_rules(tls.record(options, hostnames, stored.keep(bundle)
                                                 if bundle else None), rules)
         sig = _plan(session, plugin, template, instance_id, _hostname(tenant, body), origin,
                     body["regions"], window, service=tls.sig_service(service))
+        quotas.check(session, tenant, {"vcpus_per_region": quotas.vcpus_per_region(sig)}, now)
         instance = Instance(
             id=instance_id, tenant=tenant, name=body["name"], flavor=template["flavor"],
             template_version=template["version"], origin=origin.url,
@@ -342,14 +361,17 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None):
         service = delivery.accept(body, service)
         tls.check_policy_served(service, tls.tls_of(service) is not None, body)
         tls.check_unclaimed(session, tls.hostnames_of(service), instance.id, LIVE_STATES)
+        quotas.lock_tenant(session, instance.tenant)
         window = (start, change.lease_end)
         if change.replan:
             sig = _plan(session, plugin, template, instance.id, old_sig.hostname, change.origin,
                         change.regions, window, exclude_instance=instance.id,
                         service=tls.sig_service(service))
+            _check_growth(session, instance, old_sig, sig, service, now)
         else:
             sig = dataclasses.replace(old_sig, origin=change.origin,
                                       service=tls.sig_service(service))
+            _check_growth(session, instance, old_sig, sig, service, now)
             if change.lease_end > aware(instance.lease_end):
                 capacity.check_room(session, sig, *window, exclude_instance=instance.id)
         applies = instance.state == states.ACTIVE and sig.digest() != old_sig.digest()
@@ -373,6 +395,22 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None):
     if superseded and operation.state == states.COMPLETED:  # no SIG runs it any more
         tls.release(superseded, why=f"vCDN {instance_id} got a new certificate")
     return instance, operation
+
+
+def _check_growth(session, instance, old_sig, sig, service, now):
+    """Check the quotas a change of ``instance`` from ``old_sig`` to ``sig`` (with
+    ``service``) grows: only what it adds to counts, so a change never fails a quota
+    lowered below what the vCDN already holds unless it takes more."""
+    before, after = quotas.vcpus_per_region(old_sig), quotas.vcpus_per_region(sig)
+    grows = {}
+    hostnames = len(tls.hostnames_of(service))
+    if hostnames > len(tls.hostnames_of(instance.service)):
+        grows["hostnames"] = hostnames
+    grown = {region: vcpus for region, vcpus in after.items() if vcpus > before.get(region, 0)}
+    if grown:
+        grows["vcpus_per_region"] = grown
+    if grows:
+        quotas.check(session, instance.tenant, grows, now, exclude_instance=instance.id)
 
 
 def _load_flavor_version(instance):

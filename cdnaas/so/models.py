@@ -104,3 +104,13 @@ class Operation(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
                                                     onupdate=utcnow)
+
+
+class Quota(Base):
+    """One limit of one tenant (``*``: the operator's default), :mod:`cdnaas.so.quotas`."""
+
+    __tablename__ = "so_quotas"
+
+    tenant: Mapped[str] = mapped_column(String(63), primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    limit: Mapped[int] = mapped_column(Integer)

@@ -1,7 +1,7 @@
 """HTTP views of the Service Orchestrator (thin: logic lives in the modules they call)."""
 from flask import Blueprint, current_app, request
 
-from cdnaas.so import cache_ops, catalogue, elasticity, instances, pricing, states
+from cdnaas.so import cache_ops, catalogue, elasticity, instances, pricing, quotas, states
 
 blueprint = Blueprint("so", __name__, url_prefix="/so/v1")
 
@@ -187,3 +187,29 @@ def list_operations(instance_id):
 def get_operation(operation_id):
     with _db().sessions() as session:
         return instances.operation_view(instances.get_operation(session, operation_id))
+
+
+@blueprint.get("/quotas/defaults")
+def quota_defaults():
+    with _db().sessions() as session:
+        return quotas.defaults_view(session)
+
+
+@blueprint.put("/quotas/defaults")
+def set_quota_defaults():
+    with _db().transaction() as session:
+        quotas.set_limits(session, quotas.DEFAULTS, request.get_json())
+        return quotas.defaults_view(session)
+
+
+@blueprint.get("/tenants/<tenant>/quotas")
+def tenant_quotas(tenant):
+    with _db().sessions() as session:
+        return quotas.view(session, tenant)
+
+
+@blueprint.put("/tenants/<tenant>/quotas")
+def set_tenant_quotas(tenant):
+    with _db().transaction() as session:
+        quotas.set_limits(session, tenant, request.get_json())
+        return quotas.view(session, tenant)

@@ -55,7 +55,8 @@ ROOTFS=$WORK/rootfs
 PACKAGES=(
   linux-image-cloud-amd64 initramfs-tools systemd-sysv udev dbus
   ifupdown isc-dhcp-client iproute2 netbase ca-certificates
-  cloud-init nginx-light libnginx-mod-http-cache-purge dnsmasq-base nftables curl
+  cloud-init nginx-light libnginx-mod-http-cache-purge libnginx-mod-http-brotli-filter
+  dnsmasq-base nftables curl
   python3 wrk
 )
 

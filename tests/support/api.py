@@ -1,8 +1,12 @@
 """Driving the customer API in end-to-end tests: a small client and sample data."""
+import contextlib
 import time
 from pathlib import Path
 
 import requests
+
+from tests.support import postgres
+from tests.support.stack import running_stack
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "plugins/static/template.yaml"
 LEASE = {"end": "2099-01-01T00:00:00Z"}
@@ -65,3 +69,17 @@ def populate(running):
     return running
 
 
+
+
+@contextlib.contextmanager
+def populated_stack(request, tmp_path, extra_env=None):
+    """A running stack on the backend ``request.param`` names (``sqlite``: the embedded
+    default; ``postgresql``: a fresh database of the tests' PostgreSQL), with regions,
+    hosts, the static template and tenants acme and globex (:func:`populate`)."""
+    with contextlib.ExitStack() as contexts:
+        url = None
+        if request.param == "postgresql":
+            url = contexts.enter_context(postgres.fresh_database(
+                request.getfixturevalue("postgres_admin_url")))
+        yield populate(contexts.enter_context(running_stack(url, tmp_path,
+                                                            extra_env=extra_env)))

@@ -64,15 +64,23 @@ function requestBody() {
       demand: Number(line.querySelector("[data-demand]").value),
       quality: quality(Number(line.querySelector("[data-target]").value)),
     }));
+  if (!regions.length) throw new Error("Tick at least one region and give its peak viewers.");
   const end = new Date(Date.now() + Number(form.hours.value) * 3600 * 1000);
-  const body = { name: form.name.value, flavor: form.flavor.value, origin: form.origin.value,
+  const body = { flavor: form.flavor.value, origin: form.origin.value,
                  regions, lease: { end: end.toISOString().replace(/\.\d+Z$/, "Z") } };
+  if (form.name.value) body.name = form.name.value;  // a quote needs none; a lease is told it does
   const hostnames = lines(form.hostnames.value);
   if (hostnames.length) body.hostnames = hostnames;
   if (form.certificate.value.trim() || form.private_key.value.trim()) {
     body.certificate = { certificate: form.certificate.value, private_key: form.private_key.value };
   }
   return body;
+}
+
+// The vCPUs of a quote's or a vCDN's regions, said as the CLI says them: caches', then every VNF's.
+function vcpusText(regions) {
+  const sum = (key) => regions.reduce((total, region) => total + (region[key] || 0), 0);
+  return `${sum("cache_vcpus")} vCPUs in caches, ${sum("vcpus")} in all (caches, balancers, DNS)`;
 }
 
 async function quote() {
@@ -83,15 +91,16 @@ async function quote() {
     box.hidden = false;
     box.innerHTML = `<h3>Quote: nothing is reserved yet</h3>
       <p class="price"><b></b> for <span></span> h:
-      ${answer.vcpus} vCPUs, about ${answer.power_watts} W at peak, ${answer.energy_kwh} kWh over the lease</p>
-      <table aria-label="Quote per region"><thead><tr><th>Region</th><th>Viewers</th><th>Caches</th><th>vCPUs</th><th>Predicted MOS</th><th>Power (W)</th></tr></thead><tbody></tbody></table>`;
+      ${vcpusText(answer.regions)}, about ${answer.power_watts} W at peak, ${answer.energy_kwh} kWh over the lease</p>
+      <table aria-label="Quote per region"><thead><tr><th>Region</th><th>Viewers</th><th>Caches</th><th>Cache vCPUs</th><th>All vCPUs</th><th>Predicted MOS</th><th>Power (W)</th></tr></thead><tbody></tbody></table>`;
     box.querySelector("b").textContent = `${answer.price.amount} ${answer.price.currency}`;
     box.querySelector("span").textContent = answer.lease.hours;
     const rows = box.querySelector("tbody");
     for (const region of answer.regions) {
       const row = rows.insertRow();
       cell(row, region.name); cell(row, region.demand); cell(row, region.caches);
-      cell(row, region.vcpus); cell(row, region.predicted_mos); cell(row, region.power_watts);
+      cell(row, region.cache_vcpus); cell(row, region.vcpus);
+      cell(row, region.predicted_mos); cell(row, region.power_watts);
     }
   } catch (error) { showError(error); }
 }
@@ -202,8 +211,8 @@ async function loadVcdns() {
     const row = rows.insertRow();
     const entry = vcdn.entry_point || {};
     cell(row, vcdn.name); cell(row, vcdn.flavor); cell(row, vcdn.state, `state-${vcdn.state}`);
-    cell(row, vcdn.regions.map((r) => `${r.name}: ${r.demand} viewers, ${r.caches} caches, ${r.vcpus} vCPUs`)
-      .join("; "));
+    cell(row, vcdn.regions.map((r) => `${r.name}: ${r.demand} viewers, ${r.caches} caches`)
+      .join("; ") + `; ${vcpusText(vcdn.regions)}`);
     cell(row, entry.hostname); cell(row, (entry.dns_servers || []).join(", "));
     cell(row, vcdn.lease.end);
     const actions = row.insertCell();
@@ -219,9 +228,25 @@ async function loadVcdns() {
   }
 }
 
+// What the operator lets this tenant hold, and what it holds now (GET /quotas).
+const QUOTA_LABELS = { vcdns: "vCDNs", vcpus_per_region: "vCPUs in a region",
+  hostnames: "custom hostnames", purges_per_hour: "purges this hour" };
+
+async function loadQuotas() {
+  let answer;
+  try {
+    answer = await api("GET", "/quotas");
+  } catch (error) {  // an operator has no quotas of its own
+    $("#quotas").textContent = "";
+    return;
+  }
+  $("#quotas").textContent = "Quotas: " + answer.quotas.map(
+    (q) => `${QUOTA_LABELS[q.name] || q.name} ${q.in_use} of ${q.limit}`).join(" · ");
+}
+
 function firstPage() {
   page = { markers: [null], next: null };
-  return loadVcdns().catch(showError);
+  return Promise.all([loadVcdns(), loadQuotas()]).catch(showError);
 }
 
 // -- one vCDN's detail: its facts, charts of its metrics, the Instance Manager's decisions ------
@@ -288,7 +313,7 @@ async function refreshDetail() {
     showFacts(vcdn, etag);
     const spacing = metrics.step ? `a point per ${metrics.step} s` : "a point per pass";
     $("#detail-window").textContent = `${spacing}, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
-    $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn));
+    $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn), vcdn.regions.map((r) => r.name));
     const rows = $("#decisions tbody");
     rows.replaceChildren();
     for (const decision of decisions.slice(-DECISIONS_SHOWN).reverse()) {
@@ -311,7 +336,8 @@ function showFacts(vcdn, etag) {
   const facts = [
     ["State", vcdn.state + (vcdn.state_reason ? ` (${vcdn.state_reason})` : "")],
     ["Flavor", `${vcdn.flavor} v${vcdn.template_version}`],
-    ["Entry point", entry.hostname ? `${entry.hostname} (DNS servers ${(entry.dns_servers || []).join(", ")})` : "not yet"],
+    ["Entry point", entry.hostname ? `${entry.hostname} (${(entry.dns_servers || []).length
+      ? `DNS servers ${entry.dns_servers.join(", ")}` : "DNS servers once it is deployed"})` : "not yet"],
     ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
     ["HTTPS", tls ? `${tls.subject}, valid until ${tls.not_after}, SHA-256 ${tls.fingerprint_sha256}` : "no: HTTP only"],
     ["HTTPS policy", httpsPolicyText(vcdn.https_policy)],

@@ -66,10 +66,12 @@ function lineChart({ title, unit = "", points, target = null }) {
     let high = Math.max(...values);
     // A spread under a thousandth of the values' size is noise (an idle host's watts):
     // drawn flat in a band of +-10% rather than magnified to the full height.
+    // Figures that are never negative (viewers, watts) keep their axis from 0: no load reads 0 to 1.
     if (high - low <= 0.001 * Math.max(Math.abs(high), Math.abs(low))) {
       const middle = (high + low) / 2;
       const pad = Math.abs(middle) * 0.1 || 1;
-      low = middle - pad; high = middle + pad;
+      low = low >= 0 ? Math.max(0, middle - pad) : middle - pad;
+      high = middle + pad;
     }
     const times = points.map((p) => Date.parse(p.time));
     const first = Math.min(...times);
@@ -109,8 +111,11 @@ function regionPanel(region, charts) {
 // The charts of every region of a Metrics answer (api-spec/im.yaml) as HTML markup:
 // per region a heading and one line chart per REGION_FIGURES entry.
 //   targets: {region name: minimum MOS}, drawn as a dashed line on the MOS chart.
-function regionPanels(metrics, targets = {}) {
-  const regions = (metrics.series || []).filter((series) => series.scope === "region");
+//   shown: the names of the vCDN's regions now (null: every region of the answer); a region
+//   removed within the window still has samples, and is not drawn.
+function regionPanels(metrics, targets = {}, shown = null) {
+  const regions = (metrics.series || []).filter((series) => series.scope === "region"
+    && (shown === null || shown.includes(series.key)));
   if (!regions.length) return `<p class="muted">No samples yet: the Instance Manager records one each pass.</p>`;
   return regions.map((series) => {
     const charts = REGION_FIGURES.map(([field, title, unit]) => lineChart({

@@ -4,7 +4,7 @@
 // 412 and the forms are filled again from the vCDN as it is now.
 "use strict";
 
-const MANAGED_FORMS = ["#change", "#tls", "#https-policy", "#cache-rules"];
+const MANAGED_FORMS = ["#change", "#tls", "#https-policy", "#cache-rules", "#delivery"];
 
 function formsTouched() {
   return MANAGED_FORMS.some((selector) => $(selector).dataset.touched === "yes");
@@ -16,6 +16,7 @@ function fillForms(vcdn) {
   fillTls(vcdn);
   fillHttpsPolicy(vcdn);
   fillCacheRules(vcdn);
+  fillDelivery(vcdn);
   fillUsageWindow(vcdn);
   for (const selector of MANAGED_FORMS) $(selector).dataset.touched = "";
 }
@@ -262,4 +263,5 @@ function setUpManagement() {
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();
+  setUpDelivery();
 }

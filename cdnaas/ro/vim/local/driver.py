@@ -29,6 +29,7 @@ import time
 
 from cdnaas.common import config
 from cdnaas.common.sig import Origin
+from cdnaas.delivery import origins, responses
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim import dnsprobe, hosts, logfiles
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
@@ -401,6 +402,7 @@ class LocalDriver(VimDriver):
         this returns. A shield has a leg on every region's bridge, where that region's
         caches reach it."""
         def config(vnf, prefix):
+            _write_cache_files(sig, prefix)
             return _cache_text(sig, vnf, addresses, layout, prefix)
 
         def legs(vnf):
@@ -552,6 +554,7 @@ class LocalDriver(VimDriver):
         rules), checked in its namespace and reloaded gracefully; nothing when it has that
         config already."""
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
+        _write_cache_files(sig, prefix)
         text = _cache_text(sig, vnf, addresses, layout, prefix)
         conf = prefix / "nginx.conf"
         if conf.exists() and conf.read_text() == text:
@@ -692,28 +695,48 @@ class LocalDriver(VimDriver):
 def _cache_text(sig, vnf, addresses, layout, prefix):
     """The nginx config of the cache or origin shield ``vnf`` of ``sig``, under ``prefix``.
 
-    The shield fetches from the origin and also listens on its leg in every other
-    region; a cache fetches from the shield's leg in its own region where the vCDN has
-    a shield (plain HTTP, the origin's name as Host), else from the origin.
+    The shield fetches from the origins (the primary and any secondary, each resolved
+    here) and also listens on its leg in every other region; a cache fetches from the
+    shield's leg in its own region where the vCDN has a shield (plain HTTP, the origin's
+    name as Host), else from the origins.
     """
     address = _managed_address(sig, vnf, addresses)
     [shield] = sig.vnfs_in(role="shield") or [None]
-    origin, also_listen = sig.origin, []
-    if vnf.role == "shield":
-        also_listen = [a for a in addresses[vnf.name] if a != address]
-        origin_address = _origin_address(sig.origin, layout[vnf.region])
-    elif shield is not None:
+    origin, also_listen, secondary_address = sig.origin, [], None
+    behind_shield = vnf.role != "shield" and shield is not None
+    if behind_shield:
         origin = Origin(scheme="http", host=sig.origin.host, port=HTTP_PORT)
         origin_address = _leg(sig, addresses[shield.name], vnf.region)
     else:
+        if vnf.role == "shield":
+            also_listen = [a for a in addresses[vnf.name] if a != address]
         origin_address = _origin_address(sig.origin, layout[vnf.region])
+        secondary = origins.secondary_origin(sig.service)
+        if secondary is not None:
+            secondary_address = _origin_address(secondary, layout[vnf.region])
     return vnfconfig.cache_config(
         name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=HTTP_PORT,
         origin=origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=origin_address,
         planned_connections=vnfconfig.planned_connections(sig, vnf),
         max_files=processes.open_file_limit(), management_sources=_management_sources(address),
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=vnf.role == "shield", also_listen=also_listen, service=sig.service)
+        shield=vnf.role == "shield", also_listen=also_listen, service=sig.service,
+        secondary_address=secondary_address, behind_shield=behind_shield)
+
+
+def _write_cache_files(sig, prefix):
+    """Write the files ``sig``'s cache configs refer to (:func:`.vnfconfig.cache_files`)
+    under ``prefix``, readable by the workers; those of a previous config go."""
+    wanted = {prefix / relative: text
+              for relative, text in vnfconfig.cache_files(sig.service).items()}
+    for path, text in wanted.items():
+        path.parent.mkdir(mode=0o755, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o644)
+    folder = prefix / responses.PAGES_DIR
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if path not in wanted:
+            path.unlink()
 
 
 def _lb_text(sig, vnf, address, members, prefix, bundle):

@@ -32,7 +32,7 @@ def run(deployment, vnf, group, test):
     _bridge, subnet = network.find_bridge(deployment.deployment_id, vnf.region)
     address = ipaddress.ip_network(subnet).broadcast_address - 1
     with clients.client(deployment.deployment_id, vnf.region, address) as host, \
-            _pinned(cgroups.pids(group), vnf.vcpus, cgroups.pinned_cpus(group)) \
+            pinned(cgroups.pids(group), vnf.vcpus, cgroups.pinned_cpus(group)) \
             as generator_cpus:
         before = cgroups.cpu_usage_seconds(group)
         measured = loadreport.Run(*host.run_measured(loads.command(checked),
@@ -45,7 +45,7 @@ def run(deployment, vnf, group, test):
 
 
 @contextlib.contextmanager
-def _pinned(pids, vcpus, host_cpus=None):
+def pinned(pids, vcpus, host_cpus=None):
     """Pin ``pids`` (the VNF) to the first ``vcpus`` CPUs; yield the others for the
     generator, or None when there are none to spare (then nothing is pinned).
 

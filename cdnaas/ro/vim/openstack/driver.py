@@ -45,6 +45,7 @@ import socket
 
 from cdnaas.common import config
 from cdnaas.common.sig import Origin
+from cdnaas.delivery import origins
 from cdnaas.ro import purge, vnfconfig
 from cdnaas.ro.vim import dnsprobe, logfiles
 from cdnaas.ro.vim.base import (
@@ -130,11 +131,13 @@ class OpenStackDriver(VimDriver):
         """Look up what the servers need (image, flavor, origin address); create nothing.
 
         :returns: ``{"images": {(vim_region, image): id}, "flavors": {(vim_region, vcpus,
-            ram): id}, "origin_address": ip}``.
-        :raises DeploymentFailed: an image or flavor is missing, or the origin does not resolve.
+            ram): id}, "origin_address": ip, "secondary_address": ip or None}`` (the
+            vCDN's secondary origin, :mod:`cdnaas.delivery.origins`).
+        :raises DeploymentFailed: an image or flavor is missing, or an origin does not resolve.
         :raises RetryableVimError: the cloud does not answer.
         """
-        prepared = {"images": {}, "flavors": {}, "origin_address": None}
+        prepared = {"images": {}, "flavors": {}, "origin_address": None,
+                    "secondary_address": None}
         try:
             for vnf in vnfs:
                 if vnf.role not in SERVER_ROLES:
@@ -149,6 +152,7 @@ class OpenStackDriver(VimDriver):
                     prepared["flavors"][key] = _find_flavor(conn, vnf.vcpus, vnf.ram_mb)
             if any(v.role in ("cache", "shield") for v in vnfs):
                 prepared["origin_address"] = _resolve(sig.origin)
+                prepared["secondary_address"] = _resolve_secondary(sig)
         except RetryableVimError:
             raise
         except Exception as exc:
@@ -424,12 +428,14 @@ class OpenStackDriver(VimDriver):
             legs = [addresses[leg] for leg in shield.listened(sig, record, vnf)]
             return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"],
                                   management, shield=True,
-                                  also_listen=sorted(legs, key=ipaddress.ip_address))
+                                  also_listen=sorted(legs, key=ipaddress.ip_address),
+                                  secondary_address=prepared["secondary_address"])
         if vnf.role == "cache":
             shield_at = shield.fetched_from(sig, record, addresses, vnf.region)
             if shield_at is None:
                 return userdata.cache(sig, vnf, addresses[vnf.name],
-                                      prepared["origin_address"], management)
+                                      prepared["origin_address"], management,
+                                      secondary_address=prepared["secondary_address"])
             return userdata.cache(sig, vnf, addresses[vnf.name], shield_at, management,
                                   origin=Origin(scheme="http", host=sig.origin.host,
                                                 port=plan.HTTP_PORT))
@@ -686,10 +692,13 @@ class OpenStackDriver(VimDriver):
         if not kept:
             return []
         record = deployment.resources
-        before = {"origin_address": prepared["origin_address"]}
-        if previous.origin != sig.origin and any(v.role in ("cache", "shield") for v in kept):
+        before = {"origin_address": prepared["origin_address"],
+                  "secondary_address": prepared["secondary_address"]}
+        if any(v.role in ("cache", "shield") for v in kept):
             try:
-                before["origin_address"] = _resolve(previous.origin)
+                if previous.origin != sig.origin:
+                    before["origin_address"] = _resolve(previous.origin)
+                before["secondary_address"] = _resolve_secondary(previous)
             except VimError as exc:
                 raise DeploymentFailed(f"{exc} (the previous origin, what a failed update "
                                        "goes back to); nothing was changed") from exc
@@ -1494,6 +1503,12 @@ def _resolve(origin):
                        "cloud's servers reach it)")
     check_origin_policy(origin, [address])
     return address
+
+
+def _resolve_secondary(sig):
+    """:func:`_resolve` of the vCDN's secondary origin (None: it has none)."""
+    secondary = origins.secondary_origin(sig.service)
+    return None if secondary is None else _resolve(secondary)
 
 
 def _words(exc):

@@ -15,7 +15,8 @@ process, and starts them:
   past :data:`USAGE_ROTATE_BYTES` (``cdnaas-usage-rotate``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
   raising the listen queues to its backlog (as the local driver does in a VNF's
   namespace); its status page answers on the management port only, to the management
-  prefixes (or to the VNF itself), never to viewers;
+  prefixes (or to the VNF itself), never to viewers; the files the config refers to
+  under its prefix (``cache_files``: error pages, gzip-compressed);
 - DNS: one ``dnsmasq-<region>.conf`` per region (``dns_config``, each answering
   with its region's balancer), on ports 5300+ of the VNF's address, and the
   nftables ruleset steering port 53 by client prefix (``steering_rules``);
@@ -156,7 +157,7 @@ WantedBy=multi-user.target
 
 
 def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=False,
-          also_listen=()):
+          also_listen=(), secondary_address=None):
     """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``
     (or ``origin``: where the vCDN has an origin shield, the shield).
 
@@ -166,6 +167,9 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (:func:`.plan.management_cidrs`); none: only the VNF itself (its own address).
     :param shield: ``vnf`` is the vCDN's origin shield (:func:`.vnfconfig.cache_config`),
         listening on its legs ``also_listen`` too; it logs no viewer (none reaches it).
+    :param secondary_address: IP address of the vCDN's secondary origin (the driver
+        resolved it; :mod:`cdnaas.delivery.origins`), for a VNF fetching from the origins
+        (not one behind the shield, given ``origin``).
     :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
     """
     nginx = vnfconfig.cache_config(
@@ -175,11 +179,15 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         user=NGINX_USER, management_sources=list(management) or [address],
         flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
         shield=shield, also_listen=list(also_listen), usage_log=not shield,
-        service=sig.service)
+        service=sig.service, secondary_address=secondary_address,
+        behind_shield=origin is not None)
     limits = vnfconfig.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
               f"net.ipv4.tcp_max_syn_backlog = {limits['somaxconn']}\n")
+    # the files the config refers to (error pages), gzip-compressed: Nova takes 64 KB
+    pages = [{"path": f"{PREFIX}/{relative}", "encoding": "gz+b64", "content": _packed(text)}
+             for relative, text in vnfconfig.cache_files(sig.service).items()]
     return _cloud_config(vnf.name, _described(sig, vnf), [
         (f"{CONF_DIR}/nginx.conf", nginx),
         (_SYSCTL_FILE, sysctl),
@@ -188,7 +196,8 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (_ROTATE_SCRIPT, _ROTATE),
         ("/etc/systemd/system/cdnaas-usage-rotate.service", _ROTATE_UNIT),
         ("/etc/systemd/system/cdnaas-usage-rotate.timer", _ROTATE_TIMER),
-    ], ["cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE)
+    ], ["cdnaas-cache.service", "cdnaas-usage-rotate.timer"], sysctl=_SYSCTL_FILE,
+        packed=pages)
 
 
 def dns(sig, vnf, address, balancers):
