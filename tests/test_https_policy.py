@@ -6,7 +6,6 @@ TLS 1.2 refused under a 1.3 minimum, a name the vCDN does not serve (or none) fa
 handshake, a PATCH of the policy reloading the balancer with no request failed, and
 hostile or contradictory bodies refused naming the field with nothing written."""
 import json
-import os
 import socket
 import ssl
 import threading
@@ -24,9 +23,9 @@ from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import clients, netns
 from cdnaas.ro.vim.local.system import run
-from tests.support.api import populate, vcdn_body
+from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
-from tests.support.stack import running_stack
+from tests.support.delivery import local_stack
 
 NAMES = ["www.policy-shop.com"]
 PATH = "/objects/chunk-low"
@@ -147,11 +146,7 @@ def test_a_policy_needing_https_names_what_to_change():
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the local driver needs root")
-    extra = {"CDNAAS_VIM_DRIVER": "local"}
-    with running_stack(None, tmp_path_factory.mktemp("https-policy"), extra_env=extra) as running:
-        yield populate(running)
+    yield from local_stack(tmp_path_factory)
 
 
 def _curl(viewer, url, *options, resolve_to=None, timeout=10):
