@@ -38,6 +38,7 @@ SYSTEM_MODULES = {
     "test_cache_rules", "test_purge", "test_origin_shield",
     "test_ranges",
     "test_access",
+    "test_https_policy", "test_openstack_https_policy",
 }
 
 

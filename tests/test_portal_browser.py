@@ -424,6 +424,26 @@ def test_custom_hostnames_and_a_certificate_are_set_and_shown_never_the_key(page
     expect(page.locator("#tls-now")).to_contain_text("HTTP only")
 
 
+def test_the_https_policy_is_saved_shown_and_refused_naming_the_field(page, stack):
+    vcdn = lease(stack.acme, "browser-policy")
+    sign_in(page, stack.acme)
+    manage(page, "browser-policy", "Names and HTTPS")
+    expect(page.locator("#facts")).to_contain_text("plain HTTP served")
+    form = page.get_by_role("form", name="HTTPS policy")
+    form.get_by_label("Oldest TLS version").select_option("1.3")
+    form.get_by_label("HSTS max-age").fill("600")
+    form.get_by_role("button", name="Save HTTPS policy").click()
+    operation_ends(page, "UPDATE COMPLETED")
+    assert stack.acme.ok("GET", f"/vcdns/{vcdn['id']}")["https_policy"] == {
+        "http": "allow", "min_tls_version": "1.3", "unknown_sni": "refuse",
+        "hsts": {"max_age": 600, "include_subdomains": False, "preload": False}}
+    expect(page.locator("#facts")).to_contain_text("TLS 1.3 or later")
+    expect(page.locator("#facts")).to_contain_text("HSTS max-age=600")
+    form.get_by_label("Plain HTTP").select_option("redirect")  # no certificate: refused
+    form.get_by_role("button", name="Save HTTPS policy").click()
+    expect(page.get_by_role("alert")).to_contain_text("https_policy.http")
+
+
 # -- cache rules, purge and prefetch ----------------------------------------------------------
 
 def test_a_url_is_signed_from_the_portal(page, stack):

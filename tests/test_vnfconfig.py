@@ -137,7 +137,8 @@ def all_template_values(rendered, tmp_path):
     """Every template with a full set of values, as the config functions pass them."""
     vnfconfig.cache_config(**cache_values(tmp_path, origin=Origin("https", "o.example", 443),
                                           user="root"))
-    vnfconfig.lb_config(**lb_values(tmp_path, user="root"))
+    vnfconfig.lb_config(**lb_values(tmp_path, user="root", tls={
+        "port": 8443, "certificate": f"{tmp_path}/c.crt", "key": f"{tmp_path}/c.key"}))
     vnfconfig.dns_config(**dns_values(tmp_path))
     vnfconfig.steering_rules(**steering_values())
     return list(rendered)

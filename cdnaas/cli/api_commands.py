@@ -572,6 +572,11 @@ _origins_option = _yaml_file_option(
     "primary|secondary, ttl), headers (name, value, secret), host. An update replaces "
     "them whole (a secret header's value is sent again); an empty file restores the "
     "defaults.")
+_https_policy_option = _yaml_file_option(
+    "--https-policy", "YAML (or JSON) file of the HTTPS policy: http (allow, redirect or "
+    "refuse), hsts (max_age, include_subdomains, preload), min_tls_version (1.2 or 1.3), "
+    "unknown_sni (refuse or serve). An update replaces it whole; an empty file restores "
+    "the defaults.")
 _response_rules_option = _yaml_file_option(
     "--response-rules", "YAML (or JSON) file of response rules: add_headers (name, value), "
     "remove_headers, cors (allow_origins, allow_methods, max_age), error_pages (status, "
@@ -593,7 +598,7 @@ def _yaml_file_body(path, field, flag, empty=None):
     """``{field: ...}`` read from the YAML (or JSON) file ``path`` of option ``flag``
     (nothing without one; ``empty``, default ``{}``, for an empty file).
 
-    :raises click.BadParameter: the file is not YAML (or JSON).
+    :raises click.BadParameter: a file is not YAML (or JSON).
     """
     if path is None:
         return {}
@@ -605,13 +610,14 @@ def _yaml_file_body(path, field, flag, empty=None):
     return {field: ({} if empty is None else empty) if value is None else value}
 
 
-def _files_body(cache_rules, origins, response_rules, log_streams, access):
+def _files_body(cache_rules, origins, response_rules, log_streams, access, https_policy):
     """The body fields of the file options of create and update."""
     return {**_yaml_file_body(cache_rules, "cache_rules", "--cache-rules"),
             **_yaml_file_body(origins, "origins", "--origins"),
             **_yaml_file_body(response_rules, "response_rules", "--response-rules"),
             **_yaml_file_body(log_streams, "log_streams", "--log-streams", empty=[]),
-            **_yaml_file_body(access, "access", "--access")}
+            **_yaml_file_body(access, "access", "--access"),
+            **_yaml_file_body(https_policy, "https_policy", "--https-policy")}
 
 
 @vcdn.command("create")
@@ -622,12 +628,14 @@ def _files_body(cache_rules, origins, response_rules, log_streams, access):
 @_response_rules_option
 @_log_streams_option
 @_access_option
+@_https_policy_option
 @_wait_options
 def vcdn_create(wait, timeout, hostnames, certificate, private_key, managed, cache_rules,
-                origins, response_rules, log_streams, access, **request):
+                origins, response_rules, log_streams, access, https_policy, **request):
     """Lease a vCDN; --wait follows its deployment with a progress bar."""
     body = {**_request_body(**request), **_tls_body(hostnames, certificate, private_key, managed),
-            **_files_body(cache_rules, origins, response_rules, log_streams, access)}
+            **_files_body(cache_rules, origins, response_rules, log_streams, access,
+                          https_policy)}
     _follow(api().create_vcdn(body), wait, timeout)
 
 
@@ -678,10 +686,11 @@ def vcdn_show(vcdn_id):
 @_response_rules_option
 @_log_streams_option
 @_access_option
+@_https_policy_option
 @_wait_options
 def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_match, wait, timeout,
                 hostnames, certificate, private_key, managed, no_hostnames, no_tls, cache_rules,
-                origins, response_rules, log_streams, access):
+                origins, response_rules, log_streams, access, https_policy):
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
@@ -690,7 +699,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         "remove_regions": list(removed) or None, "origin": origin,
         "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
     body.update(_tls_body(hostnames, certificate, private_key, managed))
-    body.update(_files_body(cache_rules, origins, response_rules, log_streams, access))
+    body.update(_files_body(cache_rules, origins, response_rules, log_streams, access,
+                            https_policy))
     if (no_hostnames and hostnames) or (no_tls and (certificate or managed)):
         raise click.UsageError("--no-hostnames and --hostname, or --no-tls and --certificate, "
                                "contradict each other: give one")
@@ -702,8 +712,8 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
         raise click.UsageError("nothing to change: give --region, --add-region, "
                                "--remove-region, --origin, --lease-end, --hostname, "
                                "--certificate, --managed-certificate, --no-tls, "
-                               "--cache-rules, --origins, --response-rules, --log-streams "
-                               "and/or --access")
+                               "--cache-rules, --origins, --response-rules, --log-streams, "
+                               "--access and/or --https-policy")
     _follow(api().update_vcdn(vcdn_id, body, if_match=if_match), wait, timeout)
 
 

@@ -189,6 +189,7 @@ def render_vcdn(vcdn):
                   ("Hostnames", lambda v: _cell(v.get("hostnames"))),
                   ("vCPUs", lambda v: vcpus_text(v.get("regions") or [])),
                   *_tls_fields(vcdn.get("tls"), vcdn.get("managed_certificate")),
+                  ("HTTPS policy", lambda v: _https_policy_cell(v.get("https_policy"))),
                   ("ETag", lambda v: f'"{v["revision"]}"' if "revision" in v else None)],
            title=f"vCDN {vcdn.get('name')}")
     render_region_summaries(vcdn.get("regions") or [])
@@ -212,6 +213,18 @@ def _tls_fields(tls, managed=False):
              f"[{EXPIRY_STYLES.get(state, 'default')}]({tls.get('days_left')} days left, "
              f"{state})[/]"),
             ("SHA-256", lambda v: tls.get("fingerprint_sha256"))]
+
+
+def _https_policy_cell(policy):
+    """A vCDN's HTTPS policy on one line (None: not shown, an older API)."""
+    if not policy:
+        return None
+    hsts = policy.get("hsts")
+    return (f"HTTP {policy.get('http')}, TLS {policy.get('min_tls_version')}+, unknown names "
+            f"{policy.get('unknown_sni')}d, HSTS "
+            + (f"max-age={hsts.get('max_age')}" + " includeSubDomains" * bool(
+                hsts.get("include_subdomains")) + " preload" * bool(hsts.get("preload"))
+               if hsts else "off"))
 
 
 def render_quote(quote):

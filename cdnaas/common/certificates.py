@@ -23,7 +23,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtensionOID
+from cryptography.x509.oid import AuthorityInformationAccessOID, ExtensionOID
 
 from cdnaas.common import errors
 
@@ -169,6 +169,23 @@ def covered_names(leaf) -> list:
     except x509.ExtensionNotFound:
         return []
     return sorted({name.lower() for name in san.value.get_values_for_type(x509.DNSName)})
+
+
+def ocsp_responders(certificate) -> list:
+    """The OCSP responder URLs (authorityInfoAccess) of the server certificate, the first
+    of the PEM chain ``certificate`` (a :class:`Bundle`'s): empty when it names none.
+
+    :raises ValueError: ``certificate`` holds no certificate.
+    """
+    leaf = x509.load_pem_x509_certificates(certificate.encode("ascii"))[0]
+    try:
+        access = leaf.extensions.get_extension_for_oid(
+            ExtensionOID.AUTHORITY_INFORMATION_ACCESS).value
+    except x509.ExtensionNotFound:
+        return []
+    return [d.access_location.value for d in access
+            if d.access_method == AuthorityInformationAccessOID.OCSP
+            and isinstance(d.access_location, x509.UniformResourceIdentifier)]
 
 
 def covers(names, hostname) -> bool:

@@ -21,10 +21,10 @@ An option is a module listed in :data:`OPTIONS` that provides:
 
 Anything an option renders into an nginx config comes from whitelisted values only.
 """
-from cdnaas.delivery import access, logstreams, origins, responses
+from cdnaas.delivery import access, https, logstreams, origins, responses
 
 #: every delivery option (modules of this package), in the order views and templates list them
-OPTIONS = (origins, responses, access, logstreams)
+OPTIONS = (https, origins, responses, access, logstreams)
 
 
 def accept(body: dict, service: dict | None = None) -> dict:

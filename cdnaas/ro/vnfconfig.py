@@ -699,8 +699,10 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         None or empty: any name (``server_name _``).
     :param tls: HTTPS (HTTP/2) beside HTTP: ``{"port": 443, "certificate": path of the
         PEM chain, "key": path of the PEM key}`` (files the driver wrote, readable by
-        root only; nginx reads them at start and reload), TLS 1.2 and 1.3 with a shared
-        session cache (``nginx-lb-tls.conf.j2``); None: HTTP only.
+        root only; nginx reads them at start and reload), optionally ``"stapling": True``
+        where the certificate names an OCSP responder, with a shared session cache
+        (``nginx-lb-tls.conf.j2``; TLS versions, unknown names, plain HTTP and HSTS as the
+        vCDN's ``https_policy`` says, ``nginx-lb-https-policy.conf.j2``); None: HTTP only.
     :param cache_rules: the vCDN's cache rules (as for :func:`cache_config`): requests are
         spread over the caches by their cache key (``balance_key``), so the requests of
         one object go to one cache whatever else their query strings carry.
@@ -729,13 +731,16 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
                           proxied=True)
     listeners = _listeners(listen_address, listen_port, management_port, management_sources)
     https = _tls(tls, listen_address, (listen_port, management_port))
+    options = delivery_values(service, "load_balancer")
+    if https is None and options["https_policy"]["http"] != "allow":
+        raise ConfigError(f"https_policy.http {options['https_policy']['http']} needs HTTPS, "
+                          "and the vCDN has no certificate")
     text = render_flavored(
         LB_TEMPLATE, flavor, name=_name("name", name), limits=limits, **listeners,
         members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=_balance_key(cache_rules, service),
-        **delivery_values(service, "load_balancer"),
+        balance_key=_balance_key(cache_rules, service), **options,
         acme_challenges=None if acme_challenges is None
         else _path("acme_challenges", acme_challenges).rstrip("/"))
     if https and https["certificate"] not in text:
@@ -919,17 +924,22 @@ def _hostnames(field, values):
 
 
 def _tls(tls, listen_address, taken_ports):
-    """Template values of the HTTPS listener: ``{"listen", "certificate", "key"}``, or None."""
+    """Template values of the HTTPS listener: ``{"listen", "authority_port", "certificate",
+    "key", "stapling"}`` (``authority_port``: ``:<port>`` in an https URL, empty for 443),
+    or None."""
     if tls is None:
         return None
-    if not isinstance(tls, dict) or set(tls) != {"port", "certificate", "key"}:
-        _refuse("tls", tls, "is not {port, certificate, key}")
+    if not isinstance(tls, dict) or not {"port", "certificate", "key"} <= set(tls) \
+            or set(tls) - {"port", "certificate", "key", "stapling"}:
+        _refuse("tls", tls, "is not {port, certificate, key[, stapling]}")
     port = _port("tls.port", tls["port"])
     if port in taken_ports:
         _refuse("tls.port", port, "is the HTTP or management port")
     return {"listen": _host_port(_address("listen_address", listen_address), port),
+            "authority_port": "" if port == 443 else f":{port}",
             "certificate": _path("tls.certificate", tls["certificate"]),
-            "key": _path("tls.key", tls["key"])}
+            "key": _path("tls.key", tls["key"]),
+            "stapling": _bool("tls.stapling", tls.get("stapling", False))}
 
 
 def _address(field, value):

@@ -286,6 +286,7 @@ def create(database, tenant, body, now=None):
     hostnames, bundle, managed = tls.accept(body, _hostname(tenant, body), now)
     rules = caching.stored_rules(body.get("cache_rules"))
     options = delivery.accept(body)
+    tls.check_policy_served(options, bundle is not None, body)
     instance_id = str(uuid.uuid4())
     lead = dt.timedelta(seconds=config.setting("CDNAAS_DEPLOY_LEAD_SECONDS"))
     start_now = window[0] - lead <= now
@@ -378,6 +379,7 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None,
         if "cache_rules" in body:  # replaced whole
             service = caching.with_rules(service, caching.stored_rules(body["cache_rules"]))
         service = delivery.accept(body, service)
+        tls.check_policy_served(service, tls.tls_of(service) is not None, body)
         tls.check_unclaimed(session, tls.hostnames_of(service), instance.id, LIVE_STATES)
         quotas.lock_tenant(session, instance.tenant)
         window = (start, change.lease_end)

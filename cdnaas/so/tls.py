@@ -25,6 +25,7 @@ import logging
 from sqlalchemy import select
 
 from cdnaas.common import certificates, config, errors
+from cdnaas.delivery import https
 from cdnaas.common.clients import RoClient
 from cdnaas.common.validation import HOSTNAME, MAX_HOSTNAME
 from cdnaas.so.models import Instance
@@ -279,6 +280,17 @@ def accept(body, own_hostname, now):
         return hostnames, None, True
     bundle = check_certificate(body, hostnames, own_hostname, now) if sent is not None else None
     return hostnames, bundle, False
+
+
+def check_policy_served(service, serves_https, body):
+    """Refuse an instance's ``service`` (after ``body``, a create or PATCH) whose HTTPS
+    policy needs HTTPS where it would serve none (``serves_https`` false): named
+    ``https_policy.http`` where ``body`` sets the policy, else ``certificate``.
+
+    :raises Unprocessable: as :func:`cdnaas.delivery.https.check_served`.
+    """
+    https.check_served(service.get(https.FIELD), serves_https,
+                       field=https.FIELD if https.FIELD in body else "certificate")
 
 
 def record(service, hostnames, tls, managed=False):

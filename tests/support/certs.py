@@ -9,7 +9,7 @@ import datetime as dt
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import AuthorityInformationAccessOID, NameOID
 
 
 def _name(common_name):
@@ -63,7 +63,7 @@ class TestCA:
 
     @staticmethod
     def _sign(subject, public_key, issuer, issuer_key, now, ca=False, names=(),
-              not_before=None, not_after=None):
+              not_before=None, not_after=None, ocsp_url=None):
         builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
                    .public_key(public_key).serial_number(x509.random_serial_number())
                    .not_valid_before(not_before or now - dt.timedelta(hours=1))
@@ -72,15 +72,22 @@ class TestCA:
         if names:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        if ocsp_url:
+            builder = builder.add_extension(x509.AuthorityInformationAccess([
+                x509.AccessDescription(AuthorityInformationAccessOID.OCSP,
+                                       x509.UniformResourceIdentifier(ocsp_url))]),
+                critical=False)
         return builder.sign(issuer_key, hashes.SHA256())
 
-    def issue(self, names, key=None, not_before=None, not_after=None, with_chain=True):
-        """A server certificate for ``names`` (SAN DNS names) signed by the intermediate."""
+    def issue(self, names, key=None, not_before=None, not_after=None, with_chain=True,
+              ocsp_url=None):
+        """A server certificate for ``names`` (SAN DNS names) signed by the intermediate
+        (naming ``ocsp_url`` as its OCSP responder, if given)."""
         now = dt.datetime.now(dt.timezone.utc)
         key = key or ec.generate_private_key(ec.SECP256R1())
         cert = self._sign(_name(names[0] if names else "no-names"), key.public_key(),
                           self.inter.subject, self.inter_key, now, names=names,
-                          not_before=not_before, not_after=not_after)
+                          not_before=not_before, not_after=not_after, ocsp_url=ocsp_url)
         chain = pem_cert(cert) + (pem_cert(self.inter) if with_chain else "")
         return Issued(cert=cert, chain_pem=chain, key_pem=pem_key(key))
 

@@ -349,6 +349,7 @@ function showFacts(vcdn, etag) {
     ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
     ["HTTPS", tls ? `${tls.subject}, ${certificateLifetime(vcdn)}, SHA-256 ${tls.fingerprint_sha256}`
       : vcdn.managed_certificate ? "not yet: the managed certificate is being obtained" : "no: HTTP only"],
+    ["HTTPS policy", httpsPolicyText(vcdn.https_policy)],
     ["Origin", vcdn.origin],
     ["Lease", `${vcdn.lease.start} to ${vcdn.lease.end} (UTC)`],
     ["Revision", etag || etagOf(vcdn)],
@@ -357,6 +358,15 @@ function showFacts(vcdn, etag) {
     element("dt", { text: term }), element("dd", { text: value, className: term === "State" ? `state-${vcdn.state}`
       : term === "HTTPS" && tls ? `expiry-${tls.expiry_state}` : null })]));
   $("#detail-end").disabled = ["DELETING", "DELETED"].includes(vcdn.state);
+}
+
+// A vCDN's HTTPS policy in words.
+function httpsPolicyText(policy) {
+  if (!policy) return "defaults";
+  const hsts = policy.hsts;
+  return `plain HTTP ${{ allow: "served", redirect: "redirected to HTTPS", refuse: "refused" }[policy.http] || policy.http}; `
+    + `TLS ${policy.min_tls_version} or later; unknown names ${policy.unknown_sni === "serve" ? "served" : "refused"}; `
+    + (hsts ? `HSTS max-age=${hsts.max_age}${hsts.include_subdomains ? " includeSubDomains" : ""}${hsts.preload ? " preload" : ""}` : "no HSTS");
 }
 
 // -- start -------------------------------------------------------------------------------------

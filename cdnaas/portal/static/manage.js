@@ -4,7 +4,7 @@
 // 412 and the forms are filled again from the vCDN as it is now.
 "use strict";
 
-const MANAGED_FORMS = ["#change", "#tls", "#cache-rules", "#delivery", "#log-streams"];
+const MANAGED_FORMS = ["#change", "#tls", "#https-policy", "#cache-rules", "#delivery", "#log-streams"];
 
 function formsTouched() {
   return MANAGED_FORMS.some((selector) => $(selector).dataset.touched === "yes");
@@ -14,6 +14,7 @@ function formsTouched() {
 function fillForms(vcdn) {
   fillChange(vcdn);
   fillTls(vcdn);
+  fillHttpsPolicy(vcdn);
   fillCacheRules(vcdn);
   fillDelivery(vcdn);
   fillAccess();
@@ -159,6 +160,32 @@ async function submitTls(event) {
   if (await patchVcdn(body)) form.private_key.value = "";  // the key leaves the page once sent
 }
 
+// -- HTTPS policy (replaced whole by each save) -------------------------------------------------
+
+function fillHttpsPolicy(vcdn) {
+  const form = $("#https-policy");
+  const policy = vcdn.https_policy || {};
+  const hsts = policy.hsts || {};
+  form.http.value = policy.http || "allow";
+  form.min_tls_version.value = policy.min_tls_version || "1.2";
+  form.unknown_sni.value = policy.unknown_sni || "refuse";
+  form.hsts_max_age.value = policy.hsts ? String(hsts.max_age) : "";
+  form.hsts_include_subdomains.checked = Boolean(hsts.include_subdomains);
+  form.hsts_preload.checked = Boolean(hsts.preload);
+}
+
+async function submitHttpsPolicy(event) {
+  event.preventDefault();
+  const form = $("#https-policy");
+  const age = form.hsts_max_age.value.trim();
+  const hsts = age === "" ? null : {
+    max_age: Number(age), include_subdomains: form.hsts_include_subdomains.checked,
+    preload: form.hsts_preload.checked };
+  await patchVcdn({ https_policy: {
+    http: form.http.value, min_tls_version: form.min_tls_version.value,
+    unknown_sni: form.unknown_sni.value, hsts } });
+}
+
 // -- usage, traffic and the access log ----------------------------------------------------------
 
 function fillUsageWindow(vcdn) {
@@ -246,6 +273,7 @@ function setUpManagement() {
   $("#tls").addEventListener("submit", submitTls);
   $("#tls-remove").addEventListener("click", () => patchVcdn({ certificate: null }));
   $("#tls-managed").addEventListener("click", submitManaged);
+  $("#https-policy").addEventListener("submit", submitHttpsPolicy);
   $("#usage-window").addEventListener("submit", showUsage);
   $("#access-log").addEventListener("click", exportAccessLog);
   setUpCache();

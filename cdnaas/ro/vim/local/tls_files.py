@@ -10,6 +10,7 @@ it runs on.
 import os
 from pathlib import Path
 
+from cdnaas.common.certificates import ocsp_responders
 from cdnaas.common.service_auth import write_private_lines
 
 DIRECTORY = "tls"
@@ -17,8 +18,8 @@ DIRECTORY = "tls"
 
 def write(prefix, bundle, port):
     """Write ``bundle``'s chain and key under ``prefix`` (unless there already); return the
-    ``tls`` argument of :func:`cdnaas.ro.vnfconfig.lb_config` for ``port``, or None when
-    ``bundle`` is None (HTTP only)."""
+    ``tls`` argument of :func:`cdnaas.ro.vnfconfig.lb_config` for ``port`` (stapling where
+    the certificate names an OCSP responder), or None when ``bundle`` is None (HTTP only)."""
     if bundle is None:
         return None
     folder = Path(prefix) / DIRECTORY
@@ -29,7 +30,8 @@ def write(prefix, bundle, port):
     for kind, text in (("certificate", bundle.certificate), ("key", bundle.private_key)):
         if not paths[kind].exists():  # 0600, whole or not at all
             write_private_lines(paths[kind], [text.rstrip("\n")], replace=True)
-    return {"port": port, "certificate": str(paths["certificate"]), "key": str(paths["key"])}
+    return {"port": port, "certificate": str(paths["certificate"]), "key": str(paths["key"]),
+            "stapling": bool(ocsp_responders(bundle.certificate))}
 
 
 def prune(prefix, config_text):

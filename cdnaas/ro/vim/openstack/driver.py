@@ -60,6 +60,7 @@ from cdnaas.ro.vim.base import (
     check_origin_policy,
     no_progress,
     run_all,
+    served_names,
     tls_ref,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
@@ -242,7 +243,7 @@ class OpenStackDriver(VimDriver):
             name = _balancer_name(sig, region.name)
             attrs = {"name": name, "vip_subnet_id": info["subnet_id"], "tags": tags,
                      "description": f"CDNaaS vCDN {sig.vcdn_id}, region {region.name}",
-                     "listeners": plan.listeners(name, tags, *self._https(conn, sig))}
+                     "listeners": self._listeners(conn, sig, region.name)}
             if lb_vnf and addresses.get(lb_vnf[0].name):
                 attrs["vip_address"] = addresses[lb_vnf[0].name]
             lb = conn.load_balancer.create_load_balancer(**attrs)
@@ -251,15 +252,23 @@ class OpenStackDriver(VimDriver):
             lbs[region.name] = lb.id
         return lbs
 
-    def _https(self, conn, sig):
-        """``(Barbican container href, ALPN offered)`` of ``sig``'s HTTPS, or ``(None,
-        False)`` when it serves HTTP only."""
+    def _listeners(self, conn, sig, region):
+        """The listeners of ``region``'s balancer for ``sig`` (:func:`.plan.listeners`):
+        HTTPS with ``sig``'s certificate container (Barbican), ALPN and HSTS where the
+        Octavia API takes them, and the vCDN's HTTPS policy; HTTP only without a
+        certificate."""
+        policy = {"policy": sig.service.get("https_policy"), "names": served_names(sig)}
         ref = tls_ref(sig)
         if ref is None:
-            return None, False
+            return plan.listeners(_balancer_name(sig, region), plan.tags(sig.vcdn_id), **policy)
         if self.secrets is None:
             raise VimError(f"{sig.vcdn_id} serves HTTPS but RO gave this driver no secret store")
-        return self.secrets.external_ref(ref), plan.alpn_supported(oscloud.octavia_versions(conn))
+        versions = oscloud.octavia_versions(conn)
+        return plan.listeners(_balancer_name(sig, region), plan.tags(sig.vcdn_id),
+                              container_ref=self.secrets.external_ref(ref),
+                              alpn=plan.alpn_supported(versions),
+                              policy_api=plan.octavia_supports(versions, plan.HSTS_VERSION),
+                              **policy)
 
     def secret_backend(self):
         """See :meth:`VimDriver.secret_backend`: Barbican, where Octavia reads certificates."""
@@ -485,7 +494,10 @@ class OpenStackDriver(VimDriver):
         removed nor moved (:func:`.shield.check_change`). A DNS
         server whose region goes (it follows the default region) is booted again in its
         new region, at that region's DNS address, and the old one goes with the others.
-        With ``previous`` None, nothing is rebuilt and HTTPS stays as it is.
+        With ``previous`` None, nothing is rebuilt and HTTPS stays as it is. A changed
+        ``https_policy``, or new names under its redirect, is refused
+        (:class:`DeploymentFailed`): the balancers get it as they are made
+        (:meth:`_listeners`).
 
         What the removals could not delete (the update done) is deleted first by the
         next update (with ``previous``) or restore: :meth:`restore` deletes what the
@@ -493,6 +505,11 @@ class OpenStackDriver(VimDriver):
 
         :raises RemovalIncomplete: the update is done, what it removed is not all deleted.
         """
+        if previous is not None and _https_policy_changed(previous, sig):
+            raise DeploymentFailed("the openstack driver gives a balancer the vCDN's "
+                                   "https_policy as it makes it; changing it on a live vCDN, "
+                                   "or the names it redirects, is not supported yet: keep the "
+                                   "policy and names it was deployed with")
         old = {v.name: v for v in deployment.vnfs}
         moved = {v.name for v in sig.vnfs if v.name in old and old[v.name].region != v.region}
         recorded_regions = deployment.resources["regions"]
@@ -919,8 +936,7 @@ class OpenStackDriver(VimDriver):
         """The HTTPS listener (with its default pool) of ``region``'s balancer as
         :func:`.plan.listeners` describes it for ``sig``; None when ``sig`` serves HTTP
         only."""
-        specs = plan.listeners(_balancer_name(sig, region), plan.tags(sig.vcdn_id),
-                               *self._https(conn, sig))
+        specs = self._listeners(conn, sig, region)
         return specs[1] if len(specs) > 1 else None
 
     def _restore_https(self, cloud, sig, record, progress):
@@ -1351,6 +1367,15 @@ def _check_changes(added, removed, new_regions, gone_regions):
                                                      and vnf.region in regions):
                 raise DeploymentFailed(f"{vnf.name} ({vnf.role}) cannot be {verb} by an "
                                        "update; nothing was changed")
+
+
+def _https_policy_changed(previous, sig):
+    """Whether going from ``previous`` to ``sig`` changes what the balancers' listeners
+    carry of the HTTPS policy: the policy, or the names its L7 redirects match."""
+    policies = [(s.service.get("https_policy"),
+                 plan.http_l7_policies(s.service.get("https_policy"), served_names(s)))
+                for s in (previous, sig)]
+    return policies[0] != policies[1]
 
 
 def _balancer_name(sig, region):

@@ -11,7 +11,8 @@ import hashlib
 import ipaddress
 import re
 
-from cdnaas.common import config
+from cdnaas.common import config, errors
+from cdnaas.delivery import https as https_option
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.hosts import FIRST_CACHE_HOST, LB_HOST, SHIELD_HOST, dns_host
 
@@ -19,6 +20,9 @@ HTTP_PORT = 80
 HTTPS_PORT = 443
 #: the Octavia API version whose listeners take ``alpn_protocols`` (HTTP/2 by ALPN)
 ALPN_VERSION = (2, 20)
+#: the Octavia API version whose listeners take ``hsts_max_age`` and its flags (and
+#: ``tls_versions``, from 2.17)
+HSTS_VERSION = (2, 27)
 DNS_BASE_PORT = 5300
 #: each listener tells the caches the viewer's address (their usage logs record it)
 VIEWER_HEADER = {"X-Forwarded-For": "true"}
@@ -193,12 +197,17 @@ def resource_name(vcdn_id, name):
     return f"cdnaas-{vcdn_id}-{name}"
 
 
-def listeners(name, tags_, container_ref=None, alpn=False):
+def listeners(name, tags_, container_ref=None, alpn=False, policy_api=False, policy=None,
+              names=()):
     """The listeners of a region's Octavia balancer ``name``, each with its own default pool
     (Octavia lets a pool be one listener's default only): HTTP on :data:`HTTP_PORT` and,
     with ``container_ref`` (a Barbican certificate container), TERMINATED_HTTPS on
     :data:`HTTPS_PORT`, offering HTTP/2 by ALPN where ``alpn`` (the API takes it); both
-    add the viewer's address to ``X-Forwarded-For`` (:data:`VIEWER_HEADER`)."""
+    add the viewer's address to ``X-Forwarded-For`` (:data:`VIEWER_HEADER`). With HTTPS,
+    the vCDN's HTTPS ``policy`` (stored ``https_policy``; None: the defaults) is the HTTPS
+    listener's TLS versions and HSTS (:func:`tls_listener_policy`; ``policy_api``: the
+    API takes them) and the HTTP listener's L7 policies (:func:`http_l7_policies` for
+    the served ``names``)."""
     specs = [{"name": name, "protocol": "HTTP", "protocol_port": HTTP_PORT, "tags": tags_,
               "insert_headers": VIEWER_HEADER,
               "default_pool": {"name": name, "protocol": "HTTP", "lb_algorithm": "SOURCE_IP",
@@ -209,18 +218,87 @@ def listeners(name, tags_, container_ref=None, alpn=False):
                       "protocol_port": HTTPS_PORT, "tags": tags_, "insert_headers": VIEWER_HEADER,
                       "default_tls_container_ref": container_ref,
                       "default_pool": {"name": https, "protocol": "HTTP",
-                                       "lb_algorithm": "SOURCE_IP", "tags": tags_}})
+                                       "lb_algorithm": "SOURCE_IP", "tags": tags_},
+                      **tls_listener_policy(policy, policy_api)})
         if alpn:
             specs[-1]["alpn_protocols"] = ["h2", "http/1.1"]
+        l7 = http_l7_policies(policy, names, tags_)
+        if l7:
+            specs[0]["l7policies"] = l7
     return specs
 
 
-def alpn_supported(versions):
+def _policy(policy):
+    """A stored ``https_policy`` (None: the defaults) checked again, defaults filled in.
+
+    :raises DeploymentFailed: it is refused.
+    """
+    try:
+        checked = None if policy is None else https_option.check(policy, "service.https_policy")
+    except errors.BadRequest as exc:
+        raise DeploymentFailed(exc.message) from None
+    return checked or dict(https_option.DEFAULTS)
+
+
+def tls_listener_policy(policy, policy_api=False) -> dict:
+    """The TERMINATED_HTTPS listener's attributes for an HTTPS ``policy`` (stored; None:
+    the defaults): ``tls_versions`` where its minimum version is not the default (Octavia's
+    own default is TLS 1.2 and 1.3) and, where it asks HSTS, ``hsts_max_age``,
+    ``hsts_include_subdomains``, ``hsts_preload`` (Octavia sends the header on HTTPS
+    answers only). The defaults send nothing new, so any Octavia API takes them.
+
+    :param policy_api: the Octavia API takes HSTS and TLS versions (:data:`HSTS_VERSION`).
+    :raises DeploymentFailed: the policy asks them of an API that has neither, or is
+        refused.
+    """
+    checked = _policy(policy)
+    out = {}
+    for asked, key in ((checked["min_tls_version"] != https_option.DEFAULTS["min_tls_version"],
+                        "min_tls_version"), (checked["hsts"] is not None, "hsts")):
+        if asked and not policy_api:
+            raise DeploymentFailed(f"https_policy.{key} needs Octavia API 2.27 or later; this "
+                                   f"cloud's is older: remove {key} from the vCDN's HTTPS "
+                                   "policy")
+    if checked["min_tls_version"] != https_option.DEFAULTS["min_tls_version"]:
+        out["tls_versions"] = [f"TLSv{v}" for v in https_option.TLS_VERSIONS
+                               if float(v) >= float(checked["min_tls_version"])]
+    if checked["hsts"] is not None:
+        out.update(hsts_max_age=checked["hsts"]["max_age"],
+                   hsts_include_subdomains=checked["hsts"]["include_subdomains"],
+                   hsts_preload=checked["hsts"]["preload"])
+    return out
+
+
+def http_l7_policies(policy, names, tags_=()) -> list:
+    """The HTTP listener's L7 policies for an HTTPS ``policy`` (stored; None: the
+    defaults): ``redirect``, one REDIRECT_PREFIX (301) to ``https://<name>`` per served
+    name (a rule HOST_NAME equal to it; path and query kept); ``refuse``, one REJECT of
+    every path; ``allow``, none. Octavia's L7 rules do not test the method: a redirect is
+    301 for every method there (the local driver answers 308 to non-GET/HEAD)."""
+    checked = _policy(policy)
+    if checked["http"] == "redirect":
+        return [{"name": f"redirect-{index}", "action": "REDIRECT_PREFIX",
+                 "redirect_prefix": f"https://{host}", "redirect_http_code": 301,
+                 "position": index, "tags": list(tags_),
+                 "rules": [{"type": "HOST_NAME", "compare_type": "EQUAL_TO", "value": host}]}
+                for index, host in enumerate(names, start=1)]
+    if checked["http"] == "refuse":
+        return [{"name": "refuse-http", "action": "REJECT", "position": 1, "tags": list(tags_),
+                 "rules": [{"type": "PATH", "compare_type": "STARTS_WITH", "value": "/"}]}]
+    return []
+
+
+def octavia_supports(versions, wanted):
     """Whether an Octavia API listing ``versions`` (the ``id``s of its root document,
-    ``v2.0`` ... ``v2.27``) takes a listener's ``alpn_protocols``."""
+    ``v2.0`` ... ``v2.27``) is at ``wanted`` (``(major, minor)``) or later."""
     found = []
     for version in versions:
         match = re.fullmatch(r"v(\d+)\.(\d+)", str(version))
         if match:
             found.append((int(match.group(1)), int(match.group(2))))
-    return bool(found) and max(found) >= ALPN_VERSION
+    return bool(found) and max(found) >= wanted
+
+
+def alpn_supported(versions):
+    """Whether an Octavia API listing ``versions`` takes a listener's ``alpn_protocols``."""
+    return octavia_supports(versions, ALPN_VERSION)
