@@ -476,8 +476,9 @@ def test_a_vcdn_streams_through_the_api_and_the_cli(stack, origin, tmp_path):  #
         with clients.client(vcdn_id, "eu-west", "10.1.0.40") as viewer:
             assert viewer.fetch(f"http://{balancer}/objects/small?api=1")[0] == 200
         wait_for(lambda: any(r["u"] == "/objects/small?api=1" for r in collector.records()))
+        # wide enough that the table never folds a destination's name over two lines
         env = {"CDNAAS_CONFIG": str(tmp_path / "config.yaml"),
-               "CDNAAS_API_URL": stack.urls["api"]}
+               "CDNAAS_API_URL": stack.urls["api"], "COLUMNS": "200"}
         token = stack.acme.token
         wait_for(lambda: invoke_json(["vcdn", "log-streams", vcdn_id], env, token)
                  ["totals"]["sent"] >= 1)

@@ -113,7 +113,7 @@ class Chain:
             name="loop-lb", workers=1, listen_address="127.0.0.1", listen_port=self.port,
             members=[("loop-cache", *upstream)], prefix_dir=str(tmp_path / "lb"),
             daemon=False, user="root", management_sources=["127.0.0.1"],
-            management_port=self.management["lb"],
+            management_port=self.management["lb"], server_names=[NAME],
             tls={"port": self.https_port, "certificate": str(tmp_path / "chain.pem"),
                  "key": str(tmp_path / "key.pem")})
         stack.enter_context(start_nginx(text, tmp_path / "lb", self.management["lb"]))
