@@ -13,25 +13,24 @@ management side only) serves three things for this module (:mod:`cdnaas.ro.vnfco
   not cached (both success). The module removes the node from the keys zone, so the
   next fetch is a MISS even where ``open_file_cache`` still holds the deleted file open
   (tests/test_purge.py checks it).
-- ``KEYS_LOG_PATH``: the cache's keys log, one JSON line ``{"u": decoded path, "a":
-  raw query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``),
-  with, from a cache that slices, ``"s"`` its slice size and ``"c"`` the origin's
+- ``KEYS_LOG_PATH``: the cache's keys log, one JSON line ``{"u": decoded path, "a": raw
+  query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``), with,
+  from a cache that slices, ``"s"`` its slice size and ``"c"`` the origin's
   ``Content-Range`` (the object's size, where a range request fetched a slice). Every
-  object enters a cache that way, so the
-  log names every object it may hold. The module cannot purge by wildcard: a prefix is
-  purged by listing the keys log's paths under it and purging each (re-encoded, with
-  its query string as received: the rewrite then gives the logged ``$uri`` and
-  ``$args`` back). A cache that slices keeps what range requests fetched as slices of
-  one key each and what other requests fetched whole under the object's unsliced key
-  (:data:`~cdnaas.ro.vnfconfig.SLICE_RANGE_VARIABLE`): a purge of the object is one
-  purge of its unsliced key (no header) and one per slice of the largest size logged
-  for its path, each naming its slice's range in
+  object enters a cache that way, so the log names every object it may hold. The module
+  cannot purge by wildcard: a prefix is purged by listing the keys log's paths under it
+  and purging each (re-encoded, with its query string as received: the rewrite then
+  gives the logged ``$uri`` and ``$args`` back). A cache that slices keeps what range
+  requests fetched as slices of one key each and what other requests fetched whole under
+  the object's unsliced key (:data:`~cdnaas.ro.vnfconfig.SLICE_RANGE_VARIABLE`): a purge
+  of the object is one purge of its unsliced key (no header) and one per slice of the
+  largest size logged for its path, each naming its slice's range in
   :data:`~cdnaas.ro.vnfconfig.PURGE_SLICE_HEADER` (an object logged without a size: its
-  first slice; one never logged: its unsliced key alone). The log is written
-  unbuffered (one write per origin fetch, much cheaper than the fetch), so an object
-  fetched just before the purge is listed; one whose fetch is still in flight when the
-  log is read is logged after, and holds what the origin answered after the purge was
-  asked. Lines of objects since purged or evicted only cost a 404 each.
+  first slice; one never logged: its unsliced key alone). The log is written unbuffered
+  (one write per origin fetch, much cheaper than the fetch), so an object fetched just
+  before the purge is listed; one whose fetch is still in flight when the log is read is
+  logged after, and holds what the origin answered after the purge was asked. Lines of
+  objects since purged or evicted only cost a 404 each.
 - ``PREFETCH_PATH + path`` fetches ``path`` through the cache's own public listener
   (its rules, its cache): the answer, read whole, means the cache holds it.
 
