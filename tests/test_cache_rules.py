@@ -92,7 +92,7 @@ def test_rules_become_regex_locations_in_order(tmp_path):
     assert positions == sorted(positions) and positions[-1] < text.index("location / {")
     for ttl in ("5s", "1h", "7d", "10m"):
         assert f"proxy_cache_valid 200 206 301 302 {ttl};" in text
-    assert text.count('proxy_cache_key "$uri?v=$arg_v$slice_range";') == 4
+    assert text.count('proxy_cache_key "$uri?v=$arg_v$cdnaas_slice_range";') == 4
     assert text.count("proxy_ignore_headers Cache-Control Expires;") == 4
     assert 'proxy_cache_purge north-cache-1 "$uri?v=$arg_v$http_x_cdnaas_slice";' in text
     assert f"load_module {vnfconfig.PURGE_MODULE};" in text
@@ -104,7 +104,7 @@ def test_new_rules_rebuild_every_openstack_cache_and_nothing_else():
     ruled = dataclasses.replace(sig, service={"cache_rules": rules})
     new = rebuilt(sig, ruled)
     assert sorted(new) == ["north-cache-1", "north-cache-2", "south-cache-1"]
-    assert all('proxy_cache_key \\"$uri$slice_range\\";' in text for text in new.values())
+    assert all('proxy_cache_key \\"$uri$cdnaas_slice_range\\";' in text for text in new.values())
     # the defaults written out render as no rules at all: the same user-data, no rebuild
     assert rebuilt(sig, dataclasses.replace(sig, service={"cache_rules": caching.DEFAULTS})) \
         == {}

@@ -324,7 +324,7 @@ def test_a_new_origin_rules_and_name_rebuild_the_servers_while_pools_serve(
             else:
                 nginx = written(server)[f"{userdata.CONF_DIR}/nginx.conf"]
                 assert "server 192.0.2.20:8081;" in nginx and "192.0.2.10" not in nginx
-                assert 'proxy_cache_key "$uri$slice_range";' in nginx
+                assert 'proxy_cache_key "$uri$cdnaas_slice_range";' in nginx
         assert members_of(admin_conn, updated) == caches_of(updated) == caches_of(deployment)
         # the pools always had members: north's caches left theirs one at a time, south's
         # cache gave its place to the stand-in

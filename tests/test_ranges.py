@@ -2,8 +2,9 @@
 real nginx on loopback (the sample origin, an origin shield, a cache behind it and a
 balancer with HTTPS/HTTP/2 in front, as a vCDN with a shield chains them) ranges answered
 206 from a MISS and a HIT with the origin's exact bytes over HTTP/1.1 and h2, If-Range,
-416, several ranges, a seek into a 1 GiB object that costs the origin one slice, a purge
-that removes every slice, the keys log, and byte-range DASH and HLS viewers that play
+416, several ranges, a seek into a 1 GiB object that costs the origin one slice, a request
+without Range kept whole (not sliced), a purge that removes every slice and the whole
+object, the keys log, and byte-range DASH and HLS viewers that play
 without a stall. The local-driver end of it (a vCDN's own balancer) is in
 ``test_a_vcdn_on_the_local_driver_answers_ranges``."""
 import contextlib
@@ -168,9 +169,14 @@ def test_a_range_is_206_from_a_miss_and_a_hit_with_the_origins_bytes(chain):
     assert statuses == ["MISS", "HIT"]
     # the whole object (a slice, 445,440 < 1 MiB) once from the origin, through the shield
     assert chain.origin_bytes(SEGMENT) == size
-    whole = chain.get(SEGMENT)
-    assert whole.status_code == 200 and whole.headers["Accept-Ranges"] == "bytes"
-    assert whole.content == origin_server.object_bytes(SEGMENT, size)
+    # a request without Range is not sliced: it keeps the object whole under the rules'
+    # key alone, a MISS once (the slice is kept apart), then a HIT
+    for status in ("MISS", "HIT"):
+        whole = chain.get(SEGMENT)
+        assert (whole.status_code, whole.headers["X-Cache-Status"]) == (200, status)
+        assert whole.headers["Accept-Ranges"] == "bytes"
+        assert whole.content == origin_server.object_bytes(SEGMENT, size)
+    assert chain.origin_bytes(SEGMENT) == 2 * size
     suffix = chain.get(SEGMENT, Range="bytes=-100")
     assert (suffix.status_code, suffix.content) == (206, expected(SEGMENT, size - 100, size - 1))
 
@@ -262,9 +268,31 @@ def test_a_purge_removes_every_slice_and_the_object_is_fetched_again(chain):
     assert chain.get(path, Range="bytes=0-9").headers["X-Cache-Status"] == "MISS"
 
 
+def test_a_purge_removes_the_object_kept_whole_and_its_slices(chain):
+    """An object fetched whole (no Range) and by a range is kept twice: under the rules'
+    key and as a slice; a purge removes both, and each is fetched again."""
+    path, size = "/large/3m.bin", 3 * MIB
+    for status in ("MISS", "HIT"):
+        whole = chain.get(path)
+        assert (whole.status_code, whole.headers["X-Cache-Status"]) == (200, status)
+        assert whole.content == origin_server.object_bytes(path, size)
+        part = chain.get(path, Range=f"bytes={2 * MIB + 5}-{2 * MIB + 14}")
+        assert (part.status_code, part.headers["X-Cache-Status"]) == (206, status)
+        assert part.content == expected(path, 2 * MIB + 5, 2 * MIB + 14)
+    assert chain.origin_bytes(path) == size + MIB  # whole once, one slice once
+    lines = [json.loads(line) for line in
+             (chain.cache_prefix / "logs" / "keys.log").read_text().splitlines()]
+    assert [line["c"] for line in lines if line["u"] == path] == [
+        "", f"bytes {2 * MIB}-{3 * MIB - 1}/{size}"]
+    assert chain.purge([path]) == [(1, 1), (1, 1)]
+    assert chain.get(path).headers["X-Cache-Status"] == "MISS"
+    assert chain.get(path, Range="bytes=0-9").headers["X-Cache-Status"] == "MISS"
+    assert chain.origin_bytes(path) == 2 * size + 2 * MIB
+
+
 def test_the_usage_log_has_one_line_per_viewer_request_with_its_bytes(tmp_path):
-    """A cache that logs usage (behind Octavia): a request served from several slices is
-    one line with the bytes the viewer received, a range one with the range's bytes."""
+    """A cache that logs usage (behind Octavia): a whole object is one line, a range
+    served from several slices one line with the range's bytes."""
     need("nginx", root=True)
     with contextlib.ExitStack() as stack:
         origin, thread = origin_server.serve_in_thread("127.0.0.1", 0)
@@ -280,18 +308,19 @@ def test_the_usage_log_has_one_line_per_viewer_request_with_its_bytes(tmp_path):
             usage_log=True, service={"slice_size": "512k"})
         stack.enter_context(start_nginx(text, tmp_path, management))
         url = f"http://127.0.0.1:{port}/large/2m.bin"
-        assert len(requests.get(url, timeout=30).content) == 2 * MIB  # 4 slices
-        assert requests.get(url, headers={"Range": "bytes=600000-600099"},
-                            timeout=30).status_code == 206
+        assert len(requests.get(url, timeout=30).content) == 2 * MIB  # whole
+        for _ in range(2):  # 3 slices: a MISS, then a HIT
+            assert requests.get(url, headers={"Range": "bytes=500000-1100000"},
+                                timeout=30).status_code == 206
         log = f"http://127.0.0.1:{management}{vnfconfig.USAGE_LOG_PATH}"
         # written 2 s late at most (buffered)
-        text = wait_until(lambda: requests.get(log, timeout=5).text.count("\n") >= 2 and
-                          requests.get(log, timeout=5).text, "two usage lines")
+        text = wait_until(lambda: requests.get(log, timeout=5).text.count("\n") >= 3 and
+                          requests.get(log, timeout=5).text, "three usage lines")
     lines = [json.loads(line) for line in text.splitlines()]
     assert [(line["s"], line["bb"], line["c"]) for line in lines] == [
-        ("200", 2 * MIB, "MISS"), ("206", 100, "HIT")]
+        ("200", 2 * MIB, "MISS"), ("206", 600001, "MISS"), ("206", 600001, "HIT")]
     keys = (tmp_path / "logs" / "keys.log").read_text().splitlines()
-    assert [json.loads(line)["c"] for line in keys] == [f"bytes 0-{(512 << 10) - 1}/{2 * MIB}"]
+    assert [json.loads(line)["c"] for line in keys] == ["", f"bytes 0-{(512 << 10) - 1}/{2 * MIB}"]
 
 
 @pytest.mark.parametrize("manifest", ["/video/manifest-ranges.mpd", "/video/low/media.m3u8"])
@@ -345,8 +374,9 @@ def test_the_cloud_init_cache_config_slices_as_the_flavor_says_and_passes_nginx(
     document = yaml.safe_load(userdata.cache(sig, cache, address, "192.0.2.10"))
     nginx = {f["path"]: f["content"] for f in document["write_files"]}[
         f"{userdata.CONF_DIR}/nginx.conf"]
-    for line in ("slice 2m;", 'proxy_cache_key "$uri$is_args$args$slice_range";',
-                 "proxy_set_header Range $slice_range;", '"s":"2m"',
+    for line in ("slice 2m;", "map $http_range $cdnaas_slice_range {",
+                 "default $slice_range;", 'proxy_cache_key "$uri$is_args$args$cdnaas_slice_range";',
+                 "proxy_set_header Range $cdnaas_slice_range;", '"s":"2m"',
                  'proxy_cache_purge north-cache-1 "$uri$is_args$args$http_x_cdnaas_slice";'):
         assert line in nginx, line
     vnfconfig.check_nginx(nginx.replace(userdata.PREFIX, str(tmp_path)), str(tmp_path))

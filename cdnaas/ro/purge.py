@@ -13,22 +13,24 @@ management side only) serves three things for this module (:mod:`cdnaas.ro.vnfco
   not cached (both success). The module removes the node from the keys zone, so the
   next fetch is a MISS even where ``open_file_cache`` still holds the deleted file open
   (tests/test_purge.py checks it).
-- ``KEYS_LOG_PATH``: the cache's keys log, one JSON line ``{"u": decoded path, "a":
-  raw query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``),
-  with, from a cache that slices, ``"s"`` its slice size and ``"c"`` the origin's
-  ``Content-Range`` (the object's size). Every object enters a cache that way, so the
-  log names every object it may hold. The module cannot purge by wildcard: a prefix is
-  purged by listing the keys log's paths under it and purging each (re-encoded, with
-  its query string as received: the rewrite then gives the logged ``$uri`` and
-  ``$args`` back). A cache that slices keeps an object as slices of one key each: a
-  purge of the object is one purge per slice of the largest size logged for its path,
-  each naming its slice's range in :data:`~cdnaas.ro.vnfconfig.PURGE_SLICE_HEADER`
-  (an object logged without a size: its first slice; one never logged: its unsliced
-  key, as a cache that does not slice keeps it). The log is written
-  unbuffered (one write per origin fetch, much cheaper than the fetch), so an object
-  fetched just before the purge is listed; one whose fetch is still in flight when the
-  log is read is logged after, and holds what the origin answered after the purge was
-  asked. Lines of objects since purged or evicted only cost a 404 each.
+- ``KEYS_LOG_PATH``: the cache's keys log, one JSON line ``{"u": decoded path, "a": raw
+  query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``), with,
+  from a cache that slices, ``"s"`` its slice size and ``"c"`` the origin's
+  ``Content-Range`` (the object's size, where a range request fetched a slice). Every
+  object enters a cache that way, so the log names every object it may hold. The module
+  cannot purge by wildcard: a prefix is purged by listing the keys log's paths under it
+  and purging each (re-encoded, with its query string as received: the rewrite then
+  gives the logged ``$uri`` and ``$args`` back). A cache that slices keeps what range
+  requests fetched as slices of one key each and what other requests fetched whole under
+  the object's unsliced key (:data:`~cdnaas.ro.vnfconfig.SLICE_RANGE_VARIABLE`): a purge
+  of the object is one purge of its unsliced key (no header) and one per slice of the
+  largest size logged for its path, each naming its slice's range in
+  :data:`~cdnaas.ro.vnfconfig.PURGE_SLICE_HEADER` (an object logged without a size: its
+  first slice; one never logged: its unsliced key alone). The log is written unbuffered
+  (one write per origin fetch, much cheaper than the fetch), so an object fetched just
+  before the purge is listed; one whose fetch is still in flight when the log is read is
+  logged after, and holds what the origin answered after the purge was asked. Lines of
+  objects since purged or evicted only cost a 404 each.
 - ``PREFETCH_PATH + path`` fetches ``path`` through the cache's own public listener
   (its rules, its cache): the answer, read whole, means the cache holds it.
 
@@ -182,8 +184,9 @@ def _purge_target(path, query):
 
 def invalidate(address, paths, prefixes, port=vnfconfig.MANAGEMENT_PORT):
     """Purge ``paths`` and every logged object under ``prefixes`` from the cache at
-    ``address``, each object slice by slice where the cache slices; return ``(objects
-    purged, objects removed)`` (removed: at least one of its slices was cached).
+    ``address``, each object whole and slice by slice where the cache slices; return
+    ``(objects purged, objects removed)`` (removed: it was cached whole or at least one
+    of its slices was).
 
     :raises VimError: the cache did not answer each purge with 200 or 404, or an object
         has more than :data:`MAX_SLICES` slices.
@@ -213,9 +216,9 @@ def invalidate(address, paths, prefixes, port=vnfconfig.MANAGEMENT_PORT):
 
 
 def _slices(slice_bytes, size):
-    """``(first, last)`` byte of each slice of an object of ``size`` bytes kept in slices
-    of ``slice_bytes`` (no size: its first slice); ``[(None, None)]`` where the cache
-    does not slice (``slice_bytes`` None).
+    """What to purge of an object of ``size`` bytes: ``(None, None)``, its unsliced key,
+    then where the cache slices (``slice_bytes`` not None) ``(first, last)`` byte of each
+    of its slices of ``slice_bytes`` (no size: its first slice).
 
     :raises VimError: more than :data:`MAX_SLICES` slices.
     """
@@ -225,7 +228,8 @@ def _slices(slice_bytes, size):
     if count > MAX_SLICES:
         raise VimError(f"an object of {size} bytes has {count} slices of {slice_bytes} "
                        f"bytes, more than the {MAX_SLICES} one purge names")
-    return [(k * slice_bytes, (k + 1) * slice_bytes - 1) for k in range(count)]
+    return [(None, None)] + [(k * slice_bytes, (k + 1) * slice_bytes - 1)
+                             for k in range(count)]
 
 
 def prefetch(address, paths, port=vnfconfig.MANAGEMENT_PORT):

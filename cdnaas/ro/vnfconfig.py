@@ -84,6 +84,10 @@ KEYS_LOG_PATH = "/cdnaas/keys.log"
 #: ``Range``: ``bytes=<start>-<end>``), to the management listener of a cache that slices
 #: (:mod:`cdnaas.ro.purge`).
 PURGE_SLICE_HEADER = "X-Cdnaas-Slice"
+#: The nginx variable a cache keys and fetches slices by: the slice's range where the
+#: request has a Range header, empty otherwise (nginx-cache-slices.conf.j2): a request
+#: without one is not sliced.
+SLICE_RANGE_VARIABLE = "$cdnaas_slice_range"
 
 # Whole-string patterns (used with fullmatch: ``$`` would let a trailing newline through).
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -442,9 +446,10 @@ def nginx_cache_rules(rules: dict | None, paths: list = (), signed: bool = False
 
 def keyed_by_slice(key: str, variable: str) -> str:
     """The cache key ``key`` (a :class:`CacheRules` key) of one slice of an object, the
-    slice's range given by the nginx ``variable`` (``$slice_range`` where the cache
-    fetches, the purge header where it purges): always last and always ``bytes=N-M``, so
-    no two objects' slices share a key."""
+    slice's range given by the nginx ``variable`` (:data:`SLICE_RANGE_VARIABLE` where the
+    cache fetches, the purge header where it purges): always last and always
+    ``bytes=N-M``, so no two objects' slices share a key; empty, the object's whole key
+    (``key``'s value)."""
     if not re.fullmatch(r"\$[a-z_]{1,64}", variable):
         _refuse("slice variable", variable, "is not an nginx variable like $slice_range")
     return f'"{key.strip(chr(34))}{variable}"'
@@ -543,8 +548,10 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         (:func:`delivery_values`) and whose ``slice_size`` is the size of the slices the
         cache fetches and keeps objects in (None:
         :data:`cdnaas.common.slicing.DEFAULT`; :func:`nginx_slice_size`), rendered as
-        ``slice_size`` with the keys that name a slice: ``cache_key`` (the rules' key and
-        ``$slice_range``) and ``purge_slice_key`` (the rules' key and the
+        ``slice_size`` with ``slice_range`` (:data:`SLICE_RANGE_VARIABLE`: a request
+        with a Range header is sliced, any other kept whole) and the keys that name a
+        slice or, that variable or header empty, the whole object: ``cache_key`` (the
+        rules' key and ``slice_range``) and ``purge_slice_key`` (the rules' key and the
         :data:`PURGE_SLICE_HEADER` of a purge); None: the defaults. Where its ``origins`` ask for it
         (:mod:`cdnaas.delivery.origins`) and the cache is not ``behind_shield``, the
         cache's misses go through a fetch server of its own (``origin_fetch``,
@@ -596,7 +603,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         cache_inactive=_match("cache_inactive", cache_inactive, _NGINX_TIME,
                               "is not an nginx time like 60m, 12h or 7d"),
         cache_rules=rules, slice_size=nginx_slice_size((service or {}).get("slice_size")),
-        cache_key=keyed_by_slice(rules.key, "$slice_range"),
+        slice_range=SLICE_RANGE_VARIABLE,
+        cache_key=keyed_by_slice(rules.key, SLICE_RANGE_VARIABLE),
         purge_slice_key=keyed_by_slice(rules.key, _header_variable(PURGE_SLICE_HEADER)),
         purge_path=PURGE_PATH, prefetch_path=PREFETCH_PATH, keys_log=KEYS_LOG_PATH,
         purge_module_file=PURGE_MODULE,
