@@ -30,7 +30,8 @@ from urllib.parse import quote
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from cdnaas.common import config, errors
+from cdnaas.common import config
+from cdnaas.delivery import fields
 
 FIELD = "access"
 ROLES = ("cache",)
@@ -59,31 +60,6 @@ _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _SIGNED_KEYS = ("enabled", "paths", "keys")
 
 
-def _bad(field, message):
-    raise errors.BadRequest(f"{field} {message}", field=field)
-
-
-def _object(value, field, keys):
-    if not isinstance(value, dict):
-        _bad(field, f"must be an object with {', '.join(keys)}")
-    unknown = sorted(set(value) - set(keys), key=str)
-    if unknown:
-        _bad(f"{field}.{unknown[0]}", f"is not known; send only {', '.join(keys)}")
-    return value
-
-
-def _list(value, field, limit, what):
-    if not isinstance(value, list) or len(value) > limit:
-        _bad(field, f"must be a list of at most {limit} {what}")
-    return value
-
-
-def _int(value, field, low, high):
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        _bad(field, f"must be an integer from {low} to {high}")
-    return value
-
-
 def path_prefix(value, field) -> str:
     """``value`` if it is a path prefix of ``A-Z a-z 0-9 _ . ~ / -`` starting with ``/``
     (at most 256, no ``..`` segment).
@@ -91,7 +67,7 @@ def path_prefix(value, field) -> str:
     :raises BadRequest: naming ``field``.
     """
     if not isinstance(value, str) or not _PATH.fullmatch(value) or ".." in value.split("/"):
-        _bad(field, "must be a path prefix like /videos/ (A-Z, a-z, 0-9, _ . ~ / -, at most "
+        fields.bad(field, "must be a path prefix like /videos/ (A-Z, a-z, 0-9, _ . ~ / -, at most "
                     "256, starting with /, no ..)")
     return value
 
@@ -106,7 +82,7 @@ def client_prefix(value, field):
     except ValueError:
         prefix = None
     if prefix is None or "%" in value:
-        _bad(field, "must be an address prefix like 10.1.0.0/24 or 2001:db8::/48")
+        fields.bad(field, "must be an address prefix like 10.1.0.0/24 or 2001:db8::/48")
     return prefix
 
 
@@ -126,76 +102,77 @@ def _opened(sealed, field) -> str:
     try:
         return _fernet().decrypt(sealed.encode("ascii")).decode("ascii")
     except (InvalidToken, ValueError, UnicodeError):
-        _bad(field, "cannot be opened with this installation's secret key file; send the "
+        fields.bad(field, "cannot be opened with this installation's secret key file; send the "
                     "key's secret again")
 
 
 def _key(value, field):
     """A key ``{id, secret}`` (or stored ``{id, sealed}``) as stored: ``{id, sealed}``."""
-    _object(value, field, ("id", "secret", "sealed"))
+    fields.object_of(value, field, ("id", "secret", "sealed"))
     key_id = value.get("id")
     if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
-        _bad(f"{field}.id", "must be a key id of A-Z, a-z, 0-9, _ and - (1 to 32)")
+        fields.bad(f"{field}.id", "must be a key id of A-Z, a-z, 0-9, _ and - (1 to 32)")
     if "secret" in value:
         secret = value["secret"]
         if not isinstance(secret, str) or not _SECRET.fullmatch(secret):
-            _bad(f"{field}.secret", "must be 16 to 256 printable ASCII characters without "
+            fields.bad(f"{field}.secret", "must be 16 to 256 printable ASCII characters without "
                                     "spaces (e.g. 32 random bytes in base64url)")
         return {"id": key_id, "sealed": _sealed(secret)}
     sealed = value.get("sealed")
     if not isinstance(sealed, str):
-        _bad(f"{field}.secret", "is missing: send the key's secret")
+        fields.bad(f"{field}.secret", "is missing: send the key's secret")
     _opened(sealed, f"{field}.sealed")
     return {"id": key_id, "sealed": sealed}
 
 
 def _signed_urls(value, field):
-    _object(value, field, _SIGNED_KEYS)
+    fields.object_of(value, field, _SIGNED_KEYS)
     enabled = value.get("enabled", True)
     if not isinstance(enabled, bool):
-        _bad(f"{field}.enabled", "must be true or false")
+        fields.bad(f"{field}.enabled", "must be true or false")
     if not enabled:
         return None
     paths = [path_prefix(p, f"{field}.paths[{i}]") for i, p in enumerate(
-        _list(value.get("paths", ["/"]), f"{field}.paths", MAX_PATHS, "path prefixes"))]
+        fields.list_of(value.get("paths", ["/"]), f"{field}.paths", MAX_PATHS, "path prefixes"))]
     if not paths:
-        _bad(f"{field}.paths", "is empty: list the path prefixes to protect (/ for all)")
-    keys = _list(value.get("keys"), f"{field}.keys", MAX_KEYS,
+        fields.bad(f"{field}.paths", "is empty: list the path prefixes to protect (/ for all)")
+    keys = fields.list_of(value.get("keys"), f"{field}.keys", MAX_KEYS,
                  "keys {id, secret} (two while rotating)")
     if not keys:
-        _bad(f"{field}.keys", "is empty: give one key {id, secret} (two while rotating)")
+        fields.bad(f"{field}.keys", "is empty: give one key {id, secret} (two while rotating)")
     stored = [_key(k, f"{field}.keys[{i}]") for i, k in enumerate(keys)]
     if len({k["id"] for k in stored}) != len(stored):
-        _bad(f"{field}.keys[1].id", "is the id of keys[0]: give each key its own id")
+        fields.bad(f"{field}.keys[1].id", "is the id of keys[0]: give each key its own id")
     return {"enabled": True, "paths": sorted(set(paths)), "keys": stored}
 
 
 def _regions(value, field):
-    _object(value, field, ("allow",))
-    names = _list(value.get("allow"), f"{field}.allow", MAX_REGIONS, "region names")
+    fields.object_of(value, field, ("allow",))
+    names = fields.list_of(value.get("allow"), f"{field}.allow", MAX_REGIONS, "region names")
     for index, name in enumerate(names):
         if not isinstance(name, str) or not _REGION.fullmatch(name):
-            _bad(f"{field}.allow[{index}]", "must be a region name (a-z, 0-9 and -)")
+            fields.bad(f"{field}.allow[{index}]", "must be a region name (a-z, 0-9 and -)")
     return {"allow": sorted(set(names))}
 
 
 def _clients(value, field):
-    _object(value, field, ("allow", "deny"))
+    fields.object_of(value, field, ("allow", "deny"))
     if len(value) != 1:
-        _bad(field, "must have either allow or deny (a list of address prefixes)")
+        fields.bad(field, "must have either allow or deny (a list of address prefixes)")
     [(kind, prefixes)] = value.items()
-    prefixes = _list(prefixes, f"{field}.{kind}", MAX_PREFIXES, "address prefixes")
+    prefixes = fields.list_of(prefixes, f"{field}.{kind}", MAX_PREFIXES, "address prefixes")
     if kind == "allow" and not prefixes:
-        _bad(f"{field}.allow", "is empty, which would refuse every viewer; list prefixes")
+        fields.bad(f"{field}.allow", "is empty, which would refuse every viewer; list prefixes")
     checked = {client_prefix(p, f"{field}.{kind}[{i}]") for i, p in enumerate(prefixes)}
     return {kind: [str(p) for p in sorted(checked, key=lambda p: (p.version, p))]} \
         if checked else None
 
 
 def _rate_limit(value, field):
-    _object(value, field, ("requests_per_second", "burst"))
-    rate = _int(value.get("requests_per_second"), f"{field}.requests_per_second", 1, MAX_RATE)
-    burst = _int(value.get("burst", rate), f"{field}.burst", 0, MAX_RATE)
+    fields.object_of(value, field, ("requests_per_second", "burst"))
+    rate = fields.integer(value.get("requests_per_second"), f"{field}.requests_per_second",
+                          1, MAX_RATE)
+    burst = fields.integer(value.get("burst", rate), f"{field}.burst", 0, MAX_RATE)
     return {"requests_per_second": rate, "burst": burst}
 
 
@@ -208,7 +185,7 @@ def check(value, field="access") -> dict | None:
 
     :raises BadRequest: naming the first field refused and what to send instead.
     """
-    _object(value, field, tuple(_PARTS))
+    fields.object_of(value, field, tuple(_PARTS))
     stored = {}
     for part, checker in _PARTS.items():
         if value.get(part) is not None:
@@ -314,23 +291,23 @@ def sign(stored, body, now=None) -> dict:
     """
     signed = (stored or {}).get("signed_urls")
     if signed is None:
-        _bad("access", "has no signed_urls: enable them (PATCH the vCDN's access) first")
-    _object(body, "body", ("path", "expires_in", "prefix", "client", "key_id"))
+        fields.bad("access", "has no signed_urls: enable them (PATCH the vCDN's access) first")
+    fields.object_of(body, "body", ("path", "expires_in", "prefix", "client", "key_id"))
     path = path_prefix(body.get("path"), "path")
-    lifetime = _int(body.get("expires_in", 3600), "expires_in", 1, MAX_LIFETIME)
+    lifetime = fields.integer(body.get("expires_in", 3600), "expires_in", 1, MAX_LIFETIME)
     prefix = body.get("prefix")
     if prefix is not None and not path.startswith(path_prefix(prefix, "prefix")):
-        _bad("prefix", f"must be a prefix of path {path}")
+        fields.bad("prefix", f"must be a prefix of path {path}")
     client = body.get("client")
     if client is not None:
         network = client_prefix(client, "client")
         if network.version != 4:
-            _bad("client", "must be an IPv4 prefix (signed client prefixes are IPv4 only)")
+            fields.bad("client", "must be an IPv4 prefix (signed client prefixes are IPv4 only)")
         client = str(network)
     keys = {k["id"]: k for k in signed["keys"]}
     key_id = body.get("key_id", signed["keys"][-1]["id"])
     if key_id not in keys:
-        _bad("key_id", f"is not one of the vCDN's keys ({', '.join(keys)})")
+        fields.bad("key_id", f"is not one of the vCDN's keys ({', '.join(keys)})")
     expires = int(now if now is not None else time.time()) + lifetime
     secret = _opened(keys[key_id]["sealed"], "access.signed_urls.keys")
     return {"path": path, "query": token(secret, key_id, path, expires, prefix, client),

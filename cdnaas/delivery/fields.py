@@ -66,13 +66,14 @@ def object_of(value, field, keys, required=()):
     return value
 
 
-def list_of(value, field, most):
-    """``value`` if it is a list of at most ``most`` items.
+def list_of(value, field, most, what="items"):
+    """``value`` if it is a list of at most ``most`` items (``what`` they are, for the
+    message).
 
     :raises BadRequest: naming ``field``.
     """
     if not isinstance(value, list) or len(value) > most:
-        bad(field, f"must be a list of at most {most} items")
+        bad(field, f"must be a list of at most {most} {what}")
     return value
 
 

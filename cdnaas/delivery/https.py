@@ -24,6 +24,7 @@ the local driver, the HTTPS listener and L7 policies of Octavia on OpenStack
 (:mod:`cdnaas.ro.vim.openstack.https`).
 """
 from cdnaas.common import errors
+from cdnaas.delivery import fields
 
 FIELD = "https_policy"
 ROLES = ("load_balancer",)
@@ -37,43 +38,30 @@ DEFAULTS = {"http": "allow", "hsts": None, "min_tls_version": "1.2", "unknown_sn
 HSTS_DEFAULTS = {"include_subdomains": False, "preload": False}
 
 
-def _bad(field, message):
-    raise errors.BadRequest(f"{field} {message}", field=field)
-
-
-def _object(value, field, keys):
-    if not isinstance(value, dict):
-        _bad(field, f"must be an object with {', '.join(keys)}")
-    unknown = sorted(set(value) - set(keys), key=str)
-    if unknown:
-        _bad(f"{field}.{unknown[0]}", f"is not known; send only {', '.join(keys)}")
-    return value
-
-
 def _one_of(value, field, allowed):
     if not isinstance(value, str) or value not in allowed:
-        _bad(field, f"must be one of {', '.join(allowed)}")
+        fields.bad(field, f"must be one of {', '.join(allowed)}")
     return value
 
 
 def _flag(value, field):
     if not isinstance(value, bool):
-        _bad(field, "must be true or false")
+        fields.bad(field, "must be true or false")
     return value
 
 
 def _hsts(value, field):
-    _object(value, field, ("max_age", "include_subdomains", "preload"))
+    fields.object_of(value, field, ("max_age", "include_subdomains", "preload"))
     if "max_age" not in value:
-        _bad(f"{field}.max_age", f"is required: seconds browsers keep to HTTPS (0 to "
+        fields.bad(f"{field}.max_age", f"is required: seconds browsers keep to HTTPS (0 to "
                                  f"{MAX_HSTS_AGE}; a year is {PRELOAD_MIN_AGE})")
     age = value["max_age"]
     if isinstance(age, bool) or not isinstance(age, int) or not 0 <= age <= MAX_HSTS_AGE:
-        _bad(f"{field}.max_age", f"must be an integer of seconds from 0 to {MAX_HSTS_AGE}")
+        fields.bad(f"{field}.max_age", f"must be an integer of seconds from 0 to {MAX_HSTS_AGE}")
     out = {"max_age": age, **{k: _flag(value.get(k, d), f"{field}.{k}")
                               for k, d in HSTS_DEFAULTS.items()}}
     if out["preload"] and (age < PRELOAD_MIN_AGE or not out["include_subdomains"]):
-        _bad(f"{field}.preload", f"needs max_age of at least {PRELOAD_MIN_AGE} (a year) and "
+        fields.bad(f"{field}.preload", f"needs max_age of at least {PRELOAD_MIN_AGE} (a year) and "
                                  "include_subdomains true, as browsers' preload lists ask")
     return out
 
@@ -85,7 +73,7 @@ def check(value, field) -> dict | None:
     :raises BadRequest: naming the first field refused (``<field>.http``...) and what to
         send instead.
     """
-    _object(value, field, tuple(DEFAULTS))
+    fields.object_of(value, field, tuple(DEFAULTS))
     out = {"http": _one_of(value.get("http", "allow"), f"{field}.http", HTTP_MODES),
            "hsts": None if value.get("hsts") is None else _hsts(value["hsts"], f"{field}.hsts"),
            "min_tls_version": _one_of(value.get("min_tls_version", "1.2"),
