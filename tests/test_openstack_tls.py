@@ -303,15 +303,18 @@ def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_c
     plain, deployment, kept = deployed_plain(driver, caches)
     vcdn_id = plain.vcdn_id
     record = copy.deepcopy(deployment.resources)
-    real, given = driver._https, []
+    real, given = driver._listeners, []
 
-    def https(conn, sig):
-        container, alpn = real(conn, sig)
-        if given:  # the regions after the first: a container that does not exist
-            container = container.rsplit("/", 1)[0] + f"/{uuid.uuid4()}"
-        given.append(container)
-        return container, alpn
-    monkeypatch.setattr(driver, "_https", https)
+    def listeners_of(conn, sig, region):
+        specs = real(conn, sig, region)
+        if len(specs) > 1:  # HTTPS: the listener's certificate container
+            container = specs[1]["default_tls_container_ref"]
+            if given:  # the regions after the first: a container that does not exist
+                container = container.rsplit("/", 1)[0] + f"/{uuid.uuid4()}"
+                specs[1]["default_tls_container_ref"] = container
+            given.append(container)
+        return specs
+    monkeypatch.setattr(driver, "_listeners", listeners_of)
     try:
         with pytest.raises(DeploymentFailed, match="(?s)certificate.*previous caches"):
             driver.update(deployment, https_sig(vcdn_id, caches, kept), previous=plain)

@@ -261,7 +261,9 @@ def test_so_refuses_an_event_for_a_vcdn_it_does_not_know(stack):
 def test_the_cli_creates_lists_shows_the_log_of_and_deletes_a_webhook(stack):
     receiver = Receiver()
     token = stack.acme.token
-    env = {**{k: v for k, v in stack.env.items() if v is not None}, "CDNAAS_TOKEN": token}
+    # wide enough that the tables never fold a delivery's state over two lines
+    env = {**{k: v for k, v in stack.env.items() if v is not None}, "CDNAAS_TOKEN": token,
+           "COLUMNS": "200"}
 
     def cli(*args):
         result = CliRunner().invoke(main.cli, list(args), env=env, catch_exceptions=False)

@@ -69,6 +69,8 @@ class Destination:
         self.counts = {"sent": 0, "dropped": 0, "failures": 0}
         self.last_error = None
         self.connection = None
+        #: the batch taken from the queue and not yet delivered (it counts as queued)
+        self.batch = []
 
     def offer(self, record):
         """Queue ``record`` (bytes); the oldest queued one is dropped when full. The sender
@@ -85,14 +87,14 @@ class Destination:
         with self.ready:
             return {"name": self.spec["name"], "type": self.spec["type"],
                     "target": f"{self.spec['host']}:{self.spec['port']}",
-                    "queued": len(self.queue), "last_error": self.last_error, **self.counts}
+                    "queued": len(self.queue) + len(self.batch), "last_error": self.last_error,
+                    **self.counts}
 
     def run(self, stopping):
         """Send until ``stopping`` is set: take a batch, deliver it, back off on failure."""
         backoff = FIRST_BACKOFF
-        batch = []
         while not stopping.is_set():
-            batch = batch or self._take(stopping)
+            batch = self.batch or self._take(stopping)
             if not batch:
                 continue
             try:
@@ -119,11 +121,14 @@ class Destination:
             else:
                 with self.ready:
                     self.counts["sent"] += len(batch)
-            batch, backoff = [], FIRST_BACKOFF
+            with self.ready:
+                self.batch = []
+            backoff = FIRST_BACKOFF
 
     def _take(self, stopping):
-        """The next batch: up to ``batch_records`` (https: waiting up to ``batch_seconds``
-        for a full one), or [] after a second with nothing queued."""
+        """The next batch, held in :attr:`batch` until delivered: up to ``batch_records``
+        (https: waiting up to ``batch_seconds`` for a full one), or [] after a second with
+        nothing queued."""
         https = self.spec["type"] == "https"
         most = self.spec["batch_records"] if https else SYSLOG_BATCH
         deadline = time.monotonic() + (self.spec["batch_seconds"] if https else 0)
@@ -135,7 +140,8 @@ class Destination:
                 if left <= 0:
                     break
                 self.ready.wait(min(left, 1.0))
-            return [self.queue.popleft() for _ in range(min(most, len(self.queue)))]
+            self.batch = [self.queue.popleft() for _ in range(min(most, len(self.queue)))]
+            return self.batch
 
     def _deliver(self, batch):
         if self.spec["type"] == "syslog":
