@@ -102,10 +102,24 @@ def segment_ranges(quality: str) -> list[tuple[int, int]]:
     return [(n * size, (n + 1) * size - 1) for n in range(SEGMENTS)]
 
 
+def _mpd(representations) -> bytes:
+    """A static MPD of ``/video``'s one period holding ``representations`` (XML texts)."""
+    total = SEGMENTS * SEGMENT_SECONDS
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" '
+        f'mediaPresentationDuration="PT{total}S" minBufferTime="PT{SEGMENT_SECONDS}S" '
+        'profiles="urn:mpeg:dash:profile:isoff-on-demand:2011">\n'
+        '  <BaseURL>/video/</BaseURL>\n  <Period id="1" start="PT0S">\n'
+        '    <AdaptationSet contentType="video" segmentAlignment="true">\n'
+        + "\n".join(representations) +
+        '\n    </AdaptationSet>\n  </Period>\n</MPD>\n')
+    return body.encode()
+
+
 @functools.cache
 def manifest() -> bytes:
     """The DASH-like MPD of ``/video``: one period, an hd and a low representation."""
-    total = SEGMENTS * SEGMENT_SECONDS
     representations = []
     for quality, size in QUALITIES.items():
         bandwidth = size * 8 // SEGMENT_SECONDS
@@ -116,23 +130,13 @@ def manifest() -> bytes:
             f'bandwidth="{bandwidth}">\n'
             f'        <SegmentList timescale="1" duration="{SEGMENT_SECONDS}">\n{urls}\n'
             f'        </SegmentList>\n      </Representation>')
-    body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" '
-        f'mediaPresentationDuration="PT{total}S" minBufferTime="PT{SEGMENT_SECONDS}S" '
-        'profiles="urn:mpeg:dash:profile:isoff-on-demand:2011">\n'
-        '  <BaseURL>/video/</BaseURL>\n  <Period id="1" start="PT0S">\n'
-        '    <AdaptationSet contentType="video" segmentAlignment="true">\n'
-        + "\n".join(representations) +
-        '\n    </AdaptationSet>\n  </Period>\n</MPD>\n')
-    return body.encode()
+    return _mpd(representations)
 
 
 @functools.cache
 def ranges_manifest() -> bytes:
     """The DASH MPD of ``/video`` played by byte ranges: per quality one media file
     (``BaseURL``), each segment a ``SegmentURL mediaRange`` of it."""
-    total = SEGMENTS * SEGMENT_SECONDS
     representations = []
     for quality, size in QUALITIES.items():
         ranges = "\n".join(f'          <SegmentURL mediaRange="{first}-{last}"/>'
@@ -143,16 +147,7 @@ def ranges_manifest() -> bytes:
             f'        <BaseURL>{quality}/{MEDIA_FILE}</BaseURL>\n'
             f'        <SegmentList timescale="1" duration="{SEGMENT_SECONDS}">\n{ranges}\n'
             f'        </SegmentList>\n      </Representation>')
-    body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" '
-        f'mediaPresentationDuration="PT{total}S" minBufferTime="PT{SEGMENT_SECONDS}S" '
-        'profiles="urn:mpeg:dash:profile:isoff-on-demand:2011">\n'
-        '  <BaseURL>/video/</BaseURL>\n  <Period id="1" start="PT0S">\n'
-        '    <AdaptationSet contentType="video" segmentAlignment="true">\n'
-        + "\n".join(representations) +
-        '\n    </AdaptationSet>\n  </Period>\n</MPD>\n')
-    return body.encode()
+    return _mpd(representations)
 
 
 @functools.lru_cache(maxsize=8)
