@@ -58,15 +58,19 @@ def limits(session, tenant):
             for name, (setting, _what) in QUOTAS.items()}
 
 
-def in_use(session, tenant, now=None, exclude_instance=None):
+def in_use(session, tenant, now=None, exclude_instance=None, regions=None):
     """``{quota: what counts against it now}`` for ``tenant`` (the vCDN
-    ``exclude_instance`` left out: a change replaces what it holds)."""
+    ``exclude_instance`` left out: a change replaces what it holds).
+
+    :param regions: :func:`per_region` of the same, where the caller has read it already.
+    """
     now = now or clock.now()
     held = _held(tenant, exclude_instance)
+    if regions is None:
+        regions = per_region(session, tenant, exclude_instance)
     services = session.scalars(select(Instance.service).where(*held)).all()
     return {"vcdns": session.scalar(select(func.count()).select_from(Instance).where(*held)),
-            "vcpus_per_region": max(per_region(session, tenant, exclude_instance).values(),
-                                    default=0),
+            "vcpus_per_region": max(regions.values(), default=0),
             "hostnames": sum(len((service or {}).get("hostnames", [])) for service in services),
             "purges_per_hour": session.scalar(
                 select(func.count()).select_from(Operation)
@@ -142,13 +146,13 @@ def check(session, tenant, adds, now=None, exclude_instance=None):
     :raises Forbidden: naming the quota, its limit and the use it would reach.
     """
     limit = limits(session, tenant)
-    use = in_use(session, tenant, now, exclude_instance)
+    regions = per_region(session, tenant, exclude_instance)
+    use = in_use(session, tenant, now, exclude_instance, regions)
     for name, adding in adds.items():
         if not adding:  # takes none of it
             continue
         if name == "vcpus_per_region":
-            others = per_region(session, tenant, exclude_instance)
-            reached = max(others.get(region, 0) + vcpus for region, vcpus in adding.items())
+            reached = max(regions.get(region, 0) + vcpus for region, vcpus in adding.items())
         else:
             reached = use[name] + adding
         if reached > limit[name]:
