@@ -146,8 +146,8 @@ class _Templates:
 @pytest.mark.parametrize("named, kind", [(None, "paper"), ("models/vm.yaml", "paper"),
                                          ("models/container.yaml", "paper")])
 def test_the_curve_is_compared_with_the_model_in_use(named, kind):
-    from cdnaas.cli.calibrate import reference_model  # pylint: disable=import-outside-toplevel
-    found_kind, model = reference_model(_Templates(named), "qoe-video", "vm")
+    from cdnaas.calibration.reference import reference_model  # pylint: disable=import-outside-toplevel
+    found_kind, model = reference_model(_Templates(named).templates("qoe-video"), "vm")
     assert found_kind == kind
     assert model.name == ("tnsm2017-docker" if named == "models/container.yaml" else "tnsm2017-kvm")
 
@@ -157,8 +157,8 @@ def test_an_earlier_calibration_is_labelled_in_use_not_paper(tmp_path, monkeypat
     (tmp_path / "calibrated").mkdir()
     (tmp_path / "calibrated" / "earlier.yaml").write_text(modelfile.dump(document))
     monkeypatch.setenv("CDNAAS_MODEL_DIRS", str(tmp_path))
-    from cdnaas.cli.calibrate import reference_model  # pylint: disable=import-outside-toplevel
-    kind, model = reference_model(_Templates("calibrated/earlier.yaml"), "qoe-video", "vm")
+    from cdnaas.calibration.reference import reference_model  # pylint: disable=import-outside-toplevel
+    kind, model = reference_model(_Templates("calibrated/earlier.yaml").templates("qoe-video"), "vm")
     assert kind == "in use" and model.name == document["name"]
     assert report.curves(document, model, kind)[1][0] == f"in use ({document['name']})"
 

@@ -1,21 +1,26 @@
 """Operators calibrate a flavor's cache on a host of theirs: ``POST /api/v1/calibrations``.
 
 The API finds the flavor's latest template (SIDR) and the host's region (SO), and asks
-RO to run the campaign (:mod:`cdnaas.calibration.campaign`); the job and its model are
-read back with ``GET /api/v1/calibrations/{id}``.
+RO to run the campaign (:mod:`cdnaas.calibration.campaign`); the jobs are listed with
+``GET /api/v1/calibrations``, and one job, its model and its curve beside the model it
+would replace are read back with ``GET /api/v1/calibrations/{id}``.
 """
 from flask import Blueprint, request
 
 from cdnaas.api.auth import require_operator
+from cdnaas.calibration import reference
 from cdnaas.calibration.client import CalibrationClient
 from cdnaas.common import errors
 from cdnaas.common.clients import SidrClient, SoClient
+from cdnaas.planning import models
 
 blueprint = Blueprint("api_calibration", __name__, url_prefix="/api/v1")
 
 #: vCPU counts measured by default: 1 and 2. More than the machine's cores would measure the
 #: machine, not the flavor (a quota of 4 vCPUs on 2 cores is 2 cores).
 DEFAULT_VCPUS = (1, 2)
+#: states of a job that has ended (api-spec/ro.yaml Calibration)
+COMPLETED, FINISHED = "COMPLETED", ("COMPLETED", "FAILED")
 #: what an operator may tune, passed to RO as they are (bounds: api-spec/api.yaml)
 TUNABLE = ("connections", "throughput_seconds", "window_seconds", "windows", "viewers_start",
            "viewers_factor", "max_viewers", "max_steps", "floor", "max_seconds")
@@ -46,10 +51,37 @@ def start_calibration():
     return CalibrationClient().start(plan), 202
 
 
+@blueprint.get("/calibrations")
+def list_calibrations():
+    """The jobs RO knows (the running one and the latest finished), newest first."""
+    require_operator()
+    jobs = sorted(CalibrationClient().jobs(), key=lambda j: j["created_at"], reverse=True)
+    return {"calibrations": [_summary(job) for job in jobs]}
+
+
 @blueprint.get("/calibrations/<job_id>")
 def get_calibration(job_id):
+    """The job; once COMPLETED with ``curves``: its QoE curve, then the reference's."""
     require_operator()
-    return CalibrationClient().job(job_id)
+    job = CalibrationClient().job(job_id)
+    if job["state"] == COMPLETED:
+        document = job["result"]["model"]
+        kind, shipped = reference.reference_model(SidrClient().list_templates(job["flavor"]),
+                                                  document["technology"])
+        job["curves"] = [reference.curve_points("calibrated", models.parse(document, "calibrated")),
+                         reference.curve_points(kind, shipped)]
+    return job
+
+
+def _summary(job):
+    """A job as the list shows it: when it started and ended, and its share of steps done."""
+    steps = job["steps"]
+    progress = sum(min(s["done"], s["total"]) / s["total"] for s in steps) / len(steps) if steps else 0
+    return {"id": job["id"], "flavor": job["flavor"], "host": job["host"], "vcpus": job["vcpus"],
+            "state": job["state"], "started_at": job["created_at"],
+            "ended_at": job["updated_at"] if job["state"] in FINISHED else None,
+            "progress": round(1.0 if job["state"] == COMPLETED else progress, 3),
+            "error": job["error"]}
 
 
 def _host(name):

@@ -34,9 +34,16 @@ def usage(caller, vcdn_id, args):
     found = ImClient().usage(vcdn_id, since, until)
     so = SoClient()
     for part in found["regions"] + [found["total"]]:
-        part["price"] = so.price(vcdn["flavor"], part["vcpu_hours"], part["kwh"], part["gb"],
-                                 part["viewer_hours"])
+        priced(so, vcdn["flavor"], part)
     return {"flavor": vcdn["flavor"], "state": vcdn["state"], **found}
+
+
+def priced(so, flavor, figures):
+    """``figures`` (the IM's UsageFigures of a vCDN of ``flavor``) with their ``price``
+    from the SO's price table, set in place and returned."""
+    figures["price"] = so.price(flavor, figures["vcpu_hours"], figures["kwh"], figures["gb"],
+                                figures["viewer_hours"])
+    return figures
 
 
 def traffic(caller, vcdn_id, args):

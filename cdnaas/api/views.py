@@ -1,7 +1,7 @@
 """HTTP views of the customer API (thin: see tenancy.py, vcdns.py, auth.py)."""
 from flask import Blueprint, current_app, g, request
 
-from cdnaas.api import quality, tenancy, usage, vcdns
+from cdnaas.api import quality, statements, tenancy, usage, vcdns
 from cdnaas.api.auth import require_operator
 from cdnaas.common import errors
 from cdnaas.common.clients import ImClient, SidrClient, SoClient
@@ -13,6 +13,12 @@ CATALOGUE_FIELDS = ("name", "description", "default")
 
 def _db():
     return current_app.extensions["db"]
+
+
+@blueprint.get("/whoami")
+def whoami():
+    """Who the token is: its tenant and role (the portal shows operators their console)."""
+    return {"tenant": g.caller.tenant, "role": g.caller.role, "operator": g.caller.is_operator}
 
 
 @blueprint.get("/flavors")
@@ -174,6 +180,15 @@ def set_tenant_quotas(tenant):
     with _db().sessions() as session:
         tenancy.visible_tenant(session, g.caller, tenant)
     return SoClient().set_quotas(tenant, request.get_json())
+
+
+@blueprint.get("/tenants/<tenant>/statements/<month>")
+def tenant_statement(tenant, month):
+    """A tenant's usage and price per vCDN over a calendar month (``YYYY-MM``, UTC)."""
+    require_operator()
+    with _db().sessions() as session:
+        tenancy.visible_tenant(session, g.caller, tenant)
+    return statements.statement(tenant, month)
 
 
 @blueprint.get("/vcdns")

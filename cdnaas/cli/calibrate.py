@@ -10,14 +10,11 @@ from pathlib import Path
 import click
 
 from cdnaas.calibration import report
+from cdnaas.calibration.reference import reference_model
 from cdnaas.cli import output
 from cdnaas.cli.api_commands import api
-from cdnaas.common import config, plugins
+from cdnaas.common import config
 from cdnaas.planning import models
-
-#: the paper's models the qoe-video plugin ships, by technology (when a template names none)
-SHIPPED = {"vm": "models/vm.yaml", "container": "models/container.yaml"}
-
 
 def _ints(_ctx, _param, value):
     if value is None:
@@ -69,7 +66,7 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(job["result"]["model_yaml"], encoding="utf-8")
     models.load(path)  # what was written is a model the planner reads
-    kind, reference = reference_model(client, flavor, document["technology"])
+    kind, reference = reference_model(client.templates(flavor), document["technology"])
     pairs = report.curves(document, reference, kind)
     chart = path.with_suffix(".svg")
     chart.write_text(report.svg(pairs, f"{flavor} on {host}: MOS of HD viewers per vCPU"),
@@ -86,22 +83,6 @@ def default_path(name):
     folders = config.model_dirs()
     base = folders[0] if folders else config.state_dir() / "models"
     return Path(base) / "calibrated" / f"{name}.yaml"
-
-
-def reference_model(client, flavor, technology):
-    """``(kind, Model)``: the model the flavor's latest template names now (``in use``),
-    else the paper's that the plugin ships (``paper``)."""
-    templates = client.templates(flavor)
-    latest = max(templates, key=lambda t: t["version"]) if templates else {}
-    document = latest.get("document") or {}
-    named = document.get("model")
-    try:
-        plugin = plugins.load(plugins.FLAVORS, document.get("plugin", "qoe-video"))
-        model = models.named(named or SHIPPED[technology], models.plugin_folder(plugin))
-        return ("paper" if named in (None, *SHIPPED.values()) else "in use"), model
-    except (models.ModelError, RuntimeError, KeyError):
-        qoe_video = plugins.load(plugins.FLAVORS, "qoe-video")
-        return "paper", models.named(SHIPPED[technology], models.plugin_folder(qoe_video))
 
 
 def _render(summary, pairs):
