@@ -132,22 +132,17 @@ def test_report_compares_with_the_paper():
     assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "&lt;test&gt;" in svg
 
 
-class _Templates:
-    """The API client's one call ``cdnaas calibrate`` makes to find the model in use."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def templates(self, flavor):
-        document = yaml.safe_load(open(QOE_TEMPLATE, encoding="utf-8"))
-        return [{"version": 1, "document": {**document, "model": self.model}}]
+def _templates(model):
+    """The flavor's template list (as SIDR answers it) whose one version names ``model``."""
+    document = yaml.safe_load(open(QOE_TEMPLATE, encoding="utf-8"))
+    return [{"version": 1, "document": {**document, "model": model}}]
 
 
 @pytest.mark.parametrize("named, kind", [(None, "paper"), ("models/vm.yaml", "paper"),
                                          ("models/container.yaml", "paper")])
 def test_the_curve_is_compared_with_the_model_in_use(named, kind):
     from cdnaas.calibration.reference import reference_model  # pylint: disable=import-outside-toplevel
-    found_kind, model = reference_model(_Templates(named).templates("qoe-video"), "vm")
+    found_kind, model = reference_model(_templates(named), "vm")
     assert found_kind == kind
     assert model.name == ("tnsm2017-docker" if named == "models/container.yaml" else "tnsm2017-kvm")
 
@@ -158,7 +153,7 @@ def test_an_earlier_calibration_is_labelled_in_use_not_paper(tmp_path, monkeypat
     (tmp_path / "calibrated" / "earlier.yaml").write_text(modelfile.dump(document))
     monkeypatch.setenv("CDNAAS_MODEL_DIRS", str(tmp_path))
     from cdnaas.calibration.reference import reference_model  # pylint: disable=import-outside-toplevel
-    kind, model = reference_model(_Templates("calibrated/earlier.yaml").templates("qoe-video"), "vm")
+    kind, model = reference_model(_templates("calibrated/earlier.yaml"), "vm")
     assert kind == "in use" and model.name == document["name"]
     assert report.curves(document, model, kind)[1][0] == f"in use ({document['name']})"
 

@@ -9,20 +9,18 @@ serve the module; each test has its own page and its own vCDNs. Set
 """
 import datetime as dt
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests.support.api import vcdn_body
+from tests.support.browser import browser, page, screenshot, sign_in  # noqa: F401 (fixtures)
 from tests.support.certs import TestCA, key_marker
 from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package (scripts/setup); Playwright's own is never fetched
-SCREENSHOTS = os.environ.get("CDNAAS_PORTAL_SCREENSHOTS")
 ORIGIN = "http://origin.example.com:8080"
 OPERATION_TIMEOUT = 30_000  # ms: an operation on the noop driver ends within seconds
 
@@ -36,39 +34,6 @@ def stack(tmp_path_factory):
             running.operator.ok("POST", f"/regions/{region}/hosts", 201,
                                 json={"name": f"{region}-big", "vcpus": 256, "ram_mb": 1 << 20})
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser():
-    expect.set_options(timeout=15_000)  # what the page shows after a few API calls, on a busy machine
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, stack):
-    """A fresh tab (its own session storage) on the stack's customer API."""
-    context = browser.new_context(base_url=stack.urls["api"], accept_downloads=True,
-                                  viewport={"width": 1360, "height": 900})
-    context.set_default_timeout(15_000)
-    tab = context.new_page()
-    errors = []
-    tab.on("pageerror", lambda error: errors.append(error))
-    tab.on("requestfailed", lambda request: print(  # shown with a failure's report
-        f"request failed: {request.method} {request.url}: {request.failure}"))
-    tab.on("console", lambda message: print(f"console {message.type}: {message.text}"))
-    yield tab
-    context.close()
-    assert not errors, f"the page's scripts failed: {errors}"
-
-
-def sign_in(page, api):
-    """Open the portal signed in as ``api``'s tenant (a link carrying the token)."""
-    page.goto(f"/portal/#token={api.token}")
-    expect(page.locator("#who")).to_have_text("signed in")
 
 
 def lease(api, name, demands=(("eu-west", 1000),), **overrides):
@@ -103,13 +68,6 @@ def manage(page, name, tab=None):
         page.get_by_role("tab", name=tab).click()
         return page.get_by_role("form", name=FORMS[tab])
     return None
-
-
-def screenshot(page, view, locator=None):
-    """Save ``locator`` (default: what the window shows) as ``portal-<view>.png`` when asked."""
-    if SCREENSHOTS:
-        (locator or page).screenshot(path=str(Path(SCREENSHOTS) / f"portal-{view}.png"),
-                                     animations="disabled")
 
 
 def region_demands(api, vcdn_id):

@@ -10,7 +10,7 @@ import requests
 
 from cdnaas.portal import STATIC
 from tests.support.api import vcdn_body
-from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
+from tests.support.im import FLAVOR, MODELS, eventually, modelled_stack, set_viewers
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="Node.js runs the portal's chart code")
@@ -136,6 +136,26 @@ def test_a_line_spans_the_plot_from_the_first_to_the_last_sample():
         {"time": "2030-01-31T18:00:00Z", "value": None}]})
     assert "MOS: no data" in empty and "<polyline" not in empty
     assert "No samples yet" in charts_js("regionPanels", {"series": []}, {})
+
+
+@needs_node
+def test_a_calibrated_curve_is_drawn_against_the_shipped_model():
+    """The curves a completed calibration job answers (cdnaas.calibration.reference), drawn
+    on one MOS axis: a line and a dot per point each, both named in the legend."""
+    from cdnaas.calibration import reference  # pylint: disable=import-outside-toplevel
+    from cdnaas.planning import models  # pylint: disable=import-outside-toplevel
+    calibrated = models.load(MODELS / "container.yaml")
+    kind, shipped = reference.reference_model([], "vm")
+    curves = [reference.curve_points("calibrated <x>", calibrated), reference.curve_points(kind, shipped)]
+    [chart] = svgs(charts_js("curveChart", "QoE of im-video on eu-1", curves))
+    assert 'aria-label="QoE of im-video on eu-1"' in chart and "NaN" not in chart
+    assert polyline_points(chart) == [len(calibrated.qoe.xs), len(shipped.qoe.xs)]
+    assert chart.count("<circle") == len(calibrated.qoe.xs) + len(shipped.qoe.xs)
+    assert "calibrated &#60;x&#62; (tnsm2017-docker)" in chart and "paper (tnsm2017-kvm)" in chart
+    # MOS 5 is the plot's top and 1 its bottom; the furthest point stays inside the plot
+    [first, *_] = re.findall(r'<polyline[^>]* points="([^"]*)"', chart)
+    coordinates = [tuple(map(float, pair.split(","))) for pair in first.split()]
+    assert all(46 <= x <= 544 and 40 <= y <= 244 for x, y in coordinates)
 
 
 # -- against a running stack ------------------------------------------------------------------

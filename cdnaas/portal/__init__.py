@@ -5,7 +5,9 @@ vCDN, lease it and follow its operation; change its demand, regions, origin and
 lease end; give it custom names and a certificate; set its cache rules, purge and
 prefetch; watch its load, QoE, power and traffic; read its usage and bill, export
 its access log; and end it after confirming. Every change sends the ETag the page
-read (``If-Match``). The page holds no state of its own: everything it shows comes
+read (``If-Match``). Operators (``GET /api/v1/whoami``) get the operator console instead:
+regions and hosts with their power, template versions, tenants with quotas and monthly
+statements, calibrations with their curves, the quality board and decisions. The page holds no state of its own: everything it shows comes
 from the API with the caller's token.
 """
 from pathlib import Path

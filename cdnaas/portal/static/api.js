@@ -17,7 +17,8 @@ function useToken(value) {
   sessionStorage.setItem("cdnaas-token", token);
 }
 
-// An error answer of the API: its message (what to fix), the field it names, its status.
+// An error answer of the API: its message (what to fix), the field it names, its status, and
+// every problem it lists (details: [{field, problem}], e.g. SIDR's checks of a template).
 class ApiError extends Error {
   constructor(status, error) {
     const stale = status === 412;
@@ -27,19 +28,22 @@ class ApiError extends Error {
       : error.field ? `${error.field}: ${error.message}` : error.message);
     this.status = status;
     this.field = error.field;
+    this.details = error.details || [];
   }
 }
 
 // A request to /api/v1: {data, etag, response}. Throws ApiError on an error answer.
-//   options.body: sent as JSON; options.ifMatch: an ETag for If-Match;
+//   options.body: sent as JSON; options.text: sent as it is, of type options.contentType;
+//   options.ifMatch: an ETag for If-Match;
 //   options.raw: leave the body unread (data is null) for the caller to stream.
 async function apiCall(method, path, options = {}) {
   const headers = { "Authorization": `Bearer ${token}` };
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  if (options.text !== undefined) headers["Content-Type"] = options.contentType;
   if (options.ifMatch) headers["If-Match"] = options.ifMatch;
   const response = await fetch(`/api/v1${path}`, {
     method, headers,
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    body: options.body === undefined ? options.text : JSON.stringify(options.body),
   });
   if (!response.ok) {
     const data = await response.json().catch(() => null);

@@ -151,14 +151,7 @@ function showOperation(operation, name) {
   const box = $("#operation");
   const title = element("h3", {}, [`Operation on ${name}: `,
     element("span", { className: `state-${operation.state}`, text: `${operation.type} ${operation.state}` })]);
-  const steps = element("div", { className: "steps" });
-  for (const step of operation.steps || []) {
-    const share = step.total ? Math.round((100 * step.done) / step.total) : 0;
-    const bar = element("span", { className: "bar", role: "progressbar", "aria-label": step.name,
-                                  "aria-valuenow": share, "aria-valuemin": 0, "aria-valuemax": 100 },
-                        [element("span", { style: `width:${share}%` })]);
-    steps.append(element("span", { className: "step" }, [bar, ` ${step.name} (${step.done}/${step.total}) ${step.state}`]));
-  }
+  const steps = element("div", { className: "steps" }, stepBars(operation.steps));
   box.replaceChildren(title, steps);
   if (operation.error) box.append(element("p", { className: "error", text: operation.error }));
   if (!["PENDING", "PROCESSING"].includes(operation.state)) {
@@ -314,14 +307,7 @@ async function refreshDetail() {
     const spacing = metrics.step ? `a point per ${metrics.step} s` : "a point per pass";
     $("#detail-window").textContent = `${spacing}, refreshed every ${DETAIL_REFRESH_MS / 1000} s`;
     $("#charts").innerHTML = regionPanels(metrics, mosTargets(vcdn), vcdn.regions.map((r) => r.name));
-    const rows = $("#decisions tbody");
-    rows.replaceChildren();
-    for (const decision of decisions.slice(-DECISIONS_SHOWN).reverse()) {
-      const row = rows.insertRow();
-      cell(row, decision.created_at.slice(0, 19).replace("T", " "));
-      cell(row, decision.kind); cell(row, decision.region || decision.host);
-      cell(row, decision.outcome, `outcome-${decision.outcome}`); cell(row, decision.reason);
-    }
+    fillDecisions($("#decisions tbody"), decisions, DECISIONS_SHOWN);
   } catch (error) {
     closeDetail();
     showError(error);
@@ -371,9 +357,22 @@ function httpsPolicyText(policy) {
 
 // -- start -------------------------------------------------------------------------------------
 
+// Customers see the catalogue, their vCDNs and the order form; operators (as GET /whoami
+// says) their console instead.
+const CUSTOMER_SECTIONS = ["#catalogue", "#order", "#mine"];
+
 async function start() {
   if (!token) { $("#who").textContent = "paste your token"; return; }
   try {
+    const caller = await api("GET", "/whoami");
+    for (const selector of CUSTOMER_SECTIONS) $(selector).hidden = caller.operator;
+    $("#console").hidden = !caller.operator;
+    if (caller.operator) {
+      closeDetail();
+      await loadConsole();
+      $("#who").textContent = `signed in: operator ${caller.tenant}`;
+      return;
+    }
     await loadCatalogue();
     await firstPage();
     $("#who").textContent = "signed in";
@@ -401,4 +400,5 @@ $("#detail-close").addEventListener("click", closeDetail);
 $("#detail-end").addEventListener("click", () => end(detail.vcdn, detail.etag));
 $("#detail-span").addEventListener("change", () => { if (detail.vcdnId) refreshDetail(); });
 setUpManagement();
+setUpConsole();
 start();

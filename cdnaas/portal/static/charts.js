@@ -149,3 +149,44 @@ function trafficPanels(traffic) {
     return regionPanel(series.region, charts);
   }).join("");
 }
+
+const CURVE_BOX = { width: 560, height: 280, left: 46, right: 16, top: 40, bottom: 36 };
+
+// QoE curves as one SVG chart: MOS (1-5) against viewers per vCPU, a line and dots per curve,
+// each named in a legend. curves: [{label, model, points: [{viewers_per_vcpu, mos}]}] (the
+// API's calibration job's `curves`: the calibrated one, then the model it would replace).
+function curveChart(title, curves) {
+  const box = CURVE_BOX;
+  const plotWidth = box.width - box.left - box.right;
+  const plotHeight = box.height - box.top - box.bottom;
+  const xs = curves.flatMap((curve) => curve.points.map((p) => p.viewers_per_vcpu));
+  const top = 1.1 * Math.max(1, ...xs);
+  const x = (value) => box.left + (value / top) * plotWidth;
+  const y = (mos) => box.top + ((5 - mos) / 4) * plotHeight;
+  const at = (number) => number.toFixed(1);
+  const parts = [
+    `<svg class="chart curves" xmlns="http://www.w3.org/2000/svg" width="${box.width}" height="${box.height}"`
+      + ` viewBox="0 0 ${box.width} ${box.height}" role="img" aria-label="${escapeXml(title)}">`,
+    `<text class="title" x="${box.left}" y="14">${escapeXml(title)}</text>`,
+    `<rect class="plot" x="${box.left}" y="${box.top}" width="${plotWidth}" height="${plotHeight}"/>`,
+  ];
+  for (const mos of [1, 2, 3, 4, 5]) {
+    parts.push(`<text class="axis" x="${box.left - 6}" y="${at(y(mos) + 3)}" text-anchor="end">${mos}</text>`);
+  }
+  for (let i = 0; i <= 4; i += 1) {
+    parts.push(`<text class="axis" x="${at(x((top * i) / 4))}" y="${box.top + plotHeight + 12}"`
+      + ` text-anchor="middle">${formatValue((top * i) / 4)}</text>`);
+  }
+  parts.push(`<text class="axis" x="${box.left + plotWidth / 2}" y="${box.height - 6}" text-anchor="middle">`
+    + "concurrent HD viewers per vCPU (MOS on the left)</text>");
+  curves.forEach((curve, index) => {
+    const coordinates = curve.points.map((p) => `${at(x(p.viewers_per_vcpu))},${at(y(p.mos))}`).join(" ");
+    parts.push(`<g class="curve curve-${index}"><title>${escapeXml(curve.label)} (${escapeXml(curve.model)})</title>`,
+      `<polyline class="line" points="${coordinates}"/>`,
+      ...curve.points.map((p) => `<circle class="line" cx="${at(x(p.viewers_per_vcpu))}" cy="${at(y(p.mos))}" r="3"/>`),
+      `<text class="legend" x="${box.left + plotWidth}" y="${box.top - 18 + 12 * index}" text-anchor="end">`
+        + `${escapeXml(curve.label)} (${escapeXml(curve.model)})</text></g>`);
+  });
+  parts.push("</svg>");
+  return parts.join("");
+}

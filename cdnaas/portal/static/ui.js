@@ -1,5 +1,5 @@
 // Small helpers of the portal's page: table cells, the message banner, UTC times in date
-// inputs, tabs, and the dialog that confirms ending a vCDN.
+// inputs, tabs, progress bars of steps, decision rows, and the dialog that confirms ending a vCDN.
 "use strict";
 
 const $ = (selector) => document.querySelector(selector);
@@ -68,6 +68,36 @@ function setUpTabs(tablist) {
   });
   select(tabs[0]);
   return select;
+}
+
+// "2030-01-31T18:00:05.123Z" -> "2030-01-31 18:00:05" (null stays null).
+function shortTime(iso) {
+  return iso ? iso.slice(0, 19).replace("T", " ") : null;
+}
+
+// A progress bar (role progressbar named `name`) at `share` percent.
+function progressBar(name, share) {
+  return element("span", { className: "bar", role: "progressbar", "aria-label": name,
+                           "aria-valuenow": share, "aria-valuemin": 0, "aria-valuemax": 100 },
+                 [element("span", { style: `width:${share}%` })]);
+}
+
+// The steps of an operation or a calibration ({name, done, total, state}) as labelled bars.
+function stepBars(steps) {
+  return (steps || []).map((step) => element("span", { className: "step" }, [
+    progressBar(step.name, step.total ? Math.round((100 * step.done) / step.total) : 0),
+    ` ${step.name} (${step.done}/${step.total}) ${step.state}`]));
+}
+
+// Fill `rows` (a tbody) with the Instance Manager's decisions, latest first, at most `shown`.
+function fillDecisions(rows, decisions, shown) {
+  rows.replaceChildren();
+  for (const decision of decisions.slice(-shown).reverse()) {
+    const row = rows.insertRow();
+    cell(row, shortTime(decision.created_at));
+    cell(row, decision.kind); cell(row, decision.region || decision.host);
+    cell(row, decision.outcome, `outcome-${decision.outcome}`); cell(row, decision.reason);
+  }
 }
 
 // Ask in the page's own dialog whether to end `vcdn`; resolves true only on "End vCDN".
