@@ -365,10 +365,20 @@ def test_cli_calibrates_on_a_local_stack(tmp_path):
         assert {p["source"] for p in document["qoe"]["points"]} == {"measured"}
         assert model.qoe.xs == (200, 300) and written[0].with_suffix(".svg").exists()
         assert "calibrated (" in done.stdout and "paper (tnsm2017-kvm)" in done.stdout
+        # the job is listed, and answers its curve beside the paper's (the operator console's)
+        [job] = operator.ok("GET", "/calibrations")["calibrations"]
+        assert job["state"] == "COMPLETED" and job["progress"] == 1.0
+        assert job["ended_at"] > job["started_at"]
+        curves = operator.ok("GET", f"/calibrations/{job['id']}")["curves"]
+        assert [(c["label"], c["model"]) for c in curves] == [("calibrated", document["name"]),
+                                                              ("paper", "tnsm2017-kvm")]
+        assert [p["viewers_per_vcpu"] for p in curves[0]["points"]] == [200, 300]
         # a template version naming the calibrated model: quotes read it from then on
         template = yaml.safe_load(open(QOE_TEMPLATE, encoding="utf-8"))
         template.update(version=2, model=f"calibrated/{written[0].name}")
         operator.ok("POST", "/templates", 201, json=template)
+        curves = operator.ok("GET", f"/calibrations/{job['id']}")["curves"]
+        assert curves[1]["label"] == "in use" and curves[1]["model"] == document["name"]
         quote = stack.acme.ok("POST", "/quotes", json={
             "name": "q", "flavor": "qoe-video", "origin": "http://origin.example.com",
             "regions": [{"name": "eu-west", "demand": 300, "quality": {"min_mos": 3.0}}],
