@@ -20,7 +20,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cdnaas.api.auth import bootstrap_token  # noqa: E402
+from cdnaas.api.tokens import bootstrap_token  # noqa: E402
 from cdnaas.cli.stack import Stack, database_url_of, free_port_env  # noqa: E402
 from cdnaas.db.engine import Database  # noqa: E402
 from cdnaas.origin.server import serve_in_thread  # noqa: E402

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cdnaas.api import auth
+from cdnaas.api import tokens
 from cdnaas.common import bodies, settings
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
@@ -79,7 +79,7 @@ def clients(tmp_path_factory):
                   "ro": {"driver": NoopDriver()}}.get(service, {})
         client = module.create_app(database, **kwargs).test_client()
         if service == "api":
-            token = auth.bootstrap_token(database, "admin")
+            token = tokens.bootstrap_token(database, "admin")
             client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
         else:
             signed(client)

@@ -125,17 +125,37 @@ def create_tenant():
         return tenancy.create_tenant(session, request.get_json()), 201
 
 
+@blueprint.get("/tenants/<tenant>/users")
+def list_users(tenant):
+    with _db().sessions() as session:
+        return {"users": tenancy.list_users(session, g.caller, tenant)}
+
+
+@blueprint.post("/tenants/<tenant>/users")
+def create_user(tenant):
+    with _db().transaction() as session:
+        return tenancy.create_user(session, g.caller, tenant, request.get_json()), 201
+
+
+@blueprint.delete("/tenants/<tenant>/users/<user>")
+def delete_user(tenant, user):
+    """Delete a user of the tenant, revoking its tokens."""
+    with _db().transaction() as session:
+        tenancy.delete_user(session, g.caller, tenant, user)
+    return "", 204
+
+
 @blueprint.get("/tenants/<tenant>/tokens")
 def list_tokens(tenant):
     with _db().sessions() as session:
-        return {"tokens": tenancy.list_tokens(session, g.caller, tenant)}
+        return {"tokens": tenancy.list_tokens(session, g.caller, tenant, request.args.get("user"))}
 
 
 @blueprint.post("/tenants/<tenant>/tokens")
 def create_token(tenant):
     with _db().transaction() as session:
         return tenancy.create_token(session, g.caller, tenant,
-                                    request.get_json(silent=True)), 201
+                                    request.get_json(silent=True) or {}), 201
 
 
 @blueprint.delete("/tenants/<tenant>/tokens/<token_id>")

@@ -344,17 +344,63 @@ def tenant_list():
 
 
 @click.group()
+def user():
+    """Named users of a tenant, who hold its tokens (operator, or the tenant itself)."""
+
+
+@user.command("create")
+@click.argument("tenant_name", metavar="TENANT")
+@click.argument("name", callback=lambda _c, _p, v: name_argument(v, "user"))
+def user_create(tenant_name, name):
+    """Create user NAME of TENANT (then: cdnaas token create TENANT --user NAME)."""
+    output.show(api().create_user(tenant_name, name), lambda u: output.render_users([u]))
+
+
+@user.command("list")
+@click.argument("tenant_name", metavar="TENANT")
+def user_list(tenant_name):
+    """Users of TENANT, with how many tokens each holds."""
+    output.show(api().users(tenant_name), output.render_users)
+
+
+@user.command("delete")
+@click.argument("tenant_name", metavar="TENANT")
+@click.argument("name")
+def user_delete(tenant_name, name):
+    """Delete user NAME of TENANT and revoke every token it holds."""
+    api().delete_user(tenant_name, name)
+    output.show({"deleted": name}, lambda _: output.out().print(
+        f"deleted user {name} of {tenant_name} and revoked its tokens"))
+
+
+@click.group()
 def token():
-    """API tokens of a tenant (operator, or the tenant itself)."""
+    """API tokens of a tenant's users (operator, or the tenant itself)."""
 
 
 @token.command("create")
 @click.argument("tenant_name", metavar="TENANT")
+@click.option("--user", "user_name", metavar="NAME", help="The user who holds it (default: "
+              "the tenant's user `default`).")
+@click.option("--scope", type=click.Choice(["full", "read-only", "purge-only"]),
+              help="What it may do (default full): read-only only reads; purge-only only "
+                   "purges a vCDN (and reads that vCDN and the purge's operation).")
+@click.option("--expires-in", metavar="TIME", help="How long it is valid: 30m, 12h, 90d... "
+              "(default and maximum: the operator's CDNAAS_TOKEN_MAX_DAYS).")
+@click.option("--expires-at", type=IsoTime(), help="When it expires, instead of --expires-in.")
 @click.option("--description", help="What the token is for.")
 @click.option("--save", is_flag=True, help="Write the secret to the settings file.")
-def token_create(tenant_name, description, save):
+def token_create(tenant_name, user_name, scope, expires_in, expires_at, description, save):
     """Issue a token to TENANT; the secret is shown only now."""
-    issued = api().create_token(tenant_name, description)
+    if expires_in and expires_at:
+        raise click.UsageError("give --expires-in or --expires-at, not both")
+    try:
+        lifetime = caching.seconds(expires_in, "--expires-in") if expires_in else None
+    except errors.BadRequest as exc:
+        raise click.BadParameter(exc.message, param_hint="--expires-in") from None
+    issued = api().create_token(tenant_name, description, user=user_name, scope=scope,
+                                expires_in=lifetime,
+                                expires_at=timeutil.isoformat(expires_at))
     if save:
         output.note(f"saved the token to {client.save_settings(token=issued['token'])}")
     output.show(issued, output.render_new_token)
@@ -362,9 +408,10 @@ def token_create(tenant_name, description, save):
 
 @token.command("list")
 @click.argument("tenant_name", metavar="TENANT")
-def token_list(tenant_name):
+@click.option("--user", "user_name", metavar="NAME", help="Only this user's tokens.")
+def token_list(tenant_name, user_name):
     """Tokens of TENANT, without their secrets."""
-    output.show(api().tokens(tenant_name), output.render_tokens)
+    output.show(api().tokens(tenant_name, user_name), output.render_tokens)
 
 
 @token.command("revoke")
@@ -971,4 +1018,4 @@ def op_watch(operation_id, interval, timeout):
         raise click.exceptions.Exit(1)
 
 
-COMMANDS = (flavors, regions, hosts, quality, tenant, token, template, vcdn, op)
+COMMANDS = (flavors, regions, hosts, quality, tenant, user, token, template, vcdn, op)

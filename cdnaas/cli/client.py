@@ -131,11 +131,25 @@ class ApiClient(JsonClient):
     def set_quota_defaults(self, limits):
         return self.put("/api/v1/quotas/defaults", json=limits)
 
-    def tokens(self, tenant):
-        return self.get(f"/api/v1/tenants/{tenant}/tokens")["tokens"]
+    def users(self, tenant):
+        return self.get(f"/api/v1/tenants/{tenant}/users")["users"]
 
-    def create_token(self, tenant, description=None):
-        body = {"description": description} if description else {}
+    def create_user(self, tenant, name):
+        return self.post(f"/api/v1/tenants/{tenant}/users", json={"name": name})
+
+    def delete_user(self, tenant, name):
+        """Delete a user of ``tenant``, revoking its tokens."""
+        return self.delete(f"/api/v1/tenants/{tenant}/users/{name}")
+
+    def tokens(self, tenant, user=None):
+        return self.get(f"/api/v1/tenants/{tenant}/tokens",
+                        params={"user": user} if user else None)["tokens"]
+
+    def create_token(self, tenant, description=None, **options):
+        """Issue a token; ``options``: ``user``, ``scope``, ``expires_in`` (seconds) or
+        ``expires_at`` (ISO 8601), None ones left out (the API's defaults)."""
+        body = {key: value for key, value in dict(options, description=description).items()
+                if value is not None}
         return self.post(f"/api/v1/tenants/{tenant}/tokens", json=body)
 
     def revoke_token(self, tenant, token_id):
@@ -235,19 +249,19 @@ def api_client(url=None, token_value=None) -> ApiClient:
 
 
 def bootstrap(tenant, role="operator", description="bootstrap"):
-    """:func:`cdnaas.api.auth.bootstrap_token` on the API's configured database.
+    """:func:`cdnaas.api.tokens.bootstrap_token` on the API's configured database.
 
     :raises click.ClickException: the database cannot be reached or is not migrated.
     :raises cdnaas.common.errors.Conflict: the tenant exists with another role.
     """
     from sqlalchemy.exc import SQLAlchemyError  # pylint: disable=import-outside-toplevel
 
-    from cdnaas.api import auth  # pylint: disable=import-outside-toplevel
+    from cdnaas.api import tokens  # pylint: disable=import-outside-toplevel
     from cdnaas.db import engine  # pylint: disable=import-outside-toplevel
 
     database = engine.for_service("api")
     try:
-        return auth.bootstrap_token(database, tenant, role=role, description=description)
+        return tokens.bootstrap_token(database, tenant, role=role, description=description)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"cannot issue a token in the API database {database.url}: "
                                    f"{getattr(exc, 'orig', None) or exc} "

@@ -249,7 +249,8 @@ def admin():
 @click.option("--save", is_flag=True, help="Write the token to the settings file.")
 @click.pass_context
 def create_token(ctx, tenant, role, description, save):
-    """Issue a token straight in the API's database (the first operator token).
+    """Issue a token straight in the API's database (the first operator token): a full
+    token of the tenant's user `default`, valid CDNAAS_TOKEN_MAX_DAYS.
 
     Prints only the secret, so `export CDNAAS_TOKEN=$(cdnaas admin create-token)` works.
     """

@@ -149,13 +149,28 @@ def render_tenants(tenants):
     table(tenants, [("Tenant", "name"), ("Role", "role"), ("Created", "created_at")])
 
 
+def render_users(users):
+    table(users, [("User", "name"), ("Tenant", "tenant"), ("Tokens", "tokens"),
+                  ("Created", "created_at")])
+
+
+def expiry_text(token):
+    """When a token expires: ``never``, the time, or the time marked expired."""
+    if not token.get("expires_at"):
+        return "never"
+    return f"[red]{token['expires_at']} (expired)[/red]" if token.get("expired") \
+        else token["expires_at"]
+
+
 def render_tokens(tokens):
-    table(tokens, [("Token id", "id"), ("Tenant", "tenant"), ("Description", "description"),
+    table(tokens, [("Token id", "id"), ("Tenant", "tenant"), ("User", "user"), ("Scope", "scope"),
+                   ("Expires", expiry_text), ("Description", "description"),
                    ("Created", "created_at")])
 
 
 def render_new_token(token):
-    fields(token, [("Token id", "id"), ("Tenant", "tenant"), ("Description", "description")])
+    fields(token, [("Token id", "id"), ("Tenant", "tenant"), ("User", "user"), ("Scope", "scope"),
+                   ("Expires", expiry_text), ("Description", "description")])
     out().print(f"Secret (shown only now): [bold]{token.get('token')}[/bold]")
 
 

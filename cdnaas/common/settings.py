@@ -119,6 +119,10 @@ DECLARED = (
             "origin's host name for the policy", "origins"),
     Setting("CDNAAS_MODEL_DIRS", "list", [], "folders of the operator's own model files "
             "(calibrations), searched after a plugin's folder", "origins"),
+    # -- customer API -----------------------------------------------------------------------
+    Setting("CDNAAS_TOKEN_MAX_DAYS", "number", 365.0, "longest lifetime of a local API "
+            "token, and the lifetime of one asked for without an expiry (0: no maximum; such "
+            "tokens never expire)", "api"),
     # -- Service Orchestrator ---------------------------------------------------------------
     Setting("CDNAAS_DEPLOY_LEAD_SECONDS", "number", 60.0, "how early a future lease is "
             "deployed", "so"),

@@ -106,7 +106,7 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
 
 
 def _operator_token(env):
-    from cdnaas.api.auth import bootstrap_token  # pylint: disable=import-outside-toplevel
+    from cdnaas.api.tokens import bootstrap_token  # pylint: disable=import-outside-toplevel
     from cdnaas.db.engine import Database  # pylint: disable=import-outside-toplevel
 
     database = Database(database_url_of(env, "api"))
