@@ -20,10 +20,12 @@ def this_month():
 
 
 def test_whoami_tells_an_operator_from_a_tenant(stack):
-    assert stack.operator.ok("GET", "/whoami") == {"tenant": "admin", "role": "operator",
-                                                "operator": True}
-    assert stack.acme.ok("GET", "/whoami") == {"tenant": "acme", "role": "tenant",
-                                               "operator": False}
+    assert stack.operator.ok("GET", "/whoami") == {
+        "tenant": "admin", "user": "default", "roles": ["admin", "member", "reader"],
+        "system": True, "operator": True}
+    assert stack.acme.ok("GET", "/whoami") == {
+        "tenant": "acme", "user": "default", "roles": ["member", "reader"], "system": False,
+        "operator": False}
     assert stack.acme.call("GET", "/whoami", headers={"Authorization": "Bearer nope"}).status_code == 401
 
 

@@ -17,8 +17,10 @@ def _db():
 
 @blueprint.get("/whoami")
 def whoami():
-    """Who the token is: its tenant and role (the portal shows operators their console)."""
-    return {"tenant": g.caller.tenant, "role": g.caller.role, "operator": g.caller.is_operator}
+    """Who the credential is: tenant, user, roles, scope (the portal shows operators their console)."""
+    caller = g.caller
+    return {"tenant": caller.tenant, "user": caller.user, "roles": sorted(caller.roles),
+            "system": caller.system, "operator": caller.is_operator}
 
 
 @blueprint.get("/flavors")
