@@ -12,7 +12,8 @@ weighs on both alike. Phases:
 2. **during**: the collector dead (its port closed, its connections reset) for
    ``--minutes``, pairs back to back; after each streamed window the shipper's counts
    (queued, dropped, kernel-dropped) and resident memory are read and the documented
-   bound checked: at most ``CDNAAS_LOG_STREAM_QUEUE_RECORDS`` records queued;
+   bound checked: at most ``CDNAAS_LOG_STREAM_QUEUE_RECORDS`` records queued plus the
+   batch the sender holds for its next retry (:data:`cdnaas.ro.vim.logship.SYSLOG_BATCH`);
 3. **after**: the collector back on the same port: seconds until a request made then
    reaches it, then ``--rounds`` pairs; the shipper's final counts must add up
    (received = sent + dropped + queued, short of the records a dying TCP connection
@@ -40,7 +41,7 @@ from cdnaas.common import config  # noqa: E402
 from cdnaas.common.sig import ServiceInstanceGraph  # noqa: E402
 from cdnaas.delivery import logstreams  # noqa: E402
 from cdnaas.origin.server import serve_in_thread  # noqa: E402
-from cdnaas.ro.vim import logfiles  # noqa: E402
+from cdnaas.ro.vim import logfiles, logship  # noqa: E402
 from cdnaas.ro.vim.local import cgroups, clients, processes  # noqa: E402
 from cdnaas.ro.vim.local.driver import LocalDriver  # noqa: E402
 from tests.support.collectors import SyslogCollector, wait_for  # noqa: E402
@@ -143,7 +144,7 @@ def main():
     origin, _thread = serve_in_thread("0.0.0.0", 0)
     collector = SyslogCollector()
     port = collector.port
-    bound = logstreams.shipper_config([], "-")["queue_records"]
+    bound = logstreams.shipper_config([], "-")["queue_records"] + logship.SYSLOG_BATCH
     report = {"minutes": args.minutes, "seconds": args.seconds,
               "connections": args.connections, "queue_records": bound, "violations": []}
     driver, deployments, targets, viewers = LocalDriver(), [], {}, []
