@@ -49,6 +49,9 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
               window_seconds, max_seconds, timeout):
     """Run the paper's measurement campaign on HOST and write FLAVOR's calibrated model."""
     client = api()
+    unused = model_unused(client, flavor)
+    if unused:
+        output.note(f"[yellow]{unused}[/yellow]")
     body = {"flavor": flavor, "host": host}
     for key, value in (("vcpus", vcpus), ("connections", connections), ("floor", floor),
                        ("viewers_start", viewers_start), ("max_viewers", max_viewers),
@@ -74,9 +77,12 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
     chart = path.with_suffix(".svg")
     chart.write_text(report.svg(pairs, f"{flavor} on {host}: MOS of HD viewers per vCPU"),
                      encoding="utf-8")
+    folder, name = model_reference(path)
     summary = {"job": job["id"], "model_file": str(path), "svg": str(chart),
                "seconds": job["result"]["seconds"], "model": document,
-               "runs": job["result"]["runs"]}
+               "runs": job["result"]["runs"], "template_model": name,
+               "add_to_model_dirs": None if folder is None else str(folder),
+               "warning": unused}
     output.show(summary, lambda s: _render(s, pairs))
 
 
@@ -86,6 +92,39 @@ def default_path(name):
     folders = config.model_dirs()
     base = folders[0] if folders else config.state_dir() / "models"
     return Path(base) / "calibrated" / f"{name}.yaml"
+
+
+def model_reference(path):
+    """``(folder, name)``: the name a template gives the model file at ``path``
+    (``model: NAME``) and the folder to add to ``CDNAAS_MODEL_DIRS`` for it to be found
+    (None when one of them holds it already): the file's folder, or the one above a
+    ``calibrated/`` folder (where :func:`default_path` writes)."""
+    path = Path(path).resolve()
+    for folder in config.model_dirs():
+        base = Path(folder).resolve()
+        if path.is_relative_to(base):
+            return None, path.relative_to(base).as_posix()
+    base = path.parent.parent if path.parent.name == "calibrated" else path.parent
+    return base, path.relative_to(base).as_posix()
+
+
+def model_unused(client, flavor):
+    """Why a calibration of ``flavor`` would write a model nothing uses (its latest
+    template's plugin uses none), or None."""
+    templates = client.templates(flavor)
+    if not templates:
+        return None
+    latest = max(templates, key=lambda t: t["version"])
+    plugin_name = (latest.get("document") or {}).get("plugin")
+    try:
+        plugin = plugins.load(plugins.FLAVORS, plugin_name)
+    except LookupError:
+        return None  # not installed where this command runs: SO's answer is the authority
+    if plugin.uses_model:
+        return None
+    return (f"flavor {flavor}'s plugin ({plugin_name}) uses no performance model: the model "
+            "this calibration writes will not size, quote or watch its vCDNs (calibrate a "
+            "flavor whose plugin uses one, such as qoe-video, for that)")
 
 
 def reference_model(client, flavor, technology):
@@ -122,8 +161,10 @@ def _render(summary, pairs):
             title=f"Viewers against a {run['vcpus']} vCPU cache")
     output.note(f"wrote {summary['model_file']} and {summary['svg']} "
                 f"(calibration took {summary['seconds']:.0f} s)")
-    folder = Path(summary["model_file"]).parent.parent
-    if str(folder) not in [str(f) for f in config.model_dirs()]:
-        output.note(f"add {folder} to CDNAAS_MODEL_DIRS (SO and IM read models there)")
-    output.note("then register a template version naming it: `model: calibrated/"
-                f"{Path(summary['model_file']).name}` (cdnaas template register FILE)")
+    if summary["add_to_model_dirs"]:
+        output.note(f"add {summary['add_to_model_dirs']} to CDNAAS_MODEL_DIRS (SO and IM "
+                    "read models there)")
+    output.note(f"then register a template version naming it: `model: "
+                f"{summary['template_model']}` (cdnaas template register FILE)")
+    if summary["warning"]:
+        output.note(f"[yellow]{summary['warning']}[/yellow]")
