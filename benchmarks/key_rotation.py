@@ -38,6 +38,7 @@ import asyncio
 import collections
 import json
 import os
+import re
 import secrets
 import sys
 import threading
@@ -244,11 +245,32 @@ def report(tallies, marks, started, ended, cpu, args):
               f"{dict(collections.Counter(r[3] for r in during))}")
     if marks and started + args.seconds < marks[-1][2]:
         print("the load ended before the last rotation: raise --seconds")
+    quiet = [r for r in requests if not any(r[0] < done and r[1] > sent
+                                            for _label, sent, done in marks)]
+    print(f"  outside every step: {len(quiet):,} requests, "
+          f"{sum(r[2] != 200 for r in quiet)} lost (the load's own losses, no key changing); "
+          f"refused 403 (a token not accepted) in all: {outcomes.get('403', 0)}")
     print(f"viewers' CPU: {cpu:.1f} s ({100 * cpu / span:.0f}% of one core)")
     return {"viewers": args.viewers, "requests": len(requests), "lost": lost,
+            "lost_outside_steps": sum(r[2] != 200 for r in quiet),
             "outcomes": dict(outcomes), "rate": round(len(requests) / span),
             "marks": [(label, round(sent - started, 2), round(done - sent, 2))
                       for label, sent, done in marks]}
+
+
+def vnf_errors(state_dir):
+    """``{VNF: {message: count}}`` of the error logs of the vCDN's VNFs (what nginx said
+    about any request it could not answer), the message without its time and ids."""
+    found = {}
+    for log in sorted(state_dir.rglob("logs/error.log")):
+        counts = collections.Counter(
+            re.sub(r"^\S+ \S+ \[(\w+)\] \d+#\d+: \*?\d* ?", r"[\1] ", line).split(
+                ", client:")[0].strip()
+            for line in log.read_text(errors="replace").splitlines())
+        if counts:
+            found[log.parent.parent.name] = dict(counts.most_common(5))
+            print(f"  {log.parent.parent.name}: {dict(counts.most_common(5))}")
+    return found
 
 
 def main():
@@ -270,7 +292,7 @@ def main():
     if raise_file_limit(args.viewers + 256) < args.viewers + 256:
         raise SystemExit(f"{args.viewers} viewers need more open files than this process may")
     first = key("k0")
-    with local_stack() as (_stack, session, api, origin_url):
+    with local_stack() as (stack, session, api, origin_url):
         body = {"name": "rotation-bench", "flavor": "bench-2", "origin": origin_url,
                 "regions": [{"name": r[0], "demand": 1000, "quality": {"min_mos": 3.6}}
                             for r in REGIONS],
@@ -309,6 +331,7 @@ def main():
             ended = time.monotonic()
             cpu = time.process_time() - cpu_before
         found = report(tallies, marks, started, ended, cpu, args)
+        found["vnf_errors"] = vnf_errors(Path(stack.state_dir))
         session.delete(f"{api}/vcdns/{vcdn_id}", timeout=30)
     print(json.dumps(found))
 
