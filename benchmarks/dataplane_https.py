@@ -20,7 +20,7 @@ It prints, per load and object, ours/reference requests/s (min / median / max of
 repetitions), reference/ours CPU per request, and each target's failed requests.
 
     .venv/bin/python benchmarks/dataplane_https.py [--seconds 5] [--repetitions 3]
-        [--connections 100] [--objects small,chunk-low]
+        [--connections 100] [--objects small,chunk-low] [--rps N]
 """
 import argparse
 import contextlib
@@ -90,11 +90,13 @@ def tls_sig(vcdn_id, origin_port, planned, store, issued):
     return sig
 
 
-def h2load(host, target, load, path, connections, seconds, hostname):
-    """Run h2load from client ``host`` at ``target`` for ``seconds``; return its figures."""
+def h2load(host, target, load, path, connections, seconds, hostname, rps=None):
+    """Run h2load from client ``host`` at ``target`` for ``seconds`` (``rps``: requests per
+    second per connection, None: as many as it can); return its figures."""
     argv = ["h2load", f"--connect-to={target.address}:{HTTPS_PORT}", "-c", str(connections),
             "-D", f"{seconds:g}", "--warm-up-time=1",
             *(["--h1"] if load == "h1" else ["-m", str(STREAMS)]),
+            *([f"--rps={rps:g}"] if rps else []),
             f"https://{hostname}{path}"]
     with loadgen.pinned(cgroups.pids(target.group), 1) as cpus:
         status, out, err, _cpu, _ran = host.run_measured(argv, seconds + 30, cpus)
@@ -133,12 +135,12 @@ def resumed(host, target, path, seconds, hostname, ca_file):
     return counts
 
 
-def measure(host, target, load, path, connections, seconds, hostname, ca_file):
+def measure(host, target, load, path, connections, seconds, hostname, ca_file, rps=None):
     before = cgroups.cpu_usage_seconds(target.group)
     if load == "resumed":
         run = resumed(host, target, path, seconds, hostname, ca_file)
     else:
-        run = h2load(host, target, load, path, connections, seconds, hostname)
+        run = h2load(host, target, load, path, connections, seconds, hostname, rps)
     cpu = cgroups.cpu_usage_seconds(target.group) - before
     return {**run, "rps": run["requests"] / run["seconds"],
             "us": 1e6 * cpu / run["requests"] if run["requests"] else 0}
@@ -193,6 +195,10 @@ def main(argv=None):
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--objects", default="small,chunk-low")
     parser.add_argument("--loads", default=",".join(LOADS))
+    parser.add_argument("--rps", type=float,
+                        help="requests/s per connection (h2, h1): a fixed load below saturation, "
+                             "where CPU per request is the ratio that counts and the machine's "
+                             "other work moves it less")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         sys.exit("the local driver needs root")
@@ -246,7 +252,7 @@ def main(argv=None):
                                 settle(cache)
                                 run = measure(host, targets[name], load, path,
                                               args.connections, args.seconds, sig.hostname,
-                                              str(ca_file))
+                                              str(ca_file), args.rps)
                                 results[(load, path)][name].append(run)
                                 print(f"rep {repetition + 1} {load} {path} {name}: "
                                       f"{run['rps']:,.0f} req/s, failed {run['failed']}, "

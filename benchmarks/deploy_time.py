@@ -48,7 +48,7 @@ def setup(urls, token):
         session.post(f"{api}/regions/{name}/hosts", timeout=10, json={
             "name": f"{name}-host", "vcpus": 64, "ram_mb": 262144}).raise_for_status()
     for caches in SIZES:
-        session.post(f"{api}/templates", json=template(caches), timeout=10).raise_for_status()
+        session.post(f"{api}/templates", json=template(caches), timeout=60).raise_for_status()
     return session, api
 
 

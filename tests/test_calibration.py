@@ -55,13 +55,28 @@ def test_the_stalling_model_as_published():
 def test_window_samples():
     window = 16
     assert qoe.window_sample([0, 0.0, 0.0, 0.2, False], window) == pytest.approx(qoe.BEST)
-    assert qoe.window_sample([0, 0.0, 0.0, 9.0, False], window) == pytest.approx(qoe.BEST)
+    # startup delay counts (Mok, Chan, Chang, IM 2011: 0.0672 per level above 0-1 s)
+    assert qoe.window_sample([0, 0.0, 0.0, 3.0, False], window) == pytest.approx(5.0 - 0.0672)
+    assert qoe.window_sample([0, 0.0, 0.0, 9.0, False], window) == pytest.approx(5.0 - 0.1344)
+    assert qoe.window_sample([1, 1.0, 1.0, 9.0, False], window) == pytest.approx(
+        qoe.stalling_mos(1, 1.0) - 0.1344)
     one_stall = qoe.window_sample([1, 1.0, 1.0, None, False], window)
     assert one_stall == pytest.approx(qoe.stalling_mos(1, 1.0))
     two = qoe.window_sample([2, 3.0, 2.0, None, False], window)  # two stalls of 1.5 s on average
     assert two == pytest.approx(qoe.stalling_mos(2, 1.5))
     assert qoe.window_sample([1, 9.0, 9.0, None, False], window) == 1.0  # over half the window
     assert qoe.window_sample([0, 0.0, 0.0, None, True], window) == 1.0   # playback ended
+
+
+def test_a_slow_start_without_a_stall_scores_below_the_best():
+    """The defect: a 7.6 s startup delay at the 90th percentile still scored 5.0."""
+    slow = [[[0, 0.0, 0.0, 7.6, False], [0, 0.0, 0.0, None, False]] for _ in range(10)]
+    quick = [[[0, 0.0, 0.0, 0.4, False], [0, 0.0, 0.0, None, False]] for _ in range(10)]
+    assert qoe.summary(quick, 16)["mos"] == qoe.BEST
+    found = qoe.summary(slow, 16)
+    assert found["startup_p90_s"] == 7.6
+    # the first window 5.0 - 0.1344, the second smoothed 0.3 of it + 0.7 of 5.0
+    assert found["mos"] == pytest.approx(5.0 - 0.1344 * (1 + 0.3) / 2, abs=0.001)
 
 
 def test_smoothing_is_the_papers():
@@ -156,6 +171,34 @@ def test_an_earlier_calibration_is_labelled_in_use_not_paper(tmp_path, monkeypat
     kind, model = reference_model(_templates("calibrated/earlier.yaml"), "vm")
     assert kind == "in use" and model.name == document["name"]
     assert report.curves(document, model, kind)[1][0] == f"in use ({document['name']})"
+
+
+STATIC_TEMPLATE = os.path.join(ROOT, "plugins/static/template.yaml")
+
+
+def _static_templates():
+    return [{"version": 1, "document": yaml.safe_load(open(STATIC_TEMPLATE, encoding="utf-8"))}]
+
+
+def test_calibrating_a_flavor_whose_plugin_uses_no_model_warns():
+    from cdnaas.cli.calibrate import model_unused  # pylint: disable=import-outside-toplevel
+    warning = model_unused(_static_templates(), "static")
+    assert "static" in warning and "uses no performance model" in warning
+    assert model_unused(_templates("models/vm.yaml"), "qoe-video") is None
+
+
+def test_the_closing_hint_names_the_model_where_it_was_written(tmp_path, monkeypatch):
+    from cdnaas.cli.calibrate import model_reference  # pylint: disable=import-outside-toplevel
+    monkeypatch.delenv("CDNAAS_MODEL_DIRS", raising=False)
+    # --out /some/dir/file.yaml: the folder to add is /some/dir, the name file.yaml
+    assert model_reference(tmp_path / "some" / "dir" / "file.yaml") == (
+        (tmp_path / "some" / "dir").resolve(), "file.yaml")
+    # the default place, models/calibrated/ under the state dir
+    assert model_reference(tmp_path / "models" / "calibrated" / "m.yaml") == (
+        (tmp_path / "models").resolve(), "calibrated/m.yaml")
+    # inside a folder of CDNAAS_MODEL_DIRS: nothing to add, the path below it
+    monkeypatch.setenv("CDNAAS_MODEL_DIRS", str(tmp_path / "some"))
+    assert model_reference(tmp_path / "some" / "dir" / "file.yaml") == (None, "dir/file.yaml")
 
 
 # -- the driver interface --------------------------------------------------------------

@@ -8,7 +8,10 @@ import pytest
 
 from cdnaas.common import errors
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.im import power, rapl
+from cdnaas.cli.api_commands import power_state, power_totals_text
+from cdnaas.im import hosts, power, rapl
+from cdnaas.im.inventory import Host
+from cdnaas.im.models import HostMark
 from cdnaas.im.simulation import BOOT_SECONDS, Plant, SimHost
 from cdnaas.planning import models
 from tests.support.im import MODELS, VM_MODEL, template
@@ -165,3 +168,34 @@ def test_a_host_switched_off_draws_idle_power_while_it_stops_then_nothing_and_bo
 def test_the_baselines_plant_keeps_empty_hosts_off_for_free():
     found, _start = plant(power_actions=False)
     assert set(found.watts()) == {"eu-host-1"}
+
+
+# -- what a power-down mark means for the accounting ---------------------------------------
+
+def _host(enabled):
+    return Host(name="eu-1", region="eu", vcpus=8, reserved_vcpus=0, idle_watts=115.0,
+                peak_watts=269.0, enabled=enabled)
+
+
+def test_a_power_down_only_recorded_leaves_the_host_on_and_drawing():
+    """The ``log`` driver records a power-down and the host stays enabled: it is not off,
+    so its watts count, and the CLI says it is still on rather than "marked" alone."""
+    mark = HostMark(name="eu-1", region="eu", state=hosts.POWER_DOWN, reason="empty")
+    assert not hosts.switched_off(_host(enabled=True), mark)  # the log driver's case
+    assert hosts.switched_off(_host(enabled=False), mark)     # a driver that applied it
+    assert not hosts.switched_off(_host(enabled=False), None)  # disabled by the operator
+    assert not hosts.switched_off(_host(enabled=False), HostMark(name="eu-1", state=hosts.ON))
+    recorded = {"hosts": 4, "watts": 460.0, "marked_power_down": 2, "switched_off": 0,
+                "saved_idle_watts": 0.0, "marked_still_on": 2, "marked_still_on_watts": 230.0}
+    text = power_totals_text(recorded)
+    assert text.startswith("4 hosts drawing 460.0 W; 2 marked for power-down but only "
+                           "recorded by the power driver: still on and drawing 230.0 W")
+    applied = {**recorded, "watts": 230.0, "switched_off": 2, "saved_idle_watts": 230.0,
+               "marked_still_on": 0, "marked_still_on_watts": 0.0}
+    assert power_totals_text(applied) == "4 hosts drawing 230.0 W; 2 switched off (saving " \
+        "230.0 W idle)"
+    assert power_state({"mark": {"state": "power_down", "switched_off": False}}) == \
+        "on, power-down recorded"
+    assert power_state({"mark": {"state": "power_down", "switched_off": True}}) == \
+        "switched off"
+    assert power_state(None) == power_state({"mark": {"state": "on"}}) == "on"

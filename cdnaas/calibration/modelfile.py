@@ -122,7 +122,10 @@ def assumptions(plan, runs, base):
         f"Figures are per vCPU, from a {base['vcpus']} vCPU cache; the model assumes n vCPUs "
         "serve n times as much (the paper's finding).",
         f"MOS is the QoE model of {qoe.CITATION}: MOS = 3.50 exp(-(0.15 L + 0.19) N) + 1.50 "
-        f"for N stalls of L s, its best {qoe.BEST} (no stall); per viewer and "
+        f"for N stalls of L s, its best {qoe.BEST} (no stall), less "
+        f"{qoe.PER_STARTUP_LEVEL} per level of startup delay above the first (levels up to "
+        f"{qoe.STARTUP_LEVELS[0]:g} s, {qoe.STARTUP_LEVELS[1]:g} s, beyond) in the window "
+        "where playback started; per viewer and "
         f"{plan.window_seconds:g} s window, smoothed MOS(i+1) = 0.3 MOS(i) + 0.7 s(i+1), "
         "averaged over viewers and windows; a stall over half a window or a failed playback "
         "scores 1.0 (the CDNaaS paper, section IV-D1).",

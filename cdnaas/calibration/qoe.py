@@ -1,6 +1,6 @@
-"""QoE of simulated viewers: stalls turned into MOS, as published.
+"""QoE of simulated viewers: stalls and startup delay turned into MOS, as published.
 
-**The QoE model** is the exponential stalling model of T. Hossfeld, R. Schatz,
+**Stalls** follow the exponential stalling model of T. Hossfeld, R. Schatz,
 M. Seufert, M. Hirth, T. Zinner and P. Tran-Gia, "Quantification of YouTube QoE via
 Crowdsourcing", IEEE International Symposium on Multimedia (ISM) 2011, pp. 494-499
 (doi:10.1109/ISM.2011.87), fitted on crowdsourced ratings of short clips:
@@ -10,11 +10,23 @@ Crowdsourcing", IEEE International Symposium on Multimedia (ISM) 2011, pp. 494-4
 for ``N`` stalls of ``L`` seconds each. Its scale runs from 5.0 (no stall) down to 1.5,
 the 1-5 scale of the CDNaaS paper's MOS and of customers' quality targets (a MOS
 target of 4.0 tolerates one stall of about 1 s per window; 3.6, the paper's
-"acceptable", one of about 2 s). Startup delay is not in the model: the same group
-found it matters far less than stalls (Hossfeld et al., "Initial delay vs.
-interruptions", QoMEX 2012); a viewer whose first chunk never came fails (below).
-(Mok, Chan, Chang's regression, IM 2011, also fits stalls but tops out at 3.31, so its
-MOS cannot meet a customer's 4.0 even without a stall: not used.)
+"acceptable", one of about 2 s).
+
+**Startup delay** (the time until the first chunk arrived) follows R. K. P. Mok,
+E. W. W. Chan and R. K. C. Chang, "Measuring the quality of experience of HTTP video
+streaming", IFIP/IEEE International Symposium on Integrated Network Management (IM)
+2011, pp. 485-492 (doi:10.1109/INM.2011.5990550). Their regression
+
+    MOS = 4.23 - 0.0672 L_ti - 0.742 L_fr - 0.106 L_tr
+
+is linear in a level (1 low, 2 medium, 3 high) of each impairment, the initial
+buffering time's ``L_ti`` being 1 up to 1 s, 2 up to 5 s and 3 beyond. Its terms add, so
+its startup term is taken alone: a window where playback started costs
+``0.0672 (L_ti - 1)`` MOS, 0 for a start within 1 s, 0.134 beyond 5 s (the whole
+regression is not used: it tops out at 3.31, so its MOS could not meet a customer's 4.0
+even without a stall). Both studies, and Hossfeld et al.'s "Initial delay vs.
+interruptions" (QoMEX 2012), find startup delay weighs far less than stalls; a viewer
+whose first chunk never came fails (below).
 
 **Windows and smoothing** follow the CDNaaS paper (section IV-D1): a sample per viewer
 and 16 s window; a window with a stall longer than half of it, or after the viewer's
@@ -33,8 +45,13 @@ SCALE, PER_SECOND, PER_STALL, FLOOR = 3.50, 0.15, 0.19, 1.50
 #: MOS of a window that cannot be rated (a stall over half the window, failed playback)
 WORST = 1.0
 BEST = SCALE + FLOOR
+#: Mok, Chan, Chang (IM 2011): MOS per level of initial buffering, and the levels' upper
+#: bounds in seconds (level 1 up to 1 s, 2 up to 5 s, 3 beyond)
+PER_STARTUP_LEVEL, STARTUP_LEVELS = 0.0672, (1.0, 5.0)
 CITATION = ("Hossfeld, Schatz, Seufert, Hirth, Zinner, Tran-Gia: Quantification of YouTube "
-            "QoE via Crowdsourcing, IEEE ISM 2011, doi:10.1109/ISM.2011.87")
+            "QoE via Crowdsourcing, IEEE ISM 2011, doi:10.1109/ISM.2011.87; startup delay: "
+            "Mok, Chan, Chang: Measuring the quality of experience of HTTP video streaming, "
+            "IFIP/IEEE IM 2011")
 
 
 def stalling_mos(stalls, mean_stall_seconds):
@@ -42,13 +59,23 @@ def stalling_mos(stalls, mean_stall_seconds):
     return SCALE * math.exp(-(PER_SECOND * mean_stall_seconds + PER_STALL) * stalls) + FLOOR
 
 
+def startup_penalty(startup_seconds):
+    """MOS Mok et al.'s initial-buffering term takes off for a start after
+    ``startup_seconds`` (0 up to 1 s; None: playback did not start in this window)."""
+    if startup_seconds is None:
+        return 0.0
+    level = 1 + sum(startup_seconds > bound for bound in STARTUP_LEVELS)
+    return PER_STARTUP_LEVEL * (level - 1)
+
+
 def window_sample(window, window_seconds):
     """The MOS sample of one viewer's window ``[stalls, stalled s, longest stall s,
-    startup s or None, failed]`` (see :mod:`cdnaas.calibration.viewers`)."""
-    stalls, stalled, longest, _startup, failed = window
+    startup s or None, failed]`` (see :mod:`cdnaas.calibration.viewers`): its stalls'
+    MOS less the startup delay's penalty where playback started in it."""
+    stalls, stalled, longest, startup, failed = window
     if failed or longest > window_seconds / 2:
         return WORST
-    return stalling_mos(stalls, stalled / stalls if stalls else 0.0)
+    return stalling_mos(stalls, stalled / stalls if stalls else 0.0) - startup_penalty(startup)
 
 
 def smoothed(samples):

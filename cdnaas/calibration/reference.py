@@ -11,11 +11,30 @@ from cdnaas.planning import models
 SHIPPED = {"vm": "models/vm.yaml", "container": "models/container.yaml"}
 
 
+def latest_document(templates):
+    """The document of the latest of ``templates`` (SIDR's template list of one flavor), or {}."""
+    latest = max(templates, key=lambda t: t["version"]) if templates else {}
+    return latest.get("document") or {}
+
+
+def plugin_without_model(templates):
+    """The plugin of the flavor's latest template when it uses no performance model (a
+    calibration would write a model nothing reads), else None (also when the plugin is not
+    installed where this runs: SO's answer is the authority)."""
+    name = latest_document(templates).get("plugin")
+    if not templates or name is None:
+        return None
+    try:
+        plugin = plugins.load(plugins.FLAVORS, name)
+    except LookupError:
+        return None
+    return None if plugin.uses_model else name
+
+
 def reference_model(templates, technology):
     """``(kind, Model)``: the model the latest of ``templates`` (SIDR's template list of
     the flavor) names (``in use``), else the paper's that the plugin ships (``paper``)."""
-    latest = max(templates, key=lambda t: t["version"]) if templates else {}
-    document = latest.get("document") or {}
+    document = latest_document(templates)
     named = document.get("model")
     try:
         plugin = plugins.load(plugins.FLAVORS, document.get("plugin", "qoe-video"))

@@ -114,7 +114,7 @@ class Simulation:
     def run(self):
         """Run the simulation; return its report (a JSON-ready dict)."""
         wanted = len(self.viewers) + 64
-        allowed = _raise_file_limit(wanted)
+        allowed = raise_file_limit(wanted)
         if allowed < wanted:
             raise LimitReached(f"{len(self.viewers)} viewers need {wanted} open files; this "
                                f"generator may open {allowed}")
@@ -389,7 +389,7 @@ def _cpu_seconds():
     return usage.ru_utime + usage.ru_stime
 
 
-def _raise_file_limit(wanted):
+def raise_file_limit(wanted):
     """Raise this process's open-file limit towards ``wanted``; return the soft limit now."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < wanted:

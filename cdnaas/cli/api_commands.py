@@ -210,8 +210,25 @@ def hosts():
 @hosts.command("list")
 @click.argument("region")
 def hosts_list(region):
-    """Hosts of REGION with the vCPUs reserved on them."""
-    output.show(api().hosts(region), output.render_hosts)
+    """Hosts of REGION with the vCPUs reserved on them and their power state."""
+    client = api()
+    found = client.hosts(region)
+    try:
+        power = {h["name"]: h for h in client.get("/api/v1/hosts/power").get("hosts") or []}
+    except errors.CdnaasError:  # the Instance Manager does not answer: capacity only
+        power = None
+    for host in found:
+        host["power"] = "unknown" if power is None else power_state(power.get(host["name"]))
+    output.show(found, output.render_hosts)
+
+
+def power_state(power):
+    """A host's power as ``hosts list`` shows it, from its ``hosts power`` view: ``on``,
+    ``switched off``, or ``on, power-down recorded`` (a driver that only records it)."""
+    mark = (power or {}).get("mark") or {}
+    if mark.get("state") != "power_down":
+        return "on"
+    return "switched off" if mark.get("switched_off") else "on, power-down recorded"
 
 
 def _host_options(required):
@@ -265,10 +282,24 @@ def _render_hosts_power(power):
         ("Utilisation", lambda h: charts.share_bar(h.get("utilisation"))),
         ("Watts", lambda h: "-" if h.get("watts") is None else f"{h['watts']:,.1f}"),
         ("Source", "source"), ("Energy Wh", "energy_wh"), ("Mark", _mark_text)])
-    totals = power.get("totals") or {}
-    output.out().print(f"{totals.get('hosts', 0)} hosts drawing {totals.get('watts', 0):,.1f} W; "
-                       f"{totals.get('marked_power_down', 0)} marked for power-down "
-                       f"({totals.get('idle_watts_of_marked', 0):,.1f} W idle)")
+    output.out().print(power_totals_text(power.get("totals") or {}))
+
+
+def power_totals_text(totals):
+    """The closing line of ``hosts power``: what the hosts draw, and what the power-down
+    marks did (switched off, or only recorded by a power driver like ``log``)."""
+    parts = [f"{totals.get('hosts', 0)} hosts drawing {totals.get('watts', 0):,.1f} W"]
+    if totals.get("switched_off"):
+        parts.append(f"{totals['switched_off']} switched off (saving "
+                     f"{totals.get('saved_idle_watts', 0):,.1f} W idle)")
+    if totals.get("marked_still_on"):
+        parts.append(f"{totals['marked_still_on']} marked for power-down but only recorded by "
+                     f"the power driver: still on and drawing "
+                     f"{totals.get('marked_still_on_watts', 0):,.1f} W (counted above), which "
+                     "switching them off would save")
+    if not totals.get("marked_power_down"):
+        parts.append("none marked for power-down")
+    return "; ".join(parts)
 
 
 @click.command("quality")
@@ -312,7 +343,8 @@ def _mark_text(host):
     mark = host.get("mark")
     if not mark:
         return "-"
-    state = "[bold]⏻ power down[/bold]" if mark.get("state") == "power_down" else "on"
+    state = "on" if mark.get("state") != "power_down" else "[bold]⏻ switched off[/bold]" \
+        if mark.get("switched_off") else "[bold]⏻ power down recorded[/bold] (still on)"
     return f"{state} since {_short_time(mark.get('since'))}: {escape(mark.get('reason') or '')}"
 
 

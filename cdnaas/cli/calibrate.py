@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cdnaas.calibration import report
-from cdnaas.calibration.reference import reference_model
+from cdnaas.calibration.reference import plugin_without_model, reference_model
 from cdnaas.cli import output
 from cdnaas.cli.api_commands import api
 from cdnaas.common import config
@@ -46,6 +46,10 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
               window_seconds, max_seconds, timeout):
     """Run the paper's measurement campaign on HOST and write FLAVOR's calibrated model."""
     client = api()
+    templates = client.templates(flavor)
+    unused = model_unused(templates, flavor)
+    if unused:
+        output.note(f"[yellow]{unused}[/yellow]")
     body = {"flavor": flavor, "host": host}
     for key, value in (("vcpus", vcpus), ("connections", connections), ("floor", floor),
                        ("viewers_start", viewers_start), ("max_viewers", max_viewers),
@@ -66,14 +70,17 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(job["result"]["model_yaml"], encoding="utf-8")
     models.load(path)  # what was written is a model the planner reads
-    kind, reference = reference_model(client.templates(flavor), document["technology"])
+    kind, reference = reference_model(templates, document["technology"])
     pairs = report.curves(document, reference, kind)
     chart = path.with_suffix(".svg")
     chart.write_text(report.svg(pairs, f"{flavor} on {host}: MOS of HD viewers per vCPU"),
                      encoding="utf-8")
+    folder, name = model_reference(path)
     summary = {"job": job["id"], "model_file": str(path), "svg": str(chart),
                "seconds": job["result"]["seconds"], "model": document,
-               "runs": job["result"]["runs"]}
+               "runs": job["result"]["runs"], "template_model": name,
+               "add_to_model_dirs": None if folder is None else str(folder),
+               "warning": unused}
     output.show(summary, lambda s: _render(s, pairs))
 
 
@@ -83,6 +90,31 @@ def default_path(name):
     folders = config.model_dirs()
     base = folders[0] if folders else config.state_dir() / "models"
     return Path(base) / "calibrated" / f"{name}.yaml"
+
+
+def model_reference(path):
+    """``(folder, name)``: the name a template gives the model file at ``path``
+    (``model: NAME``) and the folder to add to ``CDNAAS_MODEL_DIRS`` for it to be found
+    (None when one of them holds it already): the file's folder, or the one above a
+    ``calibrated/`` folder (where :func:`default_path` writes)."""
+    path = Path(path).resolve()
+    for folder in config.model_dirs():
+        base = Path(folder).resolve()
+        if path.is_relative_to(base):
+            return None, path.relative_to(base).as_posix()
+    base = path.parent.parent if path.parent.name == "calibrated" else path.parent
+    return base, path.relative_to(base).as_posix()
+
+
+def model_unused(templates, flavor):
+    """Why a calibration of ``flavor`` (SIDR's ``templates`` of it) would write a model
+    nothing uses, or None."""
+    plugin_name = plugin_without_model(templates)
+    if plugin_name is None:
+        return None
+    return (f"flavor {flavor}'s plugin ({plugin_name}) uses no performance model: the model "
+            "this calibration writes will not size, quote or watch its vCDNs (calibrate a "
+            "flavor whose plugin uses one, such as qoe-video, for that)")
 
 
 def _render(summary, pairs):
@@ -103,8 +135,10 @@ def _render(summary, pairs):
             title=f"Viewers against a {run['vcpus']} vCPU cache")
     output.note(f"wrote {summary['model_file']} and {summary['svg']} "
                 f"(calibration took {summary['seconds']:.0f} s)")
-    folder = Path(summary["model_file"]).parent.parent
-    if str(folder) not in [str(f) for f in config.model_dirs()]:
-        output.note(f"add {folder} to CDNAAS_MODEL_DIRS (SO and IM read models there)")
-    output.note("then register a template version naming it: `model: calibrated/"
-                f"{Path(summary['model_file']).name}` (cdnaas template register FILE)")
+    if summary["add_to_model_dirs"]:
+        output.note(f"add {summary['add_to_model_dirs']} to CDNAAS_MODEL_DIRS (SO and IM "
+                    "read models there)")
+    output.note(f"then register a template version naming it: `model: "
+                f"{summary['template_model']}` (cdnaas template register FILE)")
+    if summary["warning"]:
+        output.note(f"[yellow]{summary['warning']}[/yellow]")

@@ -138,7 +138,8 @@ def render_region(region):
 def render_hosts(hosts):
     table(hosts, [("Host", "name"), ("Region", "region"), ("vCPUs", "vcpus"),
                   ("Reserved", "reserved_vcpus"), ("RAM MB", "ram_mb"), ("Idle W", "idle_watts"),
-                  ("Peak W", "peak_watts"), ("Enabled", "enabled")])
+                  ("Peak W", "peak_watts"), ("Enabled", "enabled"),
+                  *([("Power", "power")] if any("power" in h for h in hosts) else [])])
 
 
 def render_host(host):

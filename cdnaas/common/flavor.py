@@ -104,6 +104,9 @@ class FlavorPlugin(abc.ABC):
 
     #: entry-point name of the plugin
     name = None
+    #: whether the plugin sizes or watches vCDNs with the performance model its template
+    #: names (``cdnaas calibrate`` warns when a calibration's model would go unused)
+    uses_model = False
 
     @abc.abstractmethod
     def plan(self, request: PlanRequest) -> ServiceInstanceGraph:

@@ -110,6 +110,14 @@ def marks(session):
     return {mark.name: mark for mark in session.scalars(select(HostMark))}
 
 
+def switched_off(host, mark):
+    """Whether ``host`` is off: marked for power-down and disabled in SO, which
+    :func:`apply` leaves it only when the power driver applied the power-down. A power
+    driver that only records it (``log``, ``noop``) leaves the host on and enabled: it
+    still draws power and still takes VNFs."""
+    return mark is not None and mark.state == POWER_DOWN and not host.enabled
+
+
 def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refused=None,
          waking=()):
     """The :class:`Change` list for this pass (see the module docstring).

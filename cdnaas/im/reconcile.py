@@ -188,10 +188,10 @@ def _power(database, seen, hosts_now, measured, now):
                     cpu=reading.cpu or 0.0, technology=observed.flavor.technology))
     with database.sessions() as session:
         before = series.previous_hosts(session)
-        switched_off = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
+        marks = hosts.marks(session)
     host_power, host_points = {}, []
     for name, host in sorted(hosts_now.items()):
-        if name in switched_off and not host.enabled and name not in loads:
+        if hosts.switched_off(host, marks.get(name)) and name not in loads:
             found = power.HostPower(watts=0.0, utilisation=0.0, source="model", shares={})
         else:  # (SO places nothing on a host the IM had switched off: see cdnaas.im.hosts)
             found = power.host_power(host.idle_watts, host.peak_watts, host.vcpus,

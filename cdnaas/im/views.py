@@ -109,10 +109,17 @@ def list_hosts():
             "source": None if point is None else point.source,
             "energy_wh": None if point is None else round(point.energy_wh, 3),
             "sampled_at": None if point is None else isoformat(aware(point.at)),
-            "mark": None if mark is None else {"state": mark.state, "reason": mark.reason,
-                                               "since": isoformat(aware(mark.changed_at))}})
+            "mark": None if mark is None else {
+                "state": mark.state, "reason": mark.reason,
+                "since": isoformat(aware(mark.changed_at)),
+                "switched_off": hosts.switched_off(host, mark)}})
     marked = [v for v in views if v["mark"] and v["mark"]["state"] == hosts.POWER_DOWN]
+    off = [v for v in marked if v["mark"]["switched_off"]]
+    still_on = [v for v in marked if not v["mark"]["switched_off"]]
     return {"hosts": views,
             "totals": {"hosts": len(views), "watts": round(sum(v["watts"] or 0 for v in views), 1),
-                       "marked_power_down": len(marked),
-                       "idle_watts_of_marked": round(sum(v["idle_watts"] for v in marked), 1)}}
+                       "marked_power_down": len(marked), "switched_off": len(off),
+                       "saved_idle_watts": round(sum(v["idle_watts"] for v in off), 1),
+                       "marked_still_on": len(still_on),
+                       "marked_still_on_watts": round(
+                           sum(v["watts"] or v["idle_watts"] for v in still_on), 1)}}

@@ -50,6 +50,7 @@ class QoeVideoFlavor(FlavorPlugin):
     """Caches per region sized to the customer's quality target, placed to save energy."""
 
     name = "qoe-video"
+    uses_model = True
 
     def plan(self, request: PlanRequest) -> ServiceInstanceGraph:
         """Size and place every region's VNFs (see the module docstring).

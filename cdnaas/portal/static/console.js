@@ -31,8 +31,9 @@ function powerState(host) {
   const mark = host.mark;
   if (!mark) return "on";
   const since = shortTime(mark.since);
-  return mark.state === "power_down" ? `marked for power-down since ${since}: ${mark.reason}`
-    : `on since ${since}: ${mark.reason}`;
+  if (mark.state !== "power_down") return `on since ${since}: ${mark.reason}`;
+  return mark.switched_off ? `switched off since ${since}: ${mark.reason}`
+    : `power-down recorded since ${since}, still on: ${mark.reason}`;
 }
 
 async function loadHostsPanel() {
@@ -67,7 +68,9 @@ async function loadHostsPanel() {
   const totals = power.totals || {};
   fillCalibrationFlavors();
   $("#op-power-total").textContent = `${totals.hosts || 0} hosts drawing ${figure(totals.watts || 0)} W; `
-    + `${totals.marked_power_down || 0} marked for power-down (${figure(totals.idle_watts_of_marked || 0)} W idle)`;
+    + `${totals.switched_off || 0} switched off (saving ${figure(totals.saved_idle_watts || 0)} W); `
+    + `${totals.marked_still_on || 0} marked for power-down but only recorded by the power driver `
+    + `(still on, ${figure(totals.marked_still_on_watts || 0)} W counted)`;
 }
 
 // -- flavors and template versions -------------------------------------------------------------

@@ -5,7 +5,9 @@ the local driver, a systemd unit on OpenStack); standard library only, so cloud-
 install this one file. nginx sends each record as a UDP syslog datagram to ``listen`` on
 the VNF's loopback (``access_log syslog:``: nginx never waits on it). The shipper keeps a
 bounded queue per destination (``queue_records``): when a collector does not take records
-the oldest are dropped and counted, so a dead collector costs at most that memory. A
+the oldest are dropped and counted, so a dead collector costs at most that memory and the
+one batch its sender holds for the next retry (``queued`` counts both: at most
+``queue_records`` plus :data:`SYSLOG_BATCH` or ``batch_records``). A
 sender per destination forwards, retrying with exponential backoff (0.5 s doubling to
 :data:`MAX_BACKOFF` s, with jitter):
 
