@@ -1,7 +1,10 @@
-"""Who a request comes from: the bearer token resolved into a :class:`Caller`.
+"""Who a request comes from: its credentials resolved into a :class:`Caller`.
 
-Local tokens (issued, scoped and expired by :mod:`cdnaas.api.tokens`) are the embedded
-default's identity.
+The API's authentication strategy (``CDNAAS_AUTH_STRATEGY``, read when the API starts)
+says how: ``local`` tokens of this installation (the embedded default; issued, scoped and
+expired by :mod:`cdnaas.api.tokens`), or ``keystone``, where keystonemiddleware's
+``auth_token`` has validated a Keystone token (:mod:`cdnaas.api.keystone`). What the
+caller may do is :mod:`cdnaas.api.policy`'s to say.
 """
 import dataclasses
 
@@ -10,15 +13,19 @@ from flask import current_app, g, request
 from cdnaas.api import tokens
 from cdnaas.common import errors
 
+#: endpoints anyone may call (the portal's page is public; its API calls are not)
+PUBLIC_ENDPOINTS = ("healthz", "metrics")
+PUBLIC_BLUEPRINTS = ("portal",)
+
 
 @dataclasses.dataclass(frozen=True)
 class Caller:
-    """The authenticated caller behind a request.
+    """Who a request comes from, as the policy rules see it.
 
     :param tenant: local tenant name, or Keystone project id.
-    :param roles: the roles oslo.policy will check (``reader``, ``member``, ``admin``,
-        ``cdn_purger``).
-    :param user: the tenant's named user, where known.
+    :param roles: the roles oslo.policy checks (``reader``, ``member``, ``cdn_purger``,
+        ``admin``).
+    :param user: the user the credential belongs to, where known.
     :param system: system scope: an operator.
     """
 
@@ -29,27 +36,44 @@ class Caller:
 
     @property
     def is_operator(self):
-        return self.system and "admin" in self.roles
+        """Whether the caller sees every tenant's records (system scope)."""
+        return self.system
+
+
+def is_public(endpoint):
+    """Whether the Flask ``endpoint`` answers without authentication."""
+    return endpoint in PUBLIC_ENDPOINTS or (endpoint or "").partition(".")[0] in PUBLIC_BLUEPRINTS
 
 
 def authenticate():
-    """``before_request`` hook: resolve the bearer token into ``g.caller``.
+    """``before_request`` hook: resolve who the request comes from into ``g.caller``, with
+    the strategy the API started with (``app.extensions["caller_of"]``: :func:`local_caller`
+    or :func:`cdnaas.api.keystone.caller`).
 
-    :raises Unauthorized: no token, or one that is unknown, revoked or expired.
+    :raises Unauthorized: no credentials, or ones that are unknown, revoked, expired or invalid.
     """
-    if request.url_rule is None or request.endpoint in ("healthz", "metrics") \
-            or request.blueprint == "portal":  # the page is public; its API calls are not
+    if request.url_rule is None or is_public(request.endpoint):
         return
-    header = request.headers.get("Authorization", "")
-    scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
-        raise errors.Unauthorized("send 'Authorization: Bearer <token>'; "
-                                  "an operator issues tokens (cdnaas admin create-token)")
+    g.caller = current_app.extensions["caller_of"](request)
+
+
+def local_caller(request):
+    """The :class:`Caller` of a request with a local token (the ``local`` strategy)."""
+    secret = _presented_token(request)
     with current_app.extensions["db"].sessions() as session:
-        g.caller = tokens.caller_for_secret(session, secret.strip())
+        return tokens.caller_for_secret(session, secret)
 
 
-def require_operator():
-    """Raise 403 unless the caller is an operator."""
-    if not g.caller.is_operator:
-        raise errors.Forbidden("this endpoint is for operators; ask your operator")
+def _presented_token(request):
+    """The local token of the request: ``Authorization: Bearer <t>`` or ``X-Auth-Token: <t>``
+    (what the ``openstack`` CLI sends with ``--os-auth-type admin_token``).
+
+    :raises Unauthorized: neither header holds a token.
+    """
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and secret.strip():
+        return secret.strip()
+    if request.headers.get("X-Auth-Token", "").strip():
+        return request.headers["X-Auth-Token"].strip()
+    raise errors.Unauthorized("send 'Authorization: Bearer <token>' (or 'X-Auth-Token: "
+                              "<token>'); an operator issues tokens (cdnaas admin create-token)")

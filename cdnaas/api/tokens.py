@@ -33,13 +33,7 @@ SCOPES = (READ_ONLY, PURGE_ONLY, FULL)
 #: the roles each scope gives a tenant's token (an operator's full token adds "admin")
 SCOPE_ROLES = {READ_ONLY: frozenset({"reader"}), PURGE_ONLY: frozenset({"cdn_purger"}),
                FULL: frozenset({"reader", "member"})}
-#: what a purge-only token may call: purge a vCDN, read it and follow the purge's operation
-PURGER_ROUTES = {("POST", "api.invalidate_vcdn"), ("GET", "api.get_vcdn"),
-                 ("GET", "api.get_operation")}
-#: what each scope allows, as the 403 of :func:`enforce_scope` says it
-SCOPE_ALLOWS = {READ_ONLY: "it only reads (GET)",
-                PURGE_ONLY: "it only purges a vCDN (POST /api/v1/vcdns/{id}/invalidations), "
-                            "reads that vCDN and follows the purge's operation"}
+
 
 
 def _hash(secret):
@@ -145,21 +139,3 @@ def caller_for_secret(session, secret):
     roles = SCOPE_ROLES[token.scope] | ({"admin"} if system and token.scope == FULL else set())
     return auth.Caller(tenant=token.tenant_name, roles=frozenset(roles), user=token.user_name,
                        system=system)
-
-
-def enforce_scope():
-    """``before_request`` hook, after authentication: a read-only caller only reads, a
-    purge-only one only purges (:data:`PURGER_ROUTES`); else 403 naming the scope.
-
-    Interim: the oslo.policy rules declared beside each route replace this check.
-    """
-    caller = g.get("caller")
-    if caller is None or caller.roles & {"member", "admin"}:
-        return
-    if "cdn_purger" in caller.roles and (request.method, request.endpoint) in PURGER_ROUTES:
-        return
-    if "reader" in caller.roles and request.method in ("GET", "HEAD"):
-        return
-    scope = next((name for name, roles in SCOPE_ROLES.items() if roles == caller.roles), None)
-    raise errors.Forbidden(f"this token's scope is {scope}: {SCOPE_ALLOWS[scope]}; "
-                           f"{request.method} {request.path} needs a full token", field="scope")
