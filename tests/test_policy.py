@@ -12,7 +12,7 @@ from flask import request
 from keystoneauth1 import access
 from keystonemiddleware.auth_token import _user_plugin
 
-from cdnaas.api import auth, keystone, policy
+from cdnaas.api import auth, keystone, policy, tokens
 from cdnaas.api.app import create_app
 from cdnaas.common import errors
 from cdnaas.db import migrate
@@ -21,8 +21,8 @@ from cdnaas.db.engine import Database
 SAMPLE = Path(__file__).resolve().parents[1] / "docs/policy.yaml.sample"
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
-TENANT = auth.Caller("acme", auth.LOCAL_ROLES[auth.TENANT])
-OPERATOR = auth.Caller("admin", auth.LOCAL_ROLES[auth.OPERATOR], system=True)
+TENANT = auth.Caller("acme", tokens.SCOPE_ROLES[tokens.FULL])
+OPERATOR = auth.Caller("admin", tokens.SCOPE_ROLES[tokens.FULL] | {"admin"}, system=True)
 READER = auth.Caller("acme", frozenset({"reader"}))
 PURGER = auth.Caller("acme", frozenset({"cdn_purger"}))
 SYSTEM_ADMIN = auth.Caller("", frozenset({"reader", "member", "admin"}), system=True)
@@ -67,7 +67,8 @@ def test_every_route_but_the_public_ones_has_its_rule_naming_its_method_and_path
 
 @pytest.mark.parametrize("endpoint, callers", [
     ("api.list_vcdns", {TENANT, OPERATOR, READER, SYSTEM_ADMIN, SYSTEM_READER, PROJECT_ADMIN}),
-    ("api.get_vcdn", {TENANT, OPERATOR, READER, SYSTEM_ADMIN, SYSTEM_READER, PROJECT_ADMIN}),
+    # a purge-only caller reads the vCDN it purges (and follows the operation)
+    ("api.get_vcdn", {TENANT, OPERATOR, READER, PURGER, SYSTEM_ADMIN, SYSTEM_READER, PROJECT_ADMIN}),
     ("api.vcdn_usage", {TENANT, OPERATOR, READER, SYSTEM_ADMIN, SYSTEM_READER, PROJECT_ADMIN}),
     ("api.create_vcdn", {TENANT, OPERATOR, PROJECT_ADMIN}),  # a project of one's own
     ("api.create_quote", {TENANT, OPERATOR, READER, PROJECT_ADMIN}),
@@ -97,7 +98,7 @@ def test_a_refusal_says_what_the_route_is_for_and_which_rule_refused():
 
 def test_a_local_token_is_read_from_either_header_and_the_rules_decide(app):
     client = app.test_client()
-    operator = auth.bootstrap_token(app.extensions["db"], "admin")
+    operator = tokens.bootstrap_token(app.extensions["db"], "admin")
     bearer = {"Authorization": f"Bearer {operator}"}
     assert client.post("/api/v1/tenants", json={"name": "acme"}, headers=bearer).status_code == 201
     acme = client.post("/api/v1/tenants/acme/tokens", json={}, headers=bearer).get_json()["token"]
@@ -113,7 +114,7 @@ def test_a_local_token_is_read_from_either_header_and_the_rules_decide(app):
 
 def test_a_refused_request_is_refused_before_its_body_is_read(app):
     client = app.test_client()
-    operator = auth.bootstrap_token(app.extensions["db"], "admin")
+    operator = tokens.bootstrap_token(app.extensions["db"], "admin")
     client.post("/api/v1/tenants", json={"name": "acme"}, headers={"X-Auth-Token": operator})
     acme = client.post("/api/v1/tenants/acme/tokens", json={},
                        headers={"X-Auth-Token": operator}).get_json()["token"]
@@ -124,7 +125,7 @@ def test_a_refused_request_is_refused_before_its_body_is_read(app):
 
 def test_a_route_without_a_rule_is_refused(app):
     app.add_url_rule("/api/v1/unruled", "unruled", lambda: "served")
-    operator = auth.bootstrap_token(app.extensions["db"], "admin")
+    operator = tokens.bootstrap_token(app.extensions["db"], "admin")
     answer = app.test_client().get("/api/v1/unruled", headers={"X-Auth-Token": operator})
     assert answer.status_code == 403
     assert answer.get_json()["error"]["message"] == "no policy rule is declared for unruled"
