@@ -166,6 +166,12 @@ DECLARED = (
     # -- Resource Orchestrator and drivers --------------------------------------------------
     Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
             "`local`, `openstack`, `noop`)", "ro"),
+    Setting("CDNAAS_ZONE_PUBLISHER", "text", "local", "how RO delegates each vCDN's name in "
+            "the operator's zone (`CDNAAS_DNS_DOMAIN`) to its DNS VNFs (entry point name: "
+            "`local`, `designate`, `noop`)", "ro"),
+    Setting("CDNAAS_ZONE_TTL", "integer", 60, "seconds resolvers keep a vCDN's NS and glue "
+            "records (how long an old DNS VNF address may still be asked after a region "
+            "change)", "ro"),
     Setting("CDNAAS_RO_WORKERS", "integer", 8, "threads of RO that run deployments", "ro"),
     Setting("CDNAAS_LOCAL_POOL", "text", "198.18.0.0/15", "where the local driver takes each "
             "region's /24", "ro"),
