@@ -1,12 +1,19 @@
 """What the zone publishers' contract test needs of each publisher (:class:`ZoneServer`)
 and DNS questions asked straight at an authoritative server (dnspython)."""
+import contextlib
 import dataclasses
+import os
+from pathlib import Path
 
 import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import pytest
+
+from cdnaas.cli.stack import start_zone_server
+from cdnaas.common.ports import free_loopback_ports
 
 
 @dataclasses.dataclass
@@ -51,3 +58,22 @@ def referral(address, name, timeout=1.0):
 def expected(delegation):
     """:func:`referral`'s view of a published :class:`Delegation`."""
     return {glue.name: sorted(glue.addresses) for glue in delegation.glue}
+
+
+@contextlib.contextmanager
+def local_zone_server(state_dir, zone="cdn.example.net"):
+    """The operator zone's local server (knotd) as a stack starts it, for ``zone`` in
+    ``state_dir`` on a free port, with this process's settings pointing at it (until
+    it stops); yields the port."""
+    port = free_loopback_ports(1)[0]
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (("CDNAAS_STATE_DIR", str(state_dir)), ("CDNAAS_DNS_DOMAIN", zone),
+                            ("CDNAAS_LOCAL_ZONE_PORT", str(port)),
+                            ("CDNAAS_ZONE_PUBLISHER", "local")):
+            patch.setenv(name, value)
+        process = start_zone_server(dict(os.environ), Path(state_dir) / "zone.log")
+        try:
+            yield port
+        finally:
+            process.terminate()
+            process.wait(10)
