@@ -11,7 +11,7 @@ from sqlalchemy import and_, or_, select
 
 from cdnaas import delivery
 from cdnaas.delivery import access
-from cdnaas.common import caching, clock, config, errors, etags, plugins
+from cdnaas.common import caching, clock, config, entry_points, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph
@@ -57,10 +57,11 @@ def instance_view(instance, now=None):
 
 def _entry_point(instance, sig):
     """RO's entry point of a deployed vCDN; before its deployment (SCHEDULED, DEPLOYING)
-    the hostname it was planned with, known at creation so that customers can set their
-    CNAMEs in advance, and no DNS servers yet (RO gives their addresses when it deploys)."""
+    the hostname it was planned with and its name servers' names, known at creation so
+    that customers can set their CNAMEs in advance, without addresses yet (RO publishes
+    them in the operator's zone when it deploys)."""
     if instance.entry_point is None and instance.state in (states.SCHEDULED, states.DEPLOYING):
-        return {"hostname": sig.hostname, "dns_servers": []}
+        return entry_points.planned(sig)
     return instance.entry_point
 
 
