@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from sqlalchemy import select
 
-from cdnaas.common import certificates, clock, config, errors, service_auth
+from cdnaas.common import certificates, clock, config, errors, periodic, service_auth
 from cdnaas.common.clients import RoClient
 from cdnaas.so import hostname_checks, instances, states, tls
 from cdnaas.so.models import Instance
@@ -262,13 +262,8 @@ class Renewer:
 
     def start(self):
         """Run :meth:`renew_once` every ``CDNAAS_ACME_INTERVAL`` seconds in a thread."""
-        def loop():
-            while not self._stop.wait(config.setting("CDNAAS_ACME_INTERVAL")):
-                try:
-                    self.renew_once()
-                except Exception:  # keep renewing; the next pass retries
-                    LOG.exception("managed certificate pass failed")
-        threading.Thread(target=loop, name="so-acme", daemon=True).start()
+        periodic.run_every("CDNAAS_ACME_INTERVAL", self.renew_once, "so-acme", self._stop,
+                           "managed certificate pass")
 
     def stop(self):
         self._stop.set()

@@ -20,7 +20,7 @@ import dns.exception
 import dns.resolver
 from sqlalchemy import select
 
-from cdnaas.common import config, errors
+from cdnaas.common import config, errors, periodic
 from cdnaas.so import states
 from cdnaas.so.models import Instance
 
@@ -163,13 +163,8 @@ class Verifier:
 
     def start(self):
         """Run :meth:`verify_once` every ``CDNAAS_HOSTNAME_CHECK_INTERVAL`` s in a thread."""
-        def loop():
-            while not self._stop.wait(config.setting("CDNAAS_HOSTNAME_CHECK_INTERVAL")):
-                try:
-                    self.verify_once()
-                except Exception:  # keep looking; the next pass retries
-                    LOG.exception("custom hostname pass failed")
-        threading.Thread(target=loop, name="so-hostnames", daemon=True).start()
+        periodic.run_every("CDNAAS_HOSTNAME_CHECK_INTERVAL", self.verify_once, "so-hostnames",
+                           self._stop, "custom hostname pass")
 
     def stop(self):
         self._stop.set()
