@@ -524,7 +524,11 @@ class DeploymentService:
                 restored = self.driver.restore(Deployment.from_dict(record.deployment),
                                                ServiceInstanceGraph.from_dict(record.sig),
                                                progress)
-                restored = self._publish(restored, progress).to_dict()
+                try:
+                    restored = self._publish(restored, progress)
+                except ZoneError as exc:  # it serves; the next update publishes again
+                    LOG.warning("deployment %s: %s", record.id, exc)
+                restored = restored.to_dict()
             else:  # an interrupted deploy may have built VNFs it never recorded: all go
                 delegations.withdraw(ServiceInstanceGraph.from_dict(record.sig).hostname)
                 self.driver.terminate(Deployment.from_dict(record.deployment) if record.deployment
