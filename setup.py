@@ -65,5 +65,10 @@ setup(
             "openstack = cdnaas.ro.power.openstack:OpenStackPowerDriver",
             "local = cdnaas.ro.power.local:LocalPowerDriver",
         ],
+        "cdnaas.zone_publishers": [
+            "noop = cdnaas.ro.zones.noop:NoopZonePublisher",
+            "local = cdnaas.ro.zones.local:LocalZonePublisher",
+            "designate = cdnaas.ro.zones.designate:DesignateZonePublisher",
+        ],
     },
 )

@@ -3,7 +3,9 @@
 A :class:`Stack` migrates the databases, starts ``cdnaas-<service>`` for every
 service with one environment (each binds to the host and port of its
 ``CDNAAS_<SERVICE>_URL``), logs each to ``<state_dir>/logs/<service>.log`` and
-waits until every ``GET /healthz`` answers. It records the process ids in
+waits until every ``GET /healthz`` answers. With RO and the ``local`` zone
+publisher, it first starts the operator zone's server (:func:`start_zone_server`,
+process ``zone``), which RO publishes each vCDN's delegation to. It records the process ids in
 ``<state_dir>/cdnaas.pids`` so that ``cdnaas down`` from another shell can stop
 them (:func:`stop_recorded`).
 """
@@ -22,7 +24,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from cdnaas.common import config
+from cdnaas.common import config, settings
 from cdnaas.common.ports import free_loopback_ports
 
 LOG = logging.getLogger(__name__)
@@ -71,12 +73,60 @@ def free_port_env(state_dir):
     The bind addresses are set too, so a ``CDNAAS_<SERVICE>_BIND`` inherited from
     the caller's environment cannot send a service elsewhere.
     """
-    ports = free_loopback_ports(len(config.SERVICES))
-    env = {"CDNAAS_STATE_DIR": str(state_dir)}
+    ports = free_loopback_ports(len(config.SERVICES) + 1)
+    env = {"CDNAAS_STATE_DIR": str(state_dir), "CDNAAS_LOCAL_ZONE_PORT": str(ports.pop())}
     for svc, port in zip(config.SERVICES, ports):
         env[f"CDNAAS_{svc.upper()}_URL"] = f"http://127.0.0.1:{port}"
         env[f"CDNAAS_{svc.upper()}_BIND"] = f"127.0.0.1:{port}"
     return env
+
+
+# -- the operator zone's local server ---------------------------------------------------------
+
+#: the name of the zone server's process in a stack (pid file, logs)
+ZONE_SERVER = "zone"
+
+
+def serves_zone(env, services):
+    """Whether a stack of ``services`` under ``env`` runs the operator zone's server:
+    RO is among them and publishes with the ``local`` publisher."""
+    return "ro" in services and settings.get("CDNAAS_ZONE_PUBLISHER", env) == "local"
+
+
+def zone_address(env):
+    """The zone server's address in a stack's pid file (``dns://127.0.0.1:<port>``)."""
+    return f"dns://127.0.0.1:{settings.get('CDNAAS_LOCAL_ZONE_PORT', env)}"
+
+
+def start_zone_server(env, log_path, timeout=15.0, detach=False):
+    """Start the operator zone's Knot DNS server (:mod:`cdnaas.ro.zones.knot`) under
+    ``env`` (a whole environment: its state dir and settings), logging to
+    ``log_path``; return its :class:`subprocess.Popen` once it answers for the zone.
+
+    :raises StackError: it exited or did not answer within ``timeout`` (it is stopped).
+    """
+    from cdnaas.ro.zones import knot  # pylint: disable=import-outside-toplevel
+
+    if _port_open(zone_address(env)):
+        raise StackError(f"something already listens on {zone_address(env)}, where the "
+                         "operator zone's server goes: stop it or choose another "
+                         "CDNAAS_LOCAL_ZONE_PORT")
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(  # pylint: disable=consider-using-with
+            [sys.executable, "-m", "cdnaas.ro.zones.knot"], env=env, stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=None if detach else _die_with_parent)
+    port = settings.get("CDNAAS_LOCAL_ZONE_PORT", env)
+    zone = settings.get("CDNAAS_DNS_DOMAIN", env)
+    deadline = time.monotonic() + timeout
+    while not knot.answers(port, zone):
+        if process.poll() is not None or time.monotonic() >= deadline:
+            _terminate({ZONE_SERVER: process.pid}, 5, {ZONE_SERVER: process})
+            raise StackError(f"the operator zone's server (knotd) did not answer for {zone} "
+                             f"at 127.0.0.1:{port} within {timeout}s; last lines of "
+                             f"{log_path}:\n{tail(log_path)}")
+        time.sleep(0.05)
+    return process
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -298,6 +348,10 @@ class Stack:
         self._check_ports()
         self.migrate()
         try:
+            if serves_zone(self.env, self.services) \
+                    and ZONE_SERVER not in running_pids(self.state_dir):  # a restart of some
+                self.processes[ZONE_SERVER] = start_zone_server(
+                    self.env, self.log_path(ZONE_SERVER), detach=detach)
             for svc in self.services:
                 self._spawn(svc, detach)
             self._write_pid_file()
@@ -344,8 +398,9 @@ class Stack:
         survivors = {svc: entry for svc, entry in
                      (read_pid_file(self.state_dir) or {}).get("services", {}).items()
                      if svc in alive and svc not in self.processes}
+        addresses = {**self.urls, ZONE_SERVER: zone_address(self.env)}
         record = {"state_dir": str(self.state_dir), "started_at": time.time(),
-                  "services": {**survivors, **{svc: {"pid": proc.pid, "url": self.urls[svc]}
+                  "services": {**survivors, **{svc: {"pid": proc.pid, "url": addresses[svc]}
                                                for svc, proc in self.processes.items()}}}
         tmp = self.pid_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=2))

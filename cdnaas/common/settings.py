@@ -32,13 +32,14 @@ class Setting:
     group: str
     default_text: str | None = None
 
-    def read(self):
-        """The value now (the default when unset or empty).
+    def read(self, environ=None):
+        """The value now (the default when unset or empty) in ``environ`` (default:
+        ``os.environ``; a child process's environment before it starts).
 
         :raises cdnaas.common.errors.CdnaasError: (500) a value of the wrong kind,
             naming the setting and what it takes.
         """
-        raw = os.environ.get(self.name)
+        raw = (os.environ if environ is None else environ).get(self.name)
         if raw is None or raw == "":
             return self.default
         try:
@@ -166,6 +167,15 @@ DECLARED = (
     # -- Resource Orchestrator and drivers --------------------------------------------------
     Setting("CDNAAS_VIM_DRIVER", "text", "local", "RO's VIM driver (entry point name: "
             "`local`, `openstack`, `noop`)", "ro"),
+    Setting("CDNAAS_ZONE_PUBLISHER", "text", "local", "how RO delegates each vCDN's name in "
+            "the operator's zone (`CDNAAS_DNS_DOMAIN`) to its DNS VNFs (entry point name: "
+            "`local`, `designate`, `noop`)", "ro"),
+    Setting("CDNAAS_ZONE_TTL", "integer", 60, "seconds resolvers keep a vCDN's NS and glue "
+            "records (how long an old DNS VNF address may still be asked after a region "
+            "change)", "ro"),
+    Setting("CDNAAS_LOCAL_ZONE_PORT", "integer", 10053, "port (UDP and TCP, every address of "
+            "this machine) of the operator zone's server the stack starts for the `local` "
+            "publisher; a local region's clients reach it at their bridge's gateway", "ro"),
     Setting("CDNAAS_RO_WORKERS", "integer", 8, "threads of RO that run deployments", "ro"),
     Setting("CDNAAS_LOCAL_POOL", "text", "198.18.0.0/15", "where the local driver takes each "
             "region's /24", "ro"),
@@ -273,12 +283,13 @@ DECLARED = (
 BY_NAME = {setting.name: setting for setting in DECLARED}
 
 
-def get(name):
-    """The value of the declared setting ``name`` now.
+def get(name, environ=None):
+    """The value of the declared setting ``name`` now, in ``environ`` (default:
+    ``os.environ``).
 
     :raises KeyError: ``name`` is not declared (a programming error).
     """
-    return BY_NAME[name].read()
+    return BY_NAME[name].read(environ)
 
 
 def markdown_table():
