@@ -313,6 +313,12 @@ def render(run, venv, kek, rndc_secret):
         poll_max_retries = 30
         [service:producer]
         workers = 1
+        # the producer bumps a changed zone's serial and notifies its servers every
+        # second (default 5 s): a change is served sooner
+        [producer_task:increment_serial]
+        interval = 1
+        [producer_task:delayed_notify]
+        interval = 1
         [oslo_concurrency]
         lock_path = {run}/state/designate/locks
         [oslo_messaging_notifications]
