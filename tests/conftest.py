@@ -22,6 +22,7 @@ UNIT_MODULES = {
     "test_comforts_unit",
     "test_loadgen_agent",
     "test_delivery_registry",
+    "test_zone_units",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
@@ -39,7 +40,7 @@ SYSTEM_MODULES = {
     "test_ranges",
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
-    "test_zone_contract",
+    "test_zone_contract", "test_zone_local",
 }
 
 
@@ -63,6 +64,11 @@ def service_key(tmp_path_factory):
     path = service_auth.ensure_key(folder / "service.key")
     os.environ["CDNAAS_SERVICE_KEY_FILE"] = str(path)
     os.environ["CDNAAS_SECRET_KEY_FILE"] = str(folder / "secrets.key")  # RO's, made by RO
+    # entry points kept in memory unless a test asks for the local zone server (as the
+    # noop VIM driver is the stacks' default): stacks and in-process ROs inherit it
+    os.environ.setdefault("CDNAAS_ZONE_PUBLISHER", "noop")
+    # custom hostnames served as accepted unless a test checks them (tests/test_zone_local.py)
+    os.environ.setdefault("CDNAAS_HOSTNAME_CHECK", "0")
     yield path
 
 

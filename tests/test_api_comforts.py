@@ -205,7 +205,8 @@ def test_a_scheduled_vcdn_shows_its_hostname_for_cnames_set_in_advance(stack):
     accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body(
         "early", lease={"start": "2095-02-01T00:00:00Z", "end": "2095-02-02T00:00:00Z"}))
     assert accepted["vcdn"]["state"] == "SCHEDULED"
-    planned = {"hostname": "early.acme.cdn.example.net", "dns_servers": []}
+    planned = {"hostname": "early.acme.cdn.example.net", "dns_servers": [], "name_servers": [
+        {"name": "dns-0.early.acme.cdn.example.net", "addresses": []}]}
     assert accepted["vcdn"]["entry_point"] == planned
     assert stack.acme.ok("GET", f"/vcdns/{accepted['vcdn']['id']}")["entry_point"] == planned
     [listed] = stack.acme.ok("GET", "/vcdns", params={"name": "early"})["vcdns"]
@@ -214,9 +215,12 @@ def test_a_scheduled_vcdn_shows_its_hostname_for_cnames_set_in_advance(stack):
                    stack.acme.token)
     assert "early.acme.cdn.example.net" in shown.stdout
     assert "once it is deployed" in shown.stdout, shown.stdout
-    # deployed: the same hostname, now with its DNS servers
+    assert "dns-0.early.acme.cdn.example.net" in shown.stdout, shown.stdout
+    # deployed: the same hostname, now with its DNS servers, published as the same NS name
     deployed = active(stack, "now")["entry_point"]
     assert deployed["hostname"] == "now.acme.cdn.example.net" and deployed["dns_servers"]
+    assert deployed["name_servers"] == [{"name": "dns-0.now.acme.cdn.example.net",
+                                         "addresses": sorted(deployed["dns_servers"])}]
 
 
 # -- lists ------------------------------------------------------------------------------------

@@ -186,7 +186,11 @@ def render_vcdn(vcdn):
                   ("Hostname", lambda v: entry.get("hostname") or "-"),
                   ("DNS servers", lambda v: _cell(entry.get("dns_servers")) if entry.get("dns_servers")
                    or not entry.get("hostname") else "once it is deployed"),
-                  ("Hostnames", lambda v: _cell(v.get("hostnames"))),
+                  ("Name servers", lambda v: [
+                      f"{ns['name']} ({', '.join(ns['addresses']) or 'once it is deployed'})"
+                      for ns in entry.get("name_servers") or []]),
+                  ("Hostnames", lambda v: [f"{h['hostname']} ({h['status']})"
+                                           for h in v.get("custom_hostnames") or []]),
                   ("vCPUs", lambda v: vcpus_text(v.get("regions") or [])),
                   *_tls_fields(vcdn.get("tls"), vcdn.get("managed_certificate")),
                   ("HTTPS policy", lambda v: _https_policy_cell(v.get("https_policy"))),

@@ -156,6 +156,14 @@ DECLARED = (
     Setting("CDNAAS_CERT_EXPIRY_DAYS", "list", ["30", "14", "7", "1"], "days before a "
             "certificate's end at which `certificate.expiring` is sent; the vCDN's view shows "
             "the expiry state `expiring` from the largest on", "so"),
+    Setting("CDNAAS_HOSTNAME_CHECK", "flag", True, "a customer's hostname is served only once "
+            "SO sees its CNAME to the vCDN's entry point (or its TXT token at "
+            "`_cdnaas.<hostname>`); `0` serves names as they are accepted", "so"),
+    Setting("CDNAAS_HOSTNAME_RESOLVER", "text", None, "the resolver (`ip` or `ip:port`) SO "
+            "looks customers' hostnames up through", "so",
+            default_text="this machine's (`/etc/resolv.conf`)"),
+    Setting("CDNAAS_HOSTNAME_CHECK_INTERVAL", "number", 30.0, "seconds between SO's looks at "
+            "the custom hostnames still pending", "so"),
     Setting("CDNAAS_QUOTA_VCDNS", "integer", 100, "a tenant's vCDNs (not DELETED or FAILED), "
             "unless the operator set another default or the tenant's own quota", "so"),
     Setting("CDNAAS_QUOTA_VCPUS_PER_REGION", "integer", 1024, "vCPUs a tenant's vCDNs may "

@@ -34,6 +34,8 @@ from cdnaas.ro import logstream_metrics, traffic
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
 from cdnaas.ro.vim.base import Deployment, EntryPoint, RemovalIncomplete, VimError
+from cdnaas.ro.zones import delegations
+from cdnaas.ro.zones.base import ZoneError
 
 LOG = logging.getLogger(__name__)
 PROGRESS_INTERVAL = 0.1  # seconds between two recorded reports of a step in progress
@@ -43,6 +45,8 @@ INSERT_RETRIES = 3  # tries of a request racing another replica to create one re
 VNF_FIELDS = ("name", "role", "region", "host", "address", "vcpus")
 RESTART_STEP = "undo after restart"
 RESTART = "a restart of the resource orchestrator"  # what interrupted work a replica finishes
+PUBLISH_STEP = "publish entry point"
+WITHDRAW_STEP = "withdraw entry point"
 
 
 class DeploymentService:
@@ -434,26 +438,71 @@ class DeploymentService:
         except VimError as exc:
             self._save(deployment_id, ERROR, error=f"deploy failed: {exc}")
             return
+        try:
+            deployment = self._publish(deployment, progress)
+        except ZoneError as exc:  # a vCDN nobody can find is not deployed: undo it
+            try:
+                delegations.withdraw(sig.hostname)
+                self.driver.terminate(deployment, progress)
+            except (VimError, ZoneError) as undo:
+                self._save(deployment_id, ERROR, deployment=deployment.to_dict(),
+                           error=f"deploy failed: {exc}; and undoing it failed: {undo}")
+                return
+            self._save(deployment_id, ERROR, error=f"deploy failed: {exc}; its resources "
+                                                   "were removed")
+            return
         self._save(deployment_id, ACTIVE, deployment=deployment.to_dict())
+
+    def _publish(self, deployment, progress):
+        """``deployment`` with its entry point published in the operator's zone.
+
+        :raises ZoneError: it could not be (the step is left unfinished).
+        """
+        progress(PUBLISH_STEP, 0, 1)
+        try:
+            published = delegations.publish(deployment)
+        except ZoneError as exc:
+            raise ZoneError(f"the entry point {deployment.entry_point.hostname} could not be "
+                            f"published in the operator's zone: {exc}") from exc
+        progress(PUBLISH_STEP, 1, 1)
+        return published
 
     def _update(self, deployment_id, sig):
         record = self._load(deployment_id)
         old = Deployment.from_dict(record.deployment)
+        progress = self._progress(deployment_id)
+        errors_left = []
         try:
-            new = self.driver.update(old, sig, self._progress(deployment_id),
+            new = self.driver.update(old, sig, progress,
                                      previous=ServiceInstanceGraph.from_record(record.sig))
         except RemovalIncomplete as exc:  # the new deployment serves: it is the record
-            self._save(deployment_id, ACTIVE, sig=sig.to_dict(),
-                       deployment=exc.deployment.to_dict(), error=str(exc))
-            return
+            new = exc.deployment
+            errors_left.append(str(exc))
         except VimError as exc:
             self._save(deployment_id, ACTIVE,
                        error=f"update failed; the previous deployment still serves: {exc}")
             return
-        self._save(deployment_id, ACTIVE, sig=sig.to_dict(), deployment=new.to_dict())
+        try:  # the same NS names; the glue follows the DNS VNFs to their new addresses
+            new = self._publish(new, progress)
+        except ZoneError as exc:  # it serves: the next update or restart publishes again
+            new = dataclasses.replace(new, entry_point=dataclasses.replace(
+                new.entry_point, name_servers=old.entry_point.name_servers))
+            errors_left.append(str(exc))
+        self._save(deployment_id, ACTIVE, sig=sig.to_dict(), deployment=new.to_dict(),
+                   **({"error": "; ".join(errors_left)} if errors_left else {}))
 
     def _terminate(self, deployment_id):
-        recorded = self._load(deployment_id).deployment
+        record = self._load(deployment_id)
+        recorded = record.deployment
+        progress = self._progress(deployment_id)
+        try:  # first, so that resolvers are no longer sent to VNFs about to go
+            progress(WITHDRAW_STEP, 0, 1)
+            delegations.withdraw(ServiceInstanceGraph.from_dict(record.sig).hostname)
+            progress(WITHDRAW_STEP, 1, 1)
+        except ZoneError as exc:
+            self._save(deployment_id, ERROR, error=f"terminate failed: the entry point could "
+                                                   f"not be withdrawn: {exc}")
+            return
         try:
             if recorded:
                 self.driver.terminate(Deployment.from_dict(recorded),
@@ -474,11 +523,17 @@ class DeploymentService:
             if record.status == UPDATING:
                 restored = self.driver.restore(Deployment.from_dict(record.deployment),
                                                ServiceInstanceGraph.from_dict(record.sig),
-                                               progress).to_dict()
+                                               progress)
+                try:
+                    restored = self._publish(restored, progress)
+                except ZoneError as exc:  # it serves; the next update publishes again
+                    LOG.warning("deployment %s: %s", record.id, exc)
+                restored = restored.to_dict()
             else:  # an interrupted deploy may have built VNFs it never recorded: all go
+                delegations.withdraw(ServiceInstanceGraph.from_dict(record.sig).hostname)
                 self.driver.terminate(Deployment.from_dict(record.deployment) if record.deployment
                                       else _unrecorded(record, self.driver.name), progress)
-        except VimError as exc:
+        except (VimError, ZoneError) as exc:
             self._save(record.id, ERROR, error=f"the {action} was interrupted by {cause} "
                        f"and could not be undone: {exc}")
             return

@@ -41,9 +41,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from sqlalchemy import select
 
-from cdnaas.common import certificates, clock, config, errors, service_auth
+from cdnaas.common import certificates, clock, config, errors, periodic, service_auth
 from cdnaas.common.clients import RoClient
-from cdnaas.so import instances, states, tls
+from cdnaas.so import hostname_checks, instances, states, tls
 from cdnaas.so.models import Instance
 
 LOG = logging.getLogger(__name__)
@@ -194,7 +194,9 @@ def due(service, now):
     ``now`` (``first certificate``, ``hostnames changed``, ``renewal``), or None."""
     if not tls.managed_of(service):
         return None
-    current, hostnames = tls.tls_of(service), tls.hostnames_of(service)
+    current, hostnames = tls.tls_of(service), hostname_checks.active(service)
+    if not hostnames:  # none seen pointing at the vCDN yet: the CA could not check them
+        return None
     if current is None:
         return "first certificate"
     if not all(certificates.covers(current.get("names", []), name) for name in hostnames):
@@ -228,7 +230,7 @@ class Renewer:
             return []
         now = now or clock.now()
         with self.database.sessions() as session:
-            wanted = [(i.id, tls.hostnames_of(i.service), why)
+            wanted = [(i.id, hostname_checks.active(i.service), why)
                       for i in session.scalars(select(Instance).where(
                           Instance.state == states.ACTIVE))
                       for why in [due(i.service, now)] if why]
@@ -260,13 +262,8 @@ class Renewer:
 
     def start(self):
         """Run :meth:`renew_once` every ``CDNAAS_ACME_INTERVAL`` seconds in a thread."""
-        def loop():
-            while not self._stop.wait(config.setting("CDNAAS_ACME_INTERVAL")):
-                try:
-                    self.renew_once()
-                except Exception:  # keep renewing; the next pass retries
-                    LOG.exception("managed certificate pass failed")
-        threading.Thread(target=loop, name="so-acme", daemon=True).start()
+        periodic.run_every("CDNAAS_ACME_INTERVAL", self.renew_once, "so-acme", self._stop,
+                           "managed certificate pass")
 
     def stop(self):
         self._stop.set()

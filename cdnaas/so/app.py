@@ -3,6 +3,7 @@ from cdnaas.common.app import make_app
 from cdnaas.db import engine
 from cdnaas.so import webhooks
 from cdnaas.so.acme import Renewer
+from cdnaas.so.hostname_checks import Verifier
 from cdnaas.so.operations import OperationRunner
 from cdnaas.so.views import blueprint
 from cdnaas.so.webhook_delivery import Dispatcher
@@ -26,4 +27,6 @@ def create_app(database=None, runner=None, background=True):
         app.extensions["webhooks"] = dispatcher
         app.extensions["acme"] = Renewer(database, runner.submit)
         app.extensions["acme"].start()
+        app.extensions["hostnames"] = Verifier(database, runner.submit)
+        app.extensions["hostnames"].start()
     return app

@@ -11,13 +11,13 @@ from sqlalchemy import and_, or_, select
 
 from cdnaas import delivery
 from cdnaas.delivery import access
-from cdnaas.common import caching, clock, config, errors, etags, plugins
+from cdnaas.common import caching, clock, config, entry_points, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat
 from cdnaas.common.validation import parse_origin
-from cdnaas.so import capacity, pricing, quotas, states, tls, webhooks
+from cdnaas.so import capacity, hostname_checks, pricing, quotas, states, tls, webhooks
 from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
 
@@ -49,6 +49,7 @@ def instance_view(instance, now=None):
             "lease": {"start": isoformat(instance.lease_start), "end": isoformat(instance.lease_end)},
             "regions": regions, "entry_point": _entry_point(instance, sig),
             **tls.view(instance.service, now or clock.now()),
+            "custom_hostnames": hostname_checks.view(instance.id, instance.service, sig.hostname),
             "cache_rules": caching.cache_rules((instance.service or {}).get("cache_rules")),
             **delivery.view(instance.service),
             "revision": instance.revision,
@@ -57,10 +58,11 @@ def instance_view(instance, now=None):
 
 def _entry_point(instance, sig):
     """RO's entry point of a deployed vCDN; before its deployment (SCHEDULED, DEPLOYING)
-    the hostname it was planned with, known at creation so that customers can set their
-    CNAMEs in advance, and no DNS servers yet (RO gives their addresses when it deploys)."""
+    the hostname it was planned with and its name servers' names, known at creation so
+    that customers can set their CNAMEs in advance, without addresses yet (RO publishes
+    them in the operator's zone when it deploys)."""
     if instance.entry_point is None and instance.state in (states.SCHEDULED, states.DEPLOYING):
-        return {"hostname": sig.hostname, "dns_servers": []}
+        return entry_points.planned(sig)
     return instance.entry_point
 
 
@@ -344,7 +346,7 @@ def quote(database, tenant, body, now=None):
 
 
 def update(database, instance_id, body, tenant=None, if_match=None, now=None,
-           reason="customer", issued=False):
+           reason="customer", issued=False, verified=()):
     """Change an ACTIVE or SCHEDULED vCDN as ``body`` asks (:mod:`cdnaas.so.changes`);
     return ``(instance, operation)``.
 
@@ -357,6 +359,8 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None,
     :param reason: recorded with the operation (SO's own renewals give theirs).
     :param issued: the body's certificate is a managed one SO obtained
         (:func:`cdnaas.so.tls.change`).
+    :param verified: customer hostnames SO saw pointing at the vCDN, now served
+        (:mod:`cdnaas.so.hostname_checks`).
     :raises PreconditionFailed: ``if_match`` is not the vCDN's current ETag.
     :raises BadRequest/Conflict/Unprocessable: nothing was written.
     """
@@ -376,6 +380,8 @@ def update(database, instance_id, body, tenant=None, if_match=None, now=None,
         _check_quality(change.regions, template)
         service, superseded = tls.change(instance.service, body, old_sig.hostname, now, stored,
                                          issued)
+        if verified:
+            service = tls.record_verified(service, verified)
         if "cache_rules" in body:  # replaced whole
             service = caching.with_rules(service, caching.stored_rules(body["cache_rules"]))
         service = delivery.accept(body, service)

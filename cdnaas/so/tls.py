@@ -28,6 +28,7 @@ from cdnaas.common import certificates, config, errors
 from cdnaas.delivery import https
 from cdnaas.common.clients import RoClient
 from cdnaas.common.validation import HOSTNAME, MAX_HOSTNAME
+from cdnaas.so import hostname_checks
 from cdnaas.so.models import Instance
 
 LOG = logging.getLogger(__name__)
@@ -78,8 +79,12 @@ def warning_days():
 
 
 def sig_service(service):
-    """The SIG's ``service`` for an instance's ``service``: its entries that are set."""
-    return {k: v for k, v in (service or {}).items() if v}
+    """The SIG's ``service`` for an instance's ``service``: its entries that are set, with
+    only the customer hostnames that are active (:func:`cdnaas.so.hostname_checks.active`)."""
+    out = {k: v for k, v in (service or {}).items() if v and k != hostname_checks.VERIFIED}
+    out.pop("hostnames", None)
+    served = hostname_checks.active(service)
+    return {**out, "hostnames": served} if served else out
 
 
 def restored(service, previous_sig):
@@ -298,14 +303,25 @@ def record(service, hostnames, tls, managed=False):
     (None: HTTP only) and whether SO ``managed`` the certificate in place of its own;
     empty entries left out."""
     out = {k: v for k, v in (service or {}).items()
-           if k not in ("hostnames", "tls", "managed_certificate")}
+           if k not in ("hostnames", "tls", "managed_certificate", hostname_checks.VERIFIED)}
     if hostnames:
         out["hostnames"] = hostnames
+    verified = hostname_checks.kept_verified(service, hostnames or [])
+    if verified:
+        out[hostname_checks.VERIFIED] = verified
     if tls:
         out["tls"] = tls
     if managed:
         out["managed_certificate"] = True
     return out
+
+
+def record_verified(service, verified):
+    """``service`` with the customer hostnames ``verified`` (among its own) recorded as
+    seen pointing at the vCDN."""
+    hostnames = hostnames_of(service)
+    seen = set(hostname_checks.kept_verified(service, hostnames)) | set(verified)
+    return {**service, hostname_checks.VERIFIED: [h for h in hostnames if h in seen]}
 
 
 def change(service, body, own_hostname, now, stored, issued=False):
@@ -329,8 +345,10 @@ def change(service, body, own_hostname, now, stored, issued=False):
     elif not issued and wants_managed(sent):
         check_managed(sent, hostnames)
         managed = True
-    elif "certificate" in body:
-        tls = stored.keep(check_certificate(body, hostnames, own_hostname, now))
+    elif "certificate" in body:  # SO's own order covers the names served (not those pending)
+        covered = hostname_checks.active(record(service, hostnames, None)) if issued \
+            else hostnames
+        tls = stored.keep(check_certificate(body, covered, own_hostname, now))
         managed = managed and issued
     elif managed and "hostnames" in body:
         check_managed({"managed": True}, hostnames)

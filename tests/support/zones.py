@@ -2,6 +2,7 @@
 and DNS questions asked straight at an authoritative server (dnspython)."""
 import contextlib
 import dataclasses
+import ipaddress
 import os
 from pathlib import Path
 
@@ -10,10 +11,14 @@ import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import dns.tsig
+import dns.tsigkeyring
+import dns.update
 import pytest
 
 from cdnaas.cli.stack import start_zone_server
 from cdnaas.common.ports import free_loopback_ports
+from cdnaas.ro.zones import knot
 
 
 @dataclasses.dataclass
@@ -77,3 +82,69 @@ def local_zone_server(state_dir, zone="cdn.example.net"):
         finally:
             process.terminate()
             process.wait(10)
+
+
+#: a recursive resolver that asks again on every query (nothing cached past its TTL of
+#: 0), so that each answer goes through the operator's zone and a DNS VNF
+UNBOUND_CONF = """server:
+    interface: {address}@53
+    access-control: 0.0.0.0/0 allow
+    do-ip6: no
+    do-daemonize: yes
+    username: ""
+    chroot: ""
+    directory: "{folder}"
+    pidfile: "{folder}/unbound.pid"
+    logfile: "{folder}/unbound.log"
+    verbosity: 1
+    num-threads: 1
+    module-config: "iterator"
+    qname-minimisation: no
+    cache-max-ttl: 0
+    cache-max-negative-ttl: 0
+    infra-host-ttl: 1
+stub-zone:
+    name: "{zone}"
+    stub-addr: {server}@{port}
+"""
+
+
+@contextlib.contextmanager
+def recursive_resolver(viewer, folder, zone, subnet, port):
+    """Debian's ``unbound`` in ``viewer``'s namespace (a region's client), listening on
+    the client's address, with a stub zone sending ``zone`` to the local zone server at
+    port ``port`` of the gateway of the region's ``subnet``; stopped after.
+
+    The client's own address is in a client prefix (geo-DNS steers by it), which the
+    root namespace has no route to: the client is given a second address in the region's
+    subnet, used only towards the gateway, so that the zone server's answers come back.
+    """
+    subnet = ipaddress.ip_network(subnet)
+    gateway = subnet.network_address + 1
+    for command in (["ip", "addr", "add", f"{subnet.broadcast_address - 2}/32", "dev", "eth0"],
+                    ["ip", "route", "replace", str(subnet), "dev", "eth0", "src", viewer.address],
+                    ["ip", "route", "replace", f"{gateway}/32", "dev", "eth0", "src",
+                     str(subnet.broadcast_address - 2)]):
+        viewer.run(command)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "unbound.conf"
+    conf.write_text(UNBOUND_CONF.format(address=viewer.address, folder=folder, zone=zone,
+                                        server=gateway, port=port))
+    viewer.run(["unbound", "-c", str(conf)])
+    try:
+        yield viewer
+    finally:
+        pid = int((folder / "unbound.pid").read_text())
+        os.kill(pid, 15)
+
+
+def add_record(state_dir, port, zone, name, kind, value, ttl=1):
+    """Add ``name`` ``kind`` ``value`` to ``zone`` on a local zone server started from
+    ``state_dir`` (:func:`local_zone_server`), with its update key (RFC 2136)."""
+    key_name, secret = knot.update_key(knot.server_files(state_dir))
+    update = dns.update.UpdateMessage(f"{zone}.", keyring=dns.tsigkeyring.from_text(
+        {key_name: secret}), keyname=key_name, keyalgorithm=dns.tsig.HMAC_SHA256)
+    update.add(f"{name}.", ttl, kind, value)
+    answer = dns.query.tcp(update, "127.0.0.1", port=port, timeout=3)
+    assert answer.rcode() == dns.rcode.NOERROR, answer

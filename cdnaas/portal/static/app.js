@@ -346,7 +346,11 @@ function showFacts(vcdn, etag) {
     ["Flavor", `${vcdn.flavor} v${vcdn.template_version}`],
     ["Entry point", entry.hostname ? `${entry.hostname} (${(entry.dns_servers || []).length
       ? `DNS servers ${entry.dns_servers.join(", ")}` : "DNS servers once it is deployed"})` : "not yet"],
-    ["Custom hostnames", (vcdn.hostnames || []).join(", ") || "none"],
+    ["Name servers", (entry.name_servers || []).map((ns) => `${ns.name} (${ns.addresses.join(", ")
+      || "once it is deployed"})`).join("; ") || "none yet"],
+    ["Custom hostnames", (vcdn.custom_hostnames || []).map((h) => h.status === "active" ? h.hostname
+      : `${h.hostname} (pending: create ${h.records.map((r) => `${r.name} ${r.type} ${r.value}`)
+        .join(" or ")})`).join(", ") || (vcdn.hostnames || []).join(", ") || "none"],
     ["HTTPS", tls ? `${tls.subject}, ${certificateLifetime(vcdn)}, SHA-256 ${tls.fingerprint_sha256}`
       : vcdn.managed_certificate ? "not yet: the managed certificate is being obtained" : "no: HTTP only"],
     ["HTTPS policy", httpsPolicyText(vcdn.https_policy)],

@@ -140,7 +140,12 @@ class RemovalIncomplete(VimError):
 
 @dataclasses.dataclass
 class VnfInstance:
-    """A running VNF as the driver created it."""
+    """A running VNF as the driver created it.
+
+    ``addresses``: every address of a VNF on several networks (the local driver's DNS
+    VNF has one on each region's bridge), ``address`` first; empty when it has only
+    ``address``.
+    """
 
     name: str
     role: str
@@ -149,14 +154,21 @@ class VnfInstance:
     address: str
     resource_id: str
     vcpus: int
+    addresses: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
 class EntryPoint:
-    """Where a content provider points its clients: the hostname and its DNS servers."""
+    """Where a content provider points its clients: the hostname and its DNS servers.
+
+    ``name_servers``: ``[{"name", "addresses"}]``, the stable NS names (one per DNS VNF)
+    the operator's zone delegates the hostname to, as RO published them
+    (:mod:`cdnaas.ro.zones`); empty until then.
+    """
 
     hostname: str
     dns_servers: list[str]
+    name_servers: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

@@ -28,6 +28,7 @@ import ipaddress
 import re
 
 from cdnaas.common import config
+from cdnaas.common.entry_points import name_server
 
 #: one DNS label as a host name may have it (RFC 1123): letters, digits, inner hyphens
 _LDH = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -180,7 +181,7 @@ def plan(label, servers, zone, ttl):
         raise ZoneRefused(f"{name}: two name servers share a host name")
     if not isinstance(ttl, int) or isinstance(ttl, bool) or not 1 <= ttl <= 86400:
         raise ZoneRefused(f"ttl {ttl!r} must be seconds from 1 to 86400")
-    glue = tuple(Glue(f"{s.host}.{name}", s.addresses) for s in servers)
+    glue = tuple(Glue(name_server(s.host, name), s.addresses) for s in servers)
     return Delegation(name=name, name_servers=tuple(g.name for g in glue), glue=glue, ttl=ttl)
 
 

@@ -708,16 +708,17 @@ class LocalDriver(VimDriver):
     def _deployment(self, owner, sig, layout, addresses):
         vnfs, dns_servers = [], []
         for vnf in sig.vnfs:
-            address = addresses[vnf.name]
+            address, legs = addresses[vnf.name], []
             if vnf.role == "dns":
                 dns_servers += address
-                address = address[0]
+                address, legs = address[0], list(address)
             elif vnf.role == "shield":
                 address = _managed_address(sig, vnf, addresses)
             vnfs.append(VnfInstance(name=vnf.name, role=vnf.role, region=vnf.region,
                                     host=vnf.host, address=address, vcpus=vnf.vcpus,
                                     resource_id=network.namespace_name(owner, sig.vcdn_id,
-                                                                       vnf.name)))
+                                                                       vnf.name),
+                                    addresses=legs))
         endpoints = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
                      for r in sig.regions}
         return Deployment(deployment_id=sig.vcdn_id, driver=self.name, vnfs=vnfs,

@@ -1,0 +1,176 @@
+"""Entry points that never move, on the embedded default: the stack's local zone server
+(Knot DNS) delegates each vCDN's name to its DNS VNFs, and a recursive resolver (Debian's
+unbound) in a region's client namespace follows that delegation to the region's
+balancer, before, during and after regions are removed and added. Real nginx, dnsmasq,
+knotd and unbound (root only)."""
+import ipaddress
+import os
+import threading
+import time
+
+import pytest
+
+from cdnaas.ro.vim.local import clients, network
+from tests.support.api import populate, vcdn_body
+from tests.support.stack import running_stack
+from tests.support.zones import add_record, local_zone_server, recursive_resolver, referral
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
+
+ZONE = "cdn.example.net"
+CLIENT = {"eu-west": "10.1.0.31", "us-east": "10.2.0.31"}
+#: how long, and how many queries, the resolving loop may take during the region changes
+LOOP_SECONDS, LOOP_QUERIES = 600, 3000
+
+
+#: the customer's own zone, where its hostname's CNAME appears (a second Knot server)
+CUSTOMER_ZONE = "customer.example"
+
+
+@pytest.fixture(scope="module")
+def customer_zone(tmp_path_factory):
+    """``(state dir, port)`` of the customer's zone server."""
+    folder = tmp_path_factory.mktemp("customer-zone")
+    with local_zone_server(folder, CUSTOMER_ZONE) as port:
+        yield folder, port
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, customer_zone):
+    tmp = tmp_path_factory.mktemp("zone-stack")
+    extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_ZONE_PUBLISHER": "local",
+             "CDNAAS_DNS_DOMAIN": ZONE, "CDNAAS_HOSTNAME_CHECK": "1",
+             "CDNAAS_HOSTNAME_RESOLVER": f"127.0.0.1:{customer_zone[1]}",
+             "CDNAAS_HOSTNAME_CHECK_INTERVAL": "0.5"}
+    with running_stack(None, tmp, extra_env=extra) as running:
+        yield populate(running)
+
+
+def _resolver(stack, vcdn_id, region, folder):
+    """A client of ``region`` with its recursive resolver, asking the stack's zone server
+    at the region bridge's gateway."""
+    subnet = ipaddress.ip_network(network.find_bridge(vcdn_id, region)[1], strict=False)
+    viewer = clients.client(vcdn_id, region, CLIENT[region])
+    return viewer, lambda client: recursive_resolver(
+        client, folder / region, ZONE, subnet, stack.env["CDNAAS_LOCAL_ZONE_PORT"])
+
+
+def _wait(stack, accepted):
+    operation = stack.acme.wait(accepted["operation"]["id"], 300)
+    assert operation["state"] == "COMPLETED", operation
+    return stack.acme.ok("GET", f"/vcdns/{operation['vcdn_id']}")
+
+
+def _balancers(vcdn):
+    return {r["name"]: r["load_balancer"] for r in vcdn["regions"]}
+
+
+class Resolving:
+    """The us-east client asking its recursive resolver for ``name`` back to back (each
+    ``dig`` waits 1 s and tries twice), at most :data:`LOOP_QUERIES` times or
+    :data:`LOOP_SECONDS`."""
+
+    def __init__(self, viewer, name):
+        self.viewer, self.name = viewer, name
+        self.answers = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        deadline = time.monotonic() + LOOP_SECONDS
+        while not self.stop.is_set() and time.monotonic() < deadline \
+                and len(self.answers) < LOOP_QUERIES:
+            self.answers.append(self.viewer.resolve(self.viewer.address, self.name))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        time.sleep(1.0)
+        self.stop.set()
+        self.thread.join(30)
+
+
+def test_the_name_answers_through_the_delegation_while_regions_go_and_come(
+        stack, origin, tmp_path):
+    body = vcdn_body("steady", (("eu-west", 10), ("us-east", 10)),
+                     origin=f"http://127.0.0.1:{origin.server_address[1]}")
+    accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
+    name = f"steady.acme.{ZONE}"
+    planned = accepted["vcdn"]["entry_point"]
+    assert planned["hostname"] == name
+    assert [ns["name"] for ns in planned["name_servers"]] == [f"dns-0.{name}"]
+    vcdn = _wait(stack, accepted)
+    entry = vcdn["entry_point"]
+    assert entry["hostname"] == name
+    assert entry["name_servers"] == [{"name": f"dns-0.{name}",
+                                      "addresses": sorted(entry["dns_servers"])}]
+    balancers = _balancers(vcdn)
+    for region in ("eu-west", "us-east"):
+        viewer, resolver = _resolver(stack, vcdn["id"], region, tmp_path)
+        with viewer as client, resolver(client):
+            assert client.resolve(client.address, name) == [balancers[region]]
+
+    viewer, resolver = _resolver(stack, vcdn["id"], "us-east", tmp_path)
+    with viewer as client, resolver(client), Resolving(client, name) as resolving:
+        shrunk = _wait(stack, stack.acme.ok("PATCH", f"/vcdns/{vcdn['id']}", 202,
+                                            json={"remove_regions": ["eu-west"]}))
+        grown = _wait(stack, stack.acme.ok("PATCH", f"/vcdns/{vcdn['id']}", 202, json={
+            "regions": [{"name": "eu-west", "demand": 10, "quality": {"min_mos": 4.0}}]}))
+    answers = resolving.answers
+    assert len(answers) > 20
+    failed = [(i, a) for i, a in enumerate(answers) if a != [balancers["us-east"]]]
+    assert failed == [], f"{len(failed)} of {len(answers)} answers failed: {failed[:5]}"
+    # the same name and name server names throughout; only the glue followed the VNF
+    for changed in (shrunk, grown):
+        assert changed["entry_point"]["hostname"] == name
+        assert [ns["name"] for ns in changed["entry_point"]["name_servers"]] == [f"dns-0.{name}"]
+    assert shrunk["entry_point"]["name_servers"][0]["addresses"] == \
+        sorted(shrunk["entry_point"]["dns_servers"])
+    assert len(grown["entry_point"]["name_servers"][0]["addresses"]) == 2
+    # the region added back is answered with its own (new) balancer through the delegation
+    viewer, resolver = _resolver(stack, vcdn["id"], "eu-west", tmp_path / "again")
+    with viewer as client, resolver(client):
+        assert client.resolve(client.address, name) == [_balancers(grown)["eu-west"]]
+
+    ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn['id']}", 202)
+    assert stack.acme.wait(ended["operation"]["id"], 120)["state"] == "COMPLETED"
+    assert referral(("127.0.0.1", int(stack.env["CDNAAS_LOCAL_ZONE_PORT"])), name)[1] == {}
+
+
+def _hostname_status(stack, vcdn_id):
+    return {h["hostname"]: h for h in stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["custom_hostnames"]}
+
+
+def test_a_custom_hostname_is_served_once_its_cname_appears(stack, origin, customer_zone):
+    www = f"www.{CUSTOMER_ZONE}"
+    body = vcdn_body("custom", (("us-east", 10),), hostnames=[www],
+                     origin=f"http://127.0.0.1:{origin.server_address[1]}")
+    vcdn = _wait(stack, stack.acme.ok("POST", "/vcdns", 202, json=body))
+    entry = vcdn["entry_point"]["hostname"]
+    pending = _hostname_status(stack, vcdn["id"])[www]
+    assert pending["status"] == "pending"
+    assert {"type": "CNAME", "name": www, "value": entry} in pending["records"]
+    assert any(r["type"] == "TXT" and r["name"] == f"_cdnaas.{www}" for r in pending["records"])
+    balancer = _balancers(vcdn)["us-east"]
+    with clients.client(vcdn["id"], "us-east", CLIENT["us-east"]) as client:
+        server = vcdn["entry_point"]["dns_servers"][0]
+        assert client.resolve(server, www) == []  # not served while pending
+        add_record(*customer_zone, CUSTOMER_ZONE, www, "CNAME", f"{entry}.")
+        deadline = time.monotonic() + 120
+        while _hostname_status(stack, vcdn["id"])[www]["status"] != "active":
+            assert time.monotonic() < deadline, _hostname_status(stack, vcdn["id"])
+            time.sleep(0.5)
+        assert _hostname_status(stack, vcdn["id"])[www] == {"hostname": www, "status": "active",
+                                                            "records": []}
+        # the update SO started serves it: the DNS VNF answers the name now
+        deadline = time.monotonic() + 300
+        while client.resolve(server, www) != [balancer]:
+            assert time.monotonic() < deadline, stack.acme.ok("GET", f"/vcdns/{vcdn['id']}")
+            time.sleep(1)
+        while stack.acme.ok("GET", f"/vcdns/{vcdn['id']}")["state"] != "ACTIVE":
+            assert time.monotonic() < deadline
+            time.sleep(1)
+    ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn['id']}", 202)
+    assert stack.acme.wait(ended["operation"]["id"], 120)["state"] == "COMPLETED"
