@@ -40,6 +40,7 @@ SYSTEM_MODULES = {
     "test_ranges",
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
+    "test_openstack_zone_designate",
     "test_zone_contract", "test_zone_local",
 }
 

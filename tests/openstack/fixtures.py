@@ -237,11 +237,11 @@ def on_minicloud(item):
 @pytest.fixture(scope="module")
 def designate_zone(minicloud):
     """A zone of the mini cloud's Designate for this module's tests (in project
-    ``cdnaas``, name ``<random>.minicloud.test``): the tests' publisher makes it
+    ``cdnaas``, name ``<random>.minicloud.example``): the tests' publisher makes it
     (``ensure_zone``); it is deleted after them, with what they left in it."""
     from openstack import connection
     from openstack import config as os_config
-    name = f"z{uuid.uuid4().hex[:8]}.minicloud.test"
+    name = f"z{uuid.uuid4().hex[:8]}.minicloud.example"
     yield name
     conn = connection.Connection(config=os_config.OpenStackConfig(
         config_files=[str(minicloud)]).get_one("minicloud"))

@@ -90,7 +90,7 @@ class DesignateZonePublisher(ZonePublisher):
         ns = held.get((name, "NS"))
         if ns is None:
             return None
-        targets = sorted(_relative_free(r) for r in ns.records)
+        targets = sorted(_bare(r) for r in ns.records)
         return Delegation(name=name, name_servers=tuple(targets), ttl=ns.ttl, glue=tuple(
             Glue(target, tuple(sorted(
                 address for kind in ("A", "AAAA")
@@ -134,7 +134,7 @@ class DesignateZonePublisher(ZonePublisher):
         if recordset is None:
             return self.conn.dns.create_recordset(zone, name=f"{owner}.", type=kind,
                                                   records=records, ttl=ttl).id
-        if sorted(_relative_free(r) for r in recordset.records) == sorted(values) \
+        if sorted(_bare(r) for r in recordset.records) == sorted(values) \
                 and recordset.ttl == ttl:
             return None
         return self.conn.dns.update_recordset(recordset, records=records, ttl=ttl).id
@@ -175,7 +175,7 @@ class DesignateZonePublisher(ZonePublisher):
                                   "says why)")
 
 
-def _relative_free(value):
+def _bare(value):
     """A record's value as the API shows it, without the trailing dot of a name."""
     return value.rstrip(".").lower()
 
