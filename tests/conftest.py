@@ -42,6 +42,7 @@ SYSTEM_MODULES = {
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
     "test_openstack_identity",
+    "test_openstack_zone_designate",
     "test_zone_contract", "test_zone_local",
 }
 

@@ -265,6 +265,12 @@ DECLARED = (
             "part above it is refused (422) before anything is stored", "openstack"),
     Setting("CDNAAS_POWER_DRIVER", "text", "log", "RO's host power driver (entry point name: "
             "`log` records and logs, `noop`, `openstack`, `local`)", "ro"),
+    Setting("CDNAAS_DESIGNATE_CLOUD", "text", None, "the `clouds.yaml` entry of the "
+            "`designate` zone publisher: the operator's zone lives in its project", "ro",
+            default_text="the VIM driver's cloud"),
+    Setting("CDNAAS_DESIGNATE_TIMEOUT", "number", 120.0, "seconds the `designate` zone "
+            "publisher waits for a change to be served by every DNS server of the zone's "
+            "pool (ACTIVE)", "ro"),
     Setting("CDNAAS_POWER_OS_CLOUD", "text", None, "the `clouds.yaml` entry (admin) of the "
             "`openstack` power driver", "ro", default_text="the VIM driver's cloud"),
     Setting("CDNAAS_POWER_TIMEOUT", "number", 300.0, "seconds the `openstack` power driver "

@@ -16,6 +16,9 @@ PORTS = {
     "mariadb": 13306, "rabbitmq": 15682, "rabbitmq_dist": 15683, "epmd": 14369,
     "keystone": 5000, "glance": 9292, "placement": 8778, "nova": 8774,
     "neutron": 9696, "octavia": 9876, "barbican": 9311,
+    # Designate's API and mini-DNS (the primary its DNS servers transfer zones from), and
+    # BIND, the DNS server of its pool (the port it answers on, and its rndc control channel)
+    "designate": 9001, "designate_mdns": 15354, "bind": 15353, "bind_rndc": 15953,
 }
 
 #: nova-compute processes: (host name, availability zone): two "regional data centers" of
@@ -25,7 +28,7 @@ COMPUTE_HOSTS = (("mc-north-1", "north-az"), ("mc-north-2", "north-az"),
                  ("mc-south-1", "south-az"), ("mc-south-2", "south-az"))
 
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron",
-             "octavia", "barbican")
+             "octavia", "barbican", "designate")
 
 #: (service user, catalog type, catalog name, URL path after host:port)
 SERVICES = (
@@ -35,7 +38,12 @@ SERVICES = (
     ("neutron", "network", "neutron", ""),
     ("octavia", "load-balancer", "octavia", ""),
     ("barbican", "key-manager", "barbican", ""),
+    ("designate", "dns", "designate", ""),
 )
+
+#: Designate's pool: its one BIND server, and the name its zones' NS records give it
+POOL_ID = "794ccc2c-d751-44fe-b57f-8894c9f5c842"  # designate's default pool
+POOL_NS = "ns1.minicloud.test."
 
 
 def url(service):
@@ -83,9 +91,10 @@ def _common(run, service, *, messaging=True):
     return text
 
 
-def render(run, venv, kek):
+def render(run, venv, kek, rndc_secret):
     """``{path relative to run/etc: text}`` of every config file (``kek``: Barbican's
-    key-encryption key, a Fernet key kept in its state: the secrets are encrypted with it)."""
+    key-encryption key, a Fernet key kept in its state: the secrets are encrypted with it;
+    ``rndc_secret``: the key designate's worker controls BIND with, kept in BIND's state)."""
     files = {}
     files["keystone/keystone.conf"] = _common(run, "keystone", messaging=False) + textwrap.dedent(f"""\
         [database]
@@ -278,6 +287,98 @@ def render(run, venv, kek):
         [oslo_messaging_notifications]
         driver = noop
         """) + _authtoken("barbican")
+    # Designate: its DNS servers are one BIND (``bind/named.conf``) that takes each zone from
+    # designate's mini-DNS (rndc addzone; NOTIFY, then a transfer); the worker polls BIND
+    # every second until it serves a change (the zone or record set is ACTIVE then)
+    files["designate/designate.conf"] = _common(run, "designate") + textwrap.dedent(f"""\
+        root_helper =
+        [storage:sqlalchemy]
+        connection = {db_url('designate')}
+        [service:api]
+        auth_strategy = keystone
+        api_base_uri = {url('designate')}/
+        enable_api_v2 = true
+        enable_api_admin = true
+        enable_host_header = true
+        enabled_extensions_admin = quotas
+        [service:central]
+        workers = 1
+        [service:mdns]
+        workers = 1
+        listen = {HOST}:{PORTS['designate_mdns']}
+        [service:worker]
+        workers = 1
+        poll_delay = 1
+        poll_retry_interval = 1
+        poll_max_retries = 30
+        [service:producer]
+        workers = 1
+        # the producer bumps a changed zone's serial and notifies its servers every
+        # second (default 5 s): a change is served sooner
+        [producer_task:increment_serial]
+        interval = 1
+        [producer_task:delayed_notify]
+        interval = 1
+        [oslo_concurrency]
+        lock_path = {run}/state/designate/locks
+        [oslo_messaging_notifications]
+        driver = noop
+        """) + _authtoken("designate")
+    # designate-manage's calls to central: a call lost before central listened is retried
+    files["designate/manage.conf"] = "[DEFAULT]\nrpc_response_timeout = 5\n"
+    files["designate/pools.yaml"] = textwrap.dedent(f"""\
+        - name: default
+          id: {POOL_ID}
+          description: the mini cloud's BIND
+          attributes: {{}}
+          ns_records:
+            - hostname: {POOL_NS}
+              priority: 1
+          nameservers:
+            - host: {HOST}
+              port: {PORTS['bind']}
+          targets:
+            - type: bind9
+              description: BIND of the mini cloud
+              masters:
+                - host: {HOST}
+                  port: {PORTS['designate_mdns']}
+              options:
+                host: {HOST}
+                port: {PORTS['bind']}
+                rndc_host: {HOST}
+                rndc_port: {PORTS['bind_rndc']}
+                rndc_key_file: {run}/etc/bind/rndc.key
+                clean_zonefile: true
+        """)
+    files["bind/rndc.key"] = textwrap.dedent(f"""\
+        key "rndc-key" {{
+            algorithm hmac-sha256;
+            secret "{rndc_secret}";
+        }};
+        """)
+    # on every address of this machine (the local driver's region bridges too: their clients
+    # reach it at their gateway), zones added by rndc only, no recursion
+    files["bind/named.conf"] = textwrap.dedent(f"""\
+        include "{run}/etc/bind/rndc.key";
+        controls {{
+            inet {HOST} port {PORTS['bind_rndc']} allow {{ {HOST}; }} keys {{ "rndc-key"; }};
+        }};
+        options {{
+            directory "{run}/state/bind";
+            pid-file "{run}/state/bind/named.pid";
+            session-keyfile "{run}/state/bind/session.key";
+            managed-keys-directory "{run}/state/bind";
+            listen-on port {PORTS['bind']} {{ any; }};
+            listen-on-v6 {{ none; }};
+            allow-new-zones yes;
+            recursion no;
+            dnssec-validation no;
+            notify no;
+            minimal-responses yes;
+            auth-nxdomain no;
+        }};
+        """)
     files["rabbitmq/rabbitmq.conf"] = textwrap.dedent(f"""\
         listeners.tcp.default = {HOST}:{PORTS['rabbitmq']}
         log.console = false

@@ -23,6 +23,10 @@
   test on the mini cloud reports the errors its services logged while it ran.
 - ``_openstack_contract_env`` (autouse): gives a contract test parametrized with
   ``driver_name=openstack`` the mini cloud before its ``driver`` fixture runs.
+- ``designate_zone`` (module): an operator zone of its own for the module's tests (made
+  by the ``designate`` publisher's ``ensure_zone``, deleted after them);
+  ``zone_server_designate``: the zone publishers' contract (``tests/test_zone_contract.py``)
+  on it, served by the mini cloud's BIND.
 
 Use: ``from tests.openstack.fixtures import *  # noqa`` in a conftest or test module.
 """
@@ -43,6 +47,7 @@ __all__ = [
     "_openstack_contract_env",
     "admin_conn",
     "caches_here_env",
+    "designate_zone",
     "fail_host_openstack",
     "minicloud",
     "minicloud_faults",
@@ -54,6 +59,7 @@ __all__ = [
     "pytest_runtest_makereport",
     "_minicloud_log_marks",
     "traffic_openstack",
+    "zone_server_designate",
 ]
 
 BASE = Path(os.environ.get("CDNAAS_MINICLOUD_DIR") or "/opt/cdnaas-minicloud")
@@ -64,6 +70,10 @@ LOGGED_ERRORS = 40
 _LOG_MARKS = pytest.StashKey[dict]()
 #: the origin of contract SIGs: TEST-NET-1 (the fake servers never fetch from it)
 ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
+#: parameters whose value puts a test on the mini cloud (beside node ids naming openstack)
+MINICLOUD_PARAMS = {"zone": "designate"}
+#: the mini cloud's BIND, where Designate's zones are served
+BIND = (configs.HOST, configs.PORTS["bind"])
 
 
 @pytest.fixture(scope="session")
@@ -219,7 +229,36 @@ def _openstack_contract_env(request):
 
 def on_minicloud(item):
     """Whether test ``item`` runs on the mini cloud (and so in its xdist group)."""
-    return "openstack" in item.nodeid
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "openstack" in item.nodeid or any(
+        params.get(name) == value for name, value in MINICLOUD_PARAMS.items())
+
+
+@pytest.fixture(scope="module")
+def designate_zone(minicloud):
+    """A zone of the mini cloud's Designate for this module's tests (in project
+    ``cdnaas``, name ``<random>.minicloud.example``): the tests' publisher makes it
+    (``ensure_zone``); it is deleted after them, with what they left in it."""
+    from openstack import connection
+    from openstack import config as os_config
+    name = f"z{uuid.uuid4().hex[:8]}.minicloud.example"
+    yield name
+    conn = connection.Connection(config=os_config.OpenStackConfig(
+        config_files=[str(minicloud)]).get_one("minicloud"))
+    for zone in conn.dns.zones(name=f"{name}."):
+        conn.dns.delete_zone(zone)
+    conn.close()
+
+
+@pytest.fixture
+def zone_server_designate(openstack_env, designate_zone, monkeypatch):
+    """The ``designate`` zone publisher on :func:`designate_zone`, and BIND serving it
+    (a change is served once ``publish`` returns: it waits for ACTIVE)."""
+    from cdnaas.ro import zones
+    from tests.support.zones import ZoneServer
+    monkeypatch.setenv("CDNAAS_DNS_DOMAIN", designate_zone)
+    monkeypatch.setenv("CDNAAS_DESIGNATE_CLOUD", "minicloud")
+    return ZoneServer(zones.load("designate"), BIND)
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,9 @@ keystone, glance, placement, nova (fake virt driver; four nova-compute processes
 standing for two regional data centers of two compute hosts each, one availability
 zone per data center), neutron (ML2, no agents, the test-only ``cdnaas_bindall`` mechanism
 driver of ``plugins/``), octavia (noop drivers, throwaway CA, tenants' certificates from
-Barbican) and barbican (simple_crypto plugin, in-process tasks), each API served by
-gunicorn; with a MariaDB, a RabbitMQ and an epmd of its own on ports that do not clash
+Barbican), barbican (simple_crypto plugin, in-process tasks) and designate (api,
+central, worker, mdns, producer; its pool is one BIND from Debian, on every address of
+this machine at port ``configs.PORTS["bind"]``), each API served by gunicorn; with a MariaDB, a RabbitMQ and an epmd of its own on ports that do not clash
 with the machine's (``configs.PORTS``). ``../shared/openstack/NOTES.md`` records why it is
 built this way.
 
@@ -27,7 +28,7 @@ constraints), ``run/`` (configs, data, logs, pid files) and ``clouds.yaml``
 (clouds ``minicloud``: project ``cdnaas``, member roles and Barbican's ``creator``;
 ``minicloud-admin``).
 Every step is idempotent: a second ``start`` does what is missing only. Debian
-packages it needs (mariadb-server, rabbitmq-server, openssl) are installed with
+packages it needs (mariadb-server, rabbitmq-server, openssl, bind9) are installed with
 apt-get when absent, without letting apt start their system services.
 
 Standard library only: it runs under the system ``python3`` before any venv exists.
@@ -57,10 +58,10 @@ REPO = HERE.parents[1]
 CONSTRAINTS = HERE / "upper-constraints-2026.1.txt"
 SERVER_PACKAGES = ["keystone==29.1.0", "glance==32.0.0", "openstack-placement==15.0.0",
                    "nova==33.0.2", "neutron==28.0.2", "octavia==18.0.1", "barbican==22.0.0",
-                   "gunicorn", "PyMySQL", "openstacksdk"]
+                   "designate==22.0.0", "gunicorn", "PyMySQL", "openstacksdk"]
 APT_PACKAGES = {"mariadb-server": "/usr/sbin/mariadbd", "rabbitmq-server":
                 "/usr/lib/rabbitmq/bin/rabbitmq-server", "openssl": "/usr/bin/openssl",
-                "erlang-base": "/usr/bin/epmd"}
+                "erlang-base": "/usr/bin/epmd", "bind9": "/usr/sbin/named"}
 
 #: APIs served by gunicorn: name -> (wsgi module, environment naming its config)
 #: (``{etc}``, ``{state}``: the run directory's)
@@ -75,7 +76,13 @@ WSGI = {
     # oslo.config's default places only (~/.barbican/ first): the wrapper loads ours, HOME
     # points at a home whose .barbican/ is our config folder
     "barbican": (None, {"HOME": "{state}/barbican/home"}),
+    "designate": ("designate.wsgi.api", {"OS_DESIGNATE_CONFIG_DIR": "{etc}/designate"}),
 }
+#: services added after the first clouds were made: a cloud initialized before one of them
+#: gets its database, catalog entry and schema on its next start
+LATE_SERVICES = ("barbican", "designate")
+#: Designate's processes other than its API (central first: the pool is written through it)
+DESIGNATE_DAEMONS = ("central", "worker", "mdns", "producer")
 
 
 def log(message):
@@ -93,6 +100,8 @@ class Cloud:
         #: where tests ask a service's test plugin to fail (``plugins/``)
         self.faults = self.run / "state/faults"
         self.clouds_yaml = self.base / "clouds.yaml"
+        #: processes this object started (a failed start stops these, and only these)
+        self.spawned = []
 
     # -- install -------------------------------------------------------------
 
@@ -160,6 +169,7 @@ class Cloud:
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     env=dict(os.environ, **(env or {})), cwd=cwd)
         (self.pids / name).write_text(str(proc.pid))
+        self.spawned.append(name)
 
     def _pid(self, name):
         try:
@@ -198,7 +208,8 @@ class Cloud:
         computes = [f"nova-compute-{host}" for host, _zone in configs.COMPUTE_HOSTS]
         return ["epmd", "rabbitmq", "mariadb", "keystone", "glance", "placement", "neutron",
                 "nova-conductor", "nova-scheduler", "nova", *computes, "barbican",
-                "octavia-worker", "octavia"]
+                "octavia-worker", "octavia", "bind",
+                *(f"designate-{daemon}" for daemon in DESIGNATE_DAEMONS), "designate"]
 
     # -- start ---------------------------------------------------------------
 
@@ -207,37 +218,41 @@ class Cloud:
         self.install()
         self._write_configs()
         fresh = not (self.run / "state/.initialized").exists()
-        # a cloud initialized before Barbican was part of it gets Barbican's database,
-        # catalog entry and roles on its next start
-        barbican_fresh = not (self.run / "state/barbican/.initialized").exists()
+        late = [name for name in LATE_SERVICES
+                if not (self.run / f"state/{name}/.initialized").exists()]
         self._start_backends(fresh)
-        if fresh or barbican_fresh:
+        if fresh or late:
             self._init_databases(keystone=fresh)
         self._start_wsgi("keystone")
         self._wait_http("keystone", "/v3")
-        if fresh or barbican_fresh:
+        if fresh or late:
             self._bootstrap("catalog")
-            self._sync_schemas(None if fresh else ["barbican"])
+            self._sync_schemas(None if fresh else late)
         for name in ("glance", "placement", "neutron", "barbican"):
             self._start_wsgi(name)
         self._start_nova()
         self._start_octavia()
-        for name in ("glance", "placement", "neutron", "nova", "barbican", "octavia"):
+        self._start_designate(pools=fresh or "designate" in late)
+        for name in ("glance", "placement", "neutron", "nova", "barbican", "octavia",
+                     "designate"):
             self._wait_http(name, "/")
         self._bootstrap("resources")
         dead = [name for name in self.names() if not self.alive(name)]
         if dead:
             raise SystemExit(f"exited: {', '.join(dead)}; see their logs in {self.logs}")
         (self.run / "state/.initialized").touch()
-        (self.run / "state/barbican/.initialized").touch()
+        for name in LATE_SERVICES:
+            (self.run / f"state/{name}/.initialized").touch()
         self._write_clouds_yaml()
         log(f"every API answers ({time.monotonic() - started:.0f} s); "
             f"OS_CLIENT_CONFIG_FILE={self.clouds_yaml} OS_CLOUD=minicloud")
 
     def _write_configs(self):
         run_state = self.run / "state"
-        for relative, text in configs.render(str(self.run), str(self.venv),
-                                             self._barbican_kek()).items():
+        for relative, text in configs.render(
+                str(self.run), str(self.venv),
+                self._kept_secret("barbican/kek", base64.urlsafe_b64encode),
+                self._kept_secret("bind/rndc-secret", base64.b64encode)).items():
             path = self.etc / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -246,8 +261,9 @@ class Cloud:
                     self.etc / "glance/glance-api-paste.ini")
         shutil.copy(self.venv / "etc/barbican/barbican-api-paste.ini",
                     self.etc / "barbican/barbican-api-paste.ini")
+        shutil.copy(self.venv / "etc/designate/api-paste.ini", self.etc / "designate/api-paste.ini")
         for service in ("keystone", "glance", "nova", "neutron", "octavia", "placement",
-                        "barbican"):
+                        "barbican", "designate", "bind"):
             for sub in ("", "/locks"):
                 (run_state / f"{service}{sub}").mkdir(parents=True, exist_ok=True)
         (run_state / "barbican/home").mkdir(exist_ok=True)
@@ -275,14 +291,16 @@ class Cloud:
             (wsgi / f"wsgi_{name}.py").write_text(f"import sys\nsys.argv = {argv!r}\n{load}")
         self._octavia_certificates()
 
-    def _barbican_kek(self):
-        """Barbican's key-encryption key: made once, kept with its state (the secrets in its
-        database are encrypted with it)."""
-        path = self.run / "state/barbican/kek"
+    def _kept_secret(self, relative, encode):
+        """32 random bytes, ``encode``d to text: made once, kept under the state at
+        ``relative``. Barbican's key-encryption key (``barbican/kek``: the secrets in its
+        database are encrypted with it, a Fernet key: URL-safe base64) and the key of BIND's
+        control channel (``bind/rndc-secret``: designate's worker adds and deletes zones
+        with it, base64)."""
+        path = self.run / "state" / relative
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            # a Fernet key: 32 random bytes, URL-safe base64
-            path.write_text(base64.urlsafe_b64encode(os.urandom(32)).decode("ascii"))
+            path.write_text(encode(os.urandom(32)).decode("ascii"))
             path.chmod(0o600)
         return path.read_text().strip()
 
@@ -383,6 +401,8 @@ class Cloud:
                          str(etc / "neutron/plugins/ml2/ml2_conf.ini"), "upgrade", "heads"]],
             "octavia": [[str(bin_ / "octavia-db-manage"), "--config-file",
                          str(etc / "octavia/octavia.conf"), "upgrade", "head"]],
+            "designate": [[str(bin_ / "designate-manage"), "--config-file",
+                           str(etc / "designate/designate.conf"), "database", "sync"]],
             # its "upgrade" takes the database from the URL only (else: sqlite in the cwd)
             "barbican": [[str(bin_ / "barbican-manage"), "--config-file",
                           str(etc / "barbican/barbican.conf"), "db", "upgrade",
@@ -431,6 +451,35 @@ class Cloud:
                     env={"CDNAAS_MINICLOUD_FAULTS": str(self.faults)})
         self._start_wsgi("octavia")
 
+    def _start_designate(self, pools):
+        """BIND, then designate's central; its pool (``pools.yaml``, written through central:
+        on a new cloud, ``pools``); then its worker, mini-DNS, producer and API."""
+        self._spawn("bind", ["/usr/sbin/named", "-g", "-c", str(self.etc / "bind/named.conf")])
+        conf = ["--config-file", str(self.etc / "designate/designate.conf")]
+        self._spawn("designate-central", [str(self.venv / "bin/designate-central"), *conf])
+        if pools:
+            self._pool_update(conf)
+        for daemon in DESIGNATE_DAEMONS[1:]:
+            self._spawn(f"designate-{daemon}", [str(self.venv / f"bin/designate-{daemon}"), *conf])
+        self._start_wsgi("designate")
+        _wait_port(configs.PORTS["bind"], "BIND", 30)
+
+    def _pool_update(self, conf, timeout=120):
+        """``designate-manage pool update``, retried until central answers: a call sent
+        before central listens is lost (its queue does not exist yet), so each try waits
+        a few seconds only (``designate/manage.conf``)."""
+        argv = [str(self.venv / "bin/designate-manage"), *conf, "--config-file",
+                str(self.etc / "designate/manage.conf"), "pool", "update",
+                "--file", str(self.etc / "designate/pools.yaml")]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._run(argv, "designate-pools")
+                return
+            except SystemExit:
+                if time.monotonic() > deadline or not self.alive("designate-central"):
+                    raise
+
     def _wait_http(self, name, path, timeout=180):
         deadline = time.monotonic() + timeout
         while True:
@@ -468,15 +517,17 @@ class Cloud:
 
     # -- stop ----------------------------------------------------------------
 
-    def stop(self):
+    def stop(self, only=None):
+        """Stop every process (or those named in ``only``), the services before their
+        backends."""
         for name in reversed(self.names()):
-            if name in ("rabbitmq", "mariadb", "epmd"):
+            if name in ("rabbitmq", "mariadb", "epmd") or (only is not None and name not in only):
                 continue
             self._stop(name, grace=5)
-        self._stop("rabbitmq", grace=20)
-        self._stop("mariadb", grace=30)
-        self._stop("epmd", grace=5)
-        log("stopped")
+        for name, grace in (("rabbitmq", 20), ("mariadb", 30), ("epmd", 5)):
+            if only is None or name in only:
+                self._stop(name, grace=grace)
+        log("stopped" if only is None else f"stopped {', '.join(only) or 'nothing'}")
 
     def status(self):
         return {name: self._pid(name) for name in self.names()}
@@ -605,8 +656,10 @@ def main(argv=None):
         try:
             cloud.start()
         except BaseException:
-            log("start failed; stopping what was started")
-            cloud.stop()
+            # a cloud that ran before (others' tests use it) keeps running: only what this
+            # start added stops
+            log("start failed; stopping what it started")
+            cloud.stop(only=cloud.spawned)
             raise
     elif args.command == "stop":
         cloud.stop()
