@@ -37,6 +37,9 @@ setup(
         # ACME (RFC 8555) client of certbot, for managed certificates (cdnaas.so.acme)
         "acme>=2.0",
         "josepy>=1.13",
+        # OpenStack identity of the customer API (cdnaas.api.keystone, cdnaas.api.policy)
+        "keystonemiddleware>=10.0",
+        "oslo.policy>=4.4",
     ],
     extras_require={
         # pytest 9.2 keeps node ids where pytest-xdist 3.8 cannot suffix them, so
@@ -64,6 +67,8 @@ setup(
             "cdn_flavor_list = cdnaas.osc.v1.catalogue:ListFlavor",
             "cdn_region_list = cdnaas.osc.v1.catalogue:ListRegion",
         ],
+        # oslopolicy-sample-generator --namespace cdnaas (docs/policy.yaml.sample)
+        "oslo.policy.policies": ["cdnaas = cdnaas.api.policy:list_rules"],
         "cdnaas.flavors": [
             "static = cdnaas_plugins.static.plugin:StaticFlavor",
             "qoe-video = cdnaas_plugins.qoe_video.plugin:QoeVideoFlavor",

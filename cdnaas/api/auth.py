@@ -1,6 +1,12 @@
 """Tenants, API tokens and who a request comes from.
 
-Tokens are random secrets shown once; only their SHA-256 is stored. A token
+Who a request comes from is a :class:`Caller`, resolved by the API's authentication
+strategy (``CDNAAS_AUTH_STRATEGY``, read when the API starts): ``local`` tokens of this
+installation (the embedded default), or ``keystone``, where keystonemiddleware's
+``auth_token`` has validated a Keystone token (:mod:`cdnaas.api.keystone`). What the
+caller may do is :mod:`cdnaas.api.policy`'s to say.
+
+Local tokens are random secrets shown once; only their SHA-256 is stored. A token
 looks like ``cdn_<id>_<secret>`` so a leaked one is easy to recognise and revoke.
 """
 import dataclasses
@@ -16,18 +22,27 @@ from cdnaas.common import errors
 
 OPERATOR = "operator"
 TENANT = "tenant"
+#: roles of a local token, by its tenant's role
+LOCAL_ROLES = {TENANT: frozenset({"reader", "member"}),
+               OPERATOR: frozenset({"reader", "member", "admin"})}
+#: endpoints anyone may call (the portal's page is public; its API calls are not)
+PUBLIC_ENDPOINTS = ("healthz", "metrics")
+PUBLIC_BLUEPRINTS = ("portal",)
 
 
 @dataclasses.dataclass(frozen=True)
 class Caller:
-    """The authenticated tenant behind a request."""
+    """Who a request comes from, as the policy rules see it."""
 
-    tenant: str
-    role: str
+    tenant: str            # local tenant name, or Keystone project id
+    roles: frozenset       # e.g. {"reader"}, {"cdn_purger"}, {"reader","member"}, {"reader","member","admin"}
+    user: str | None = None
+    system: bool = False   # system scope: an operator
 
     @property
     def is_operator(self):
-        return self.role == OPERATOR
+        """Whether the caller sees every tenant's records (system scope)."""
+        return self.system
 
 
 def _hash(secret):
@@ -63,28 +78,54 @@ def bootstrap_token(database, tenant_name, role=OPERATOR, description="bootstrap
     return secret
 
 
-def authenticate():
-    """``before_request`` hook: resolve the bearer token into ``g.caller``.
+def is_public(endpoint):
+    """Whether the Flask ``endpoint`` answers without authentication."""
+    return endpoint in PUBLIC_ENDPOINTS or (endpoint or "").partition(".")[0] in PUBLIC_BLUEPRINTS
 
-    :raises Unauthorized: no token, or one that matches no stored hash.
+
+def authenticate():
+    """``before_request`` hook: resolve who the request comes from into ``g.caller``, with
+    the strategy the API started with (``app.extensions["caller_of"]``: :func:`local_caller`
+    or :func:`cdnaas.api.keystone.caller`).
+
+    :raises Unauthorized: no credentials, or ones that are unknown, revoked or invalid.
     """
-    if request.url_rule is None or request.endpoint in ("healthz", "metrics") \
-            or request.blueprint == "portal":  # the page is public; its API calls are not
+    if request.url_rule is None or is_public(request.endpoint):
         return
-    header = request.headers.get("Authorization", "")
-    scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
-        raise errors.Unauthorized("send 'Authorization: Bearer <token>'; "
-                                  "an operator issues tokens (cdnaas admin create-token)")
-    digest = _hash(secret.strip())
+    g.caller = current_app.extensions["caller_of"](request)
+
+
+def local_caller(request):
+    """The :class:`Caller` of a request with a local token (the ``local`` strategy)."""
+    return _local_caller(_presented_token(request))
+
+
+def _presented_token(request):
+    """The local token of the request: ``Authorization: Bearer <t>`` or ``X-Auth-Token: <t>``
+    (what the ``openstack`` CLI sends with ``--os-auth-type admin_token``).
+
+    :raises Unauthorized: neither header holds a token.
+    """
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and secret.strip():
+        return secret.strip()
+    if request.headers.get("X-Auth-Token", "").strip():
+        return request.headers["X-Auth-Token"].strip()
+    raise errors.Unauthorized("send 'Authorization: Bearer <token>' (or 'X-Auth-Token: "
+                              "<token>'); an operator issues tokens (cdnaas admin create-token)")
+
+
+def _local_caller(secret):
+    """The :class:`Caller` of the local token ``secret``: a tenant's token has the roles
+    reader and member in its tenant; an operator tenant's also admin, with system scope.
+
+    :raises Unauthorized: the token matches no stored hash.
+    """
+    digest = _hash(secret)
     with current_app.extensions["db"].sessions() as session:
         token = session.scalar(select(Token).where(Token.secret_hash == digest))
         if token is None or not hmac.compare_digest(token.secret_hash, digest):
             raise errors.Unauthorized("the token is unknown or revoked")
-        g.caller = Caller(tenant=token.tenant_name, role=token.tenant.role)
-
-
-def require_operator():
-    """Raise 403 unless the caller is an operator."""
-    if not g.caller.is_operator:
-        raise errors.Forbidden("this endpoint is for operators; ask your operator")
+        role = token.tenant.role
+        return Caller(tenant=token.tenant_name, roles=LOCAL_ROLES[role],
+                      system=role == OPERATOR)

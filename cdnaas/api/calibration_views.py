@@ -6,12 +6,13 @@ read back with ``GET /api/v1/calibrations/{id}``.
 """
 from flask import Blueprint, request
 
-from cdnaas.api.auth import require_operator
+from cdnaas.api.policy import ADMIN, ADMIN_READER, Routes
 from cdnaas.calibration.client import CalibrationClient
 from cdnaas.common import errors
 from cdnaas.common.clients import SidrClient, SoClient
 
 blueprint = Blueprint("api_calibration", __name__, url_prefix="/api/v1")
+routes = Routes(blueprint)  # each route with its policy rule (cdnaas.api.policy)
 
 #: vCPU counts measured by default: 1 and 2. More than the machine's cores would measure the
 #: machine, not the flavor (a quota of 4 vCPUs on 2 cores is 2 cores).
@@ -21,9 +22,9 @@ TUNABLE = ("connections", "throughput_seconds", "window_seconds", "windows", "vi
            "viewers_factor", "max_viewers", "max_steps", "floor", "max_seconds")
 
 
-@blueprint.post("/calibrations")
+@routes.post("/calibrations", "cdn:calibration:create", ADMIN,
+              "Calibrate a flavor's cache on a host (operator).")
 def start_calibration():
-    require_operator()
     body = request.get_json()
     template = SidrClient().get_template(body["flavor"])
     document = template["document"]
@@ -46,9 +47,9 @@ def start_calibration():
     return CalibrationClient().start(plan), 202
 
 
-@blueprint.get("/calibrations/<job_id>")
+@routes.get("/calibrations/<job_id>", "cdn:calibration:get_one", ADMIN_READER,
+             "Follow a calibration and read its model (operator).")
 def get_calibration(job_id):
-    require_operator()
     return CalibrationClient().job(job_id)
 
 

@@ -2,11 +2,13 @@
 from flask import Blueprint, current_app, g, request
 
 from cdnaas.api import quality, tenancy, usage, vcdns
-from cdnaas.api.auth import require_operator
+from cdnaas.api.policy import (ADMIN, ADMIN_READER, MEMBER, PROJECT_MEMBER, PROJECT_READER,
+                               PURGER, READER, Routes)
 from cdnaas.common import errors
 from cdnaas.common.clients import ImClient, SidrClient, SoClient
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
+routes = Routes(blueprint)  # each route with its policy rule (cdnaas.api.policy)
 
 CATALOGUE_FIELDS = ("name", "description", "default")
 
@@ -15,12 +17,13 @@ def _db():
     return current_app.extensions["db"]
 
 
-@blueprint.get("/flavors")
+@routes.get("/flavors", "cdn:flavor:get_all", READER, "List the flavors.")
 def list_flavors():
     return SoClient().flavors()
 
 
-@blueprint.get("/regions")
+@routes.get("/regions", "cdn:region:get_all", READER,
+            "List the regions (an operator's with their figures).")
 def list_regions():
     regions = SoClient().regions()
     if not g.caller.is_operator:
@@ -28,118 +31,117 @@ def list_regions():
     return {"regions": regions}
 
 
-@blueprint.post("/regions")
+@routes.post("/regions", "cdn:region:create", ADMIN, "Register a region (operator).")
 def create_region():
-    require_operator()
     return SoClient().create_region(request.get_json()), 201
 
 
-@blueprint.get("/regions/<region>")
+@routes.get("/regions/<region>", "cdn:region:get_one", READER,
+            "Show a region (an operator's with its figures).")
 def get_region(region):
     found = SoClient().region(region)
     return found if g.caller.is_operator else {k: found[k] for k in CATALOGUE_FIELDS}
 
 
-@blueprint.patch("/regions/<region>")
+@routes.patch("/regions/<region>", "cdn:region:update", ADMIN, "Change a region (operator).")
 def update_region(region):
-    require_operator()
     return SoClient().update_region(region, request.get_json())
 
 
-@blueprint.get("/regions/<region>/hosts")
+@routes.get("/regions/<region>/hosts", "cdn:host:get_all", ADMIN_READER,
+            "List a region's hosts (operator).")
 def list_hosts(region):
-    require_operator()
     return {"hosts": SoClient().hosts(region)}
 
 
-@blueprint.post("/regions/<region>/hosts")
+@routes.post("/regions/<region>/hosts", "cdn:host:create", ADMIN, "Register a host (operator).")
 def create_host(region):
-    require_operator()
     return SoClient().create_host(region, request.get_json()), 201
 
 
-@blueprint.patch("/regions/<region>/hosts/<host>")
+@routes.patch("/regions/<region>/hosts/<host>", "cdn:host:update", ADMIN,
+              "Change a host (operator).")
 def update_host(region, host):
-    require_operator()
     return SoClient().update_host(region, host, request.get_json())
 
 
-@blueprint.get("/hosts/power")
+@routes.get("/hosts/power", "cdn:host:get_power", ADMIN_READER,
+            "Show the hosts' power (operator).")
 def hosts_power():
-    require_operator()
     return ImClient().hosts()
 
 
-@blueprint.get("/quality")
+@routes.get("/quality", "cdn:quality:get", ADMIN_READER,
+            "Show every tenant's vCDNs' quality (operator).")
 def quality_overview():
-    require_operator()
     return quality.overview()
 
 
-@blueprint.get("/templates")
+@routes.get("/templates", "cdn:template:get_all", ADMIN_READER,
+            "List the service templates (operator).")
 def list_templates():
-    require_operator()
     return {"templates": SidrClient().list_templates(request.args.get("flavor"))}
 
 
-@blueprint.post("/templates")
+@routes.post("/templates", "cdn:template:create", ADMIN, "Register a service template (operator).")
 def register_template():
     """Operators register templates here; SIDR itself answers only services."""
-    require_operator()
     return SidrClient().register_raw(request.get_data(), request.content_type), 201
 
 
-@blueprint.patch("/templates/<flavor>/<version>")
+@routes.patch("/templates/<flavor>/<version>", "cdn:template:update", ADMIN,
+              "Deprecate a template version or offer it again (operator).")
 def update_template(flavor, version):
     """Deprecate a template version (or offer it again)."""
-    require_operator()
     # the OpenAPI document has already checked that version is an integer
     return SidrClient().set_deprecated(flavor, int(version), request.get_json()["deprecated"])
 
 
-@blueprint.delete("/templates/<flavor>/<version>")
+@routes.delete("/templates/<flavor>/<version>", "cdn:template:delete", ADMIN,
+               "Delete a template version (operator).")
 def delete_template(flavor, version):
     """Delete a template version no vCDN uses (SIDR asks SO)."""
-    require_operator()
     SidrClient().delete_template(flavor, int(version))
     return "", 204
 
 
-@blueprint.get("/tenants")
+@routes.get("/tenants", "cdn:tenant:get_all", ADMIN_READER, "List the local tenants (operator).")
 def list_tenants():
-    require_operator()
     with _db().sessions() as session:
         return {"tenants": tenancy.list_tenants(session)}
 
 
-@blueprint.post("/tenants")
+@routes.post("/tenants", "cdn:tenant:create", ADMIN, "Create a local tenant (operator).")
 def create_tenant():
-    require_operator()
     with _db().transaction() as session:
         return tenancy.create_tenant(session, request.get_json()), 201
 
 
-@blueprint.get("/tenants/<tenant>/tokens")
+@routes.get("/tenants/<tenant>/tokens", "cdn:token:get_all", MEMBER,
+            "List a local tenant's tokens (operator, or the tenant itself).")
 def list_tokens(tenant):
     with _db().sessions() as session:
         return {"tokens": tenancy.list_tokens(session, g.caller, tenant)}
 
 
-@blueprint.post("/tenants/<tenant>/tokens")
+@routes.post("/tenants/<tenant>/tokens", "cdn:token:create", MEMBER,
+             "Issue a local token (operator, or the tenant itself).")
 def create_token(tenant):
     with _db().transaction() as session:
         return tenancy.create_token(session, g.caller, tenant,
                                     request.get_json(silent=True)), 201
 
 
-@blueprint.delete("/tenants/<tenant>/tokens/<token_id>")
+@routes.delete("/tenants/<tenant>/tokens/<token_id>", "cdn:token:delete", MEMBER,
+               "Revoke a local token (operator, or the tenant itself).")
 def revoke_token(tenant, token_id):
     with _db().transaction() as session:
         tenancy.revoke_token(session, g.caller, tenant, token_id)
     return "", 204
 
 
-@blueprint.get("/quotas")
+@routes.get("/quotas", "cdn:quota:get", READER,
+            "Show the caller's quotas and use (an operator names the tenant).")
 def own_quotas():
     """The caller's quotas and use (an operator names the tenant: ``?tenant=``)."""
     tenant = request.args.get("tenant") if g.caller.is_operator else g.caller.tenant
@@ -149,115 +151,126 @@ def own_quotas():
     return SoClient().quotas(tenant)
 
 
-@blueprint.get("/quotas/defaults")
+@routes.get("/quotas/defaults", "cdn:quota:get_defaults", ADMIN_READER,
+            "Show the default quotas (operator).")
 def quota_defaults():
-    require_operator()
     return SoClient().quota_defaults()
 
 
-@blueprint.put("/quotas/defaults")
+@routes.put("/quotas/defaults", "cdn:quota:update_defaults", ADMIN,
+            "Set the default quotas (operator).")
 def set_quota_defaults():
-    require_operator()
     return SoClient().set_quota_defaults(request.get_json())
 
 
-@blueprint.get("/tenants/<tenant>/quotas")
+@routes.get("/tenants/<tenant>/quotas", "cdn:quota:get_tenant", READER,
+            "Show a tenant's quotas and use (operator, or the tenant itself).")
 def tenant_quotas(tenant):
     with _db().sessions() as session:
         tenancy.visible_tenant(session, g.caller, tenant)
     return SoClient().quotas(tenant)
 
 
-@blueprint.put("/tenants/<tenant>/quotas")
+@routes.put("/tenants/<tenant>/quotas", "cdn:quota:update_tenant", ADMIN,
+            "Set a tenant's quotas (operator).")
 def set_tenant_quotas(tenant):
-    require_operator()
     with _db().sessions() as session:
         tenancy.visible_tenant(session, g.caller, tenant)
     return SoClient().set_quotas(tenant, request.get_json())
 
 
-@blueprint.get("/vcdns")
+@routes.get("/vcdns", "cdn:vcdn:get_all", READER,
+            "List the project's vCDNs (an operator's: every project's).")
 def list_vcdns():
     return vcdns.list_(g.caller, request.args)
 
 
-@blueprint.post("/vcdns")
+@routes.post("/vcdns", "cdn:vcdn:create", PROJECT_MEMBER, "Lease a vCDN for the caller's project.")
 def create_vcdn():
     return vcdns.create(g.caller, request.get_json())
 
 
-@blueprint.post("/quotes")
+@routes.post("/quotes", "cdn:quote:create", PROJECT_READER,
+             "Price a vCDN for the caller's project.")
 def create_quote():
     return vcdns.quote(g.caller, request.get_json())
 
 
-@blueprint.get("/vcdns/<vcdn_id>")
+@routes.get("/vcdns/<vcdn_id>", "cdn:vcdn:get_one", READER, "Show a vCDN.")
 def get_vcdn(vcdn_id):
     return vcdns.shown(vcdns.owned(g.caller, vcdn_id))
 
 
-@blueprint.patch("/vcdns/<vcdn_id>")
+@routes.patch("/vcdns/<vcdn_id>", "cdn:vcdn:update", MEMBER, "Change a vCDN.")
 def update_vcdn(vcdn_id):
     return vcdns.change(g.caller, vcdn_id, request.get_json(),
                         if_match=request.headers.get("If-Match"))
 
 
-@blueprint.delete("/vcdns/<vcdn_id>")
+@routes.delete("/vcdns/<vcdn_id>", "cdn:vcdn:delete", MEMBER, "End a vCDN.")
 def delete_vcdn(vcdn_id):
     return vcdns.delete(g.caller, vcdn_id, if_match=request.headers.get("If-Match"))
 
 
-@blueprint.post("/vcdns/<vcdn_id>/invalidations")
+@routes.post("/vcdns/<vcdn_id>/invalidations", "cdn:vcdn:purge", PURGER,
+             "Purge paths from a vCDN's caches.")
 def invalidate_vcdn(vcdn_id):
     return vcdns.invalidate(g.caller, vcdn_id, request.get_json())
 
 
-@blueprint.post("/vcdns/<vcdn_id>/signed-urls")
+@routes.post("/vcdns/<vcdn_id>/signed-urls", "cdn:vcdn:sign_url", MEMBER, "Sign a URL of a vCDN.")
 def sign_vcdn_url(vcdn_id):
     return vcdns.sign_url(g.caller, vcdn_id, request.get_json())
 
 
-@blueprint.post("/vcdns/<vcdn_id>/prefetches")
+@routes.post("/vcdns/<vcdn_id>/prefetches", "cdn:vcdn:prefetch", MEMBER,
+             "Have a vCDN's caches fetch paths.")
 def prefetch_vcdn(vcdn_id):
     return vcdns.prefetch(g.caller, vcdn_id, request.get_json())
 
 
-@blueprint.get("/vcdns/<vcdn_id>/operations")
+@routes.get("/vcdns/<vcdn_id>/operations", "cdn:operation:get_all", READER,
+            "List a vCDN's operations.")
 def list_operations(vcdn_id):
     return vcdns.operations(g.caller, vcdn_id, request.args)
 
 
-@blueprint.get("/vcdns/<vcdn_id>/metrics")
+@routes.get("/vcdns/<vcdn_id>/metrics", "cdn:vcdn:get_metrics", READER,
+            "Read a vCDN's time series.")
 def vcdn_metrics(vcdn_id):
     return vcdns.metrics(g.caller, vcdn_id, request.args)
 
 
-@blueprint.get("/vcdns/<vcdn_id>/decisions")
+@routes.get("/vcdns/<vcdn_id>/decisions", "cdn:vcdn:get_decisions", READER,
+            "Read the decisions taken about a vCDN.")
 def vcdn_decisions(vcdn_id):
     return vcdns.decisions(g.caller, vcdn_id, request.args)
 
 
-@blueprint.get("/vcdns/<vcdn_id>/usage")
+@routes.get("/vcdns/<vcdn_id>/usage", "cdn:vcdn:get_usage", READER,
+            "Read a vCDN's usage and bill.")
 def vcdn_usage(vcdn_id):
     return usage.usage(g.caller, vcdn_id, request.args)
 
 
-@blueprint.get("/vcdns/<vcdn_id>/traffic")
+@routes.get("/vcdns/<vcdn_id>/traffic", "cdn:vcdn:get_traffic", READER, "Read a vCDN's traffic.")
 def vcdn_traffic(vcdn_id):
     return usage.traffic(g.caller, vcdn_id, request.args)
 
 
-@blueprint.get("/vcdns/<vcdn_id>/access-log")
+@routes.get("/vcdns/<vcdn_id>/access-log", "cdn:vcdn:get_access_log", READER,
+            "Export a vCDN's access log.")
 def vcdn_access_log(vcdn_id):
     return usage.access_log(g.caller, vcdn_id, request.args)
 
 
-@blueprint.get("/vcdns/<vcdn_id>/log-streams")
+@routes.get("/vcdns/<vcdn_id>/log-streams", "cdn:vcdn:get_log_streams", READER,
+            "Read the state of a vCDN's log streams.")
 def vcdn_log_streams(vcdn_id):
     return usage.log_streams(g.caller, vcdn_id)
 
 
-@blueprint.get("/operations/<operation_id>")
+@routes.get("/operations/<operation_id>", "cdn:operation:get_one", READER, "Show an operation.")
 def get_operation(operation_id):
     return vcdns.operation(g.caller, operation_id)
 
@@ -267,28 +280,31 @@ def _tenant_filter():
     return None if g.caller.is_operator else g.caller.tenant
 
 
-@blueprint.get("/webhooks")
+@routes.get("/webhooks", "cdn:webhook:get_all", READER,
+            "List the project's webhooks (an operator's: every project's).")
 def list_webhooks():
     return {"webhooks": SoClient().webhooks(_tenant_filter())}
 
 
-@blueprint.post("/webhooks")
+@routes.post("/webhooks", "cdn:webhook:create", PROJECT_MEMBER,
+             "Register a webhook for the caller's project.")
 def create_webhook():
     return SoClient().create_webhook(g.caller.tenant, request.get_json()), 201
 
 
-@blueprint.get("/webhooks/<webhook_id>")
+@routes.get("/webhooks/<webhook_id>", "cdn:webhook:get_one", READER, "Show a webhook.")
 def get_webhook(webhook_id):
     return SoClient().webhook(webhook_id, _tenant_filter())
 
 
-@blueprint.delete("/webhooks/<webhook_id>")
+@routes.delete("/webhooks/<webhook_id>", "cdn:webhook:delete", MEMBER, "Delete a webhook.")
 def delete_webhook(webhook_id):
     SoClient().delete_webhook(webhook_id, _tenant_filter())
     return "", 204
 
 
-@blueprint.get("/webhooks/<webhook_id>/deliveries")
+@routes.get("/webhooks/<webhook_id>/deliveries", "cdn:webhook:get_deliveries", READER,
+            "Read a webhook's delivery log.")
 def webhook_deliveries(webhook_id):
     return {"deliveries": SoClient().webhook_deliveries(
         webhook_id, _tenant_filter(), request.args.get("limit", type=int))}

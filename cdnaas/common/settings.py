@@ -109,6 +109,20 @@ DECLARED = (
             "over after this", "deployment"),
     Setting("CDNAAS_CLOCK_FILE", "text", None, "a file holding the time services take as now "
             "(tests and demos of leases); empty file: the real clock", "deployment"),
+    # -- identity and policy of the customer API ---------------------------------------------
+    Setting("CDNAAS_AUTH_STRATEGY", "text", "local", "who the customer API takes requests "
+            "from (read when it starts): `local` tokens of this installation, or `keystone` "
+            "tokens checked by keystonemiddleware's `auth_token` (docs/operator-openstack.md)",
+            "identity"),
+    Setting("CDNAAS_KEYSTONE_CLOUD", "text", None, "`keystone`: the `clouds.yaml` entry of "
+            "the service user `auth_token` validates tokens with (Keystone's URL, the user's "
+            "credentials, the region)", "identity"),
+    Setting("CDNAAS_KEYSTONE_OPERATOR_PROJECT", "text", None, "`keystone`: the id of the "
+            "operator's own project, whose admins are operators as with a system-scoped "
+            "token", "identity", default_text="none (system scope only)"),
+    Setting("CDNAAS_POLICY_FILE", "text", None, "a `policy.yaml` overriding the API's "
+            "default rules (`docs/policy.yaml.sample`), read again when it changes",
+            "identity", default_text="none (the defaults in code)"),
     # -- origins and models -----------------------------------------------------------------
     Setting("CDNAAS_ORIGIN_DENY", "list", ORIGIN_DENY_DEFAULT, "origins refused: CIDRs, "
             "addresses, host names and keywords (`default`, `private`, `unresolved`, "

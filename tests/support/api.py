@@ -13,11 +13,14 @@ LEASE = {"end": "2099-01-01T00:00:00Z"}
 
 
 class Api:
-    """A tiny client of the customer API for one token."""
+    """A tiny client of the customer API for one token (``x_auth_token``: sent as Keystone's
+    clients send theirs, ``X-Auth-Token: <token>``, not ``Authorization: Bearer <token>``)."""
 
-    def __init__(self, base, token=None):
+    def __init__(self, base, token=None, x_auth_token=False):
         self.base, self.session, self.token = base, requests.Session(), token
-        if token:
+        if token and x_auth_token:
+            self.session.headers["X-Auth-Token"] = token
+        elif token:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
     def call(self, method, path, **kwargs):
@@ -48,6 +51,20 @@ def vcdn_body(name, demands=(("eu-west", 1000),), **overrides):
 
 def populate(running):
     operator = Api(running.urls["api"], running.operator_token)
+    populate_catalogue(operator)
+    tokens = {}
+    for tenant in ("acme", "globex"):
+        operator.ok("POST", "/tenants", 201, json={"name": tenant})
+        tokens[tenant] = operator.ok("POST", f"/tenants/{tenant}/tokens", 201, json={})["token"]
+    running.operator = operator
+    running.acme = Api(running.urls["api"], tokens["acme"])
+    running.globex = Api(running.urls["api"], tokens["globex"])
+    return running
+
+
+def populate_catalogue(operator):
+    """Regions eu-west (the default), us-east and doomed with their hosts, and the static
+    flavor's template, registered by ``operator`` (an operator's :class:`Api`)."""
     for name, prefix, default in (("eu-west", "10.1.0.0/16", True), ("us-east", "10.2.0.0/16", False),
                                   ("doomed", "10.9.0.0/16", False)):
         operator.ok("POST", "/regions", 201, json={"name": name, "client_prefixes": [prefix],
@@ -59,16 +76,6 @@ def populate(running):
     sidr = operator.call("POST", "/templates", data=TEMPLATE.read_bytes(),
                          headers={"Content-Type": "application/yaml"})
     assert sidr.status_code == 201, sidr.text
-    tokens = {}
-    for tenant in ("acme", "globex"):
-        operator.ok("POST", "/tenants", 201, json={"name": tenant})
-        tokens[tenant] = operator.ok("POST", f"/tenants/{tenant}/tokens", 201, json={})["token"]
-    running.operator = operator
-    running.acme = Api(running.urls["api"], tokens["acme"])
-    running.globex = Api(running.urls["api"], tokens["globex"])
-    return running
-
-
 
 
 @contextlib.contextmanager
