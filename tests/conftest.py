@@ -22,6 +22,7 @@ UNIT_MODULES = {
     "test_comforts_unit",
     "test_loadgen_agent",
     "test_delivery_registry",
+    "test_cli_bodies",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
@@ -39,6 +40,7 @@ SYSTEM_MODULES = {
     "test_ranges",
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
+    "test_openstack_catalog",
 }
 
 

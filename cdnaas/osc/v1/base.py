@@ -7,7 +7,7 @@ import uuid
 from cliff import columns
 from osc_lib import exceptions
 
-from cdnaas.cli import client
+from cdnaas.cli import bodies, client
 from cdnaas.common import errors, timeutil
 
 
@@ -71,7 +71,7 @@ def find_vcdn(api, ref):
             return api.vcdn(ref)
         except errors.NotFound:
             pass
-    found = api.vcdns(name=ref)
+    found = api.vcdns(name=ref) if bodies.NAME.match(ref) else []
     if len(found) == 1:
         return found[0]
     if not found:
