@@ -23,6 +23,7 @@ UNIT_MODULES = {
     "test_loadgen_agent",
     "test_delivery_registry",
     "test_cli_bodies",
+    "test_policy",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
@@ -41,6 +42,7 @@ SYSTEM_MODULES = {
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
     "test_openstack_catalog",
+    "test_openstack_identity",
 }
 
 

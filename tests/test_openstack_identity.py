@@ -8,22 +8,12 @@ import pytest
 
 from cdnaas.common.etags import etag
 from tests.support.api import Api, vcdn_body
-from tests.support.keystone import keystone_stack
+from tests.support.keystone import keystone_cloud  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")
-def policy_file(tmp_path_factory):
-    """The stack's ``CDNAAS_POLICY_FILE``: no override until a test writes one."""
-    path = tmp_path_factory.mktemp("policy") / "policy.yaml"
-    path.write_text("{}\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def cloud(minicloud, tmp_path_factory, policy_file):
-    with keystone_stack(minicloud, tmp_path_factory.mktemp("keystone"),
-                        {"CDNAAS_POLICY_FILE": str(policy_file)}) as running:
-        yield running
+def cloud(keystone_cloud):
+    return keystone_cloud
 
 
 def write_policy(path, text):
@@ -136,7 +126,8 @@ def test_the_admin_role_reaches_operator_routes_with_system_scope_or_in_the_oper
                                           json=vcdn_body("no-project")).status_code == 403
 
 
-def test_a_policy_file_changes_the_answers(cloud, policy_file):
+def test_a_policy_file_changes_the_answers(cloud):
+    policy_file = cloud.policy_file
     member, reader = cloud.api("member"), cloud.api("reader")
     with leased(cloud, "policed") as vcdn:
         try:

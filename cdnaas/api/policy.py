@@ -84,8 +84,6 @@ BASE_RULES = [
 _DECLARED = {}  # endpoint -> DocumentedRuleDefault, in the order routes are declared
 _ENFORCERS = {}  # policy file ("" for none) -> Enforcer
 _LOCK = threading.Lock()
-#: every module declaring routes of the customer API (imported by :func:`list_rules`)
-ROUTE_MODULES = ("cdnaas.api.views", "cdnaas.api.calibration_views")
 
 
 class Routes:
@@ -147,9 +145,9 @@ def rule_of(endpoint):
 
 
 def _declared():
-    """``{endpoint: rule}`` of every route, once the modules declaring them are imported."""
-    for module in ROUTE_MODULES:
-        importlib.import_module(module)
+    """``{endpoint: rule}`` of every route, once the API's app module (and so every
+    blueprint it serves) is imported."""
+    importlib.import_module("cdnaas.api.app")
     return _DECLARED
 
 
@@ -207,7 +205,7 @@ def authorize(endpoint, caller):
     except oslo_policy.PolicyNotAuthorized:
         roles = ", ".join(sorted(caller.roles)) or "none"
         raise errors.Forbidden(f"{what}: not allowed to roles {roles} (policy {rule.name}: "
-                               f"{enforcer().rules[rule.name]})") from None
+                               f"{enforcer().rules.get(rule.name, rule.check)})") from None
 
 
 def authorize_request():

@@ -19,6 +19,9 @@ user                    roles
 ``system-admin``        the cloud's admin, system-scoped
 ======================  ==============================================================
 
+The API reads ``cloud.policy_file`` (``CDNAAS_POLICY_FILE``, ``{}`` at first) again whenever
+it changes: a test may write overrides there (and put ``{}`` back).
+
 Its ``clouds_yaml`` has an entry per user (same names), ``member-appcred`` (an application
 credential of ``member``) and ``cdnaas-api`` (the service user): ``openstack --os-cloud
 member ...`` with ``OS_CLIENT_CONFIG_FILE=cloud.clouds_yaml`` acts as that user.
@@ -66,6 +69,7 @@ class KeystoneCloud:
     auth_url: str
     user_ids: dict              # {user: Keystone user id}
     appcred: tuple              # (id, secret) of member's application credential
+    policy_file: Path           # the API's CDNAAS_POLICY_FILE: no override ("{}") at first
     _tokens: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -98,7 +102,7 @@ def keystone_stack(clouds_yaml, tmp_path, extra_env=None):
     """Keystone users and projects, and a stack taking their tokens: see the module.
 
     :param clouds_yaml: the mini cloud's ``clouds.yaml`` (fixture ``minicloud``).
-    :param extra_env: more variables of the stack (e.g. ``CDNAAS_POLICY_FILE``).
+    :param extra_env: more variables of the stack.
     """
     tmp_path = Path(tmp_path)
     conn = connection.Connection(config=os_config.OpenStackConfig(
@@ -155,13 +159,17 @@ def keystone_stack(clouds_yaml, tmp_path, extra_env=None):
         ours = tmp_path / "clouds.yaml"
         ours.write_text(yaml.safe_dump({"clouds": entries}))
         ours.chmod(0o600)
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text("{}\n")
         env = {"CDNAAS_AUTH_STRATEGY": "keystone", "CDNAAS_KEYSTONE_CLOUD": SERVICE_CLOUD,
                "CDNAAS_KEYSTONE_OPERATOR_PROJECT": projects["operator"],
+               "CDNAAS_POLICY_FILE": str(policy_file),
                "OS_CLIENT_CONFIG_FILE": str(ours), "OS_CLOUD": None,
                **(extra_env or {})}
         with running_stack(None, tmp_path, extra_env=env) as running:
             cloud = KeystoneCloud(running=running, clouds_yaml=ours, projects=projects,
-                                  auth_url=auth_url, user_ids=user_ids, appcred=appcred)
+                                  auth_url=auth_url, user_ids=user_ids, appcred=appcred,
+                                  policy_file=policy_file)
             populate_catalogue(cloud.api("system-admin"))
             yield cloud
     finally:
