@@ -49,10 +49,24 @@ setup(
         # its own: 1.49+ speaks the CDP of Chromium 131 and later (tested with 156).
         "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5",
                  "playwright>=1.49,<2", "brotli>=1.1,<2"],
+        # the `openstack cdn ...` commands (cdnaas.osc): an OpenStackClient plugin on osc-lib
+        "openstack": ["python-openstackclient>=7", "osc-lib>=3"],
     },
     entry_points={
         "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]
         + [f"cdnaas-{svc} = cdnaas.common.serve:main_{svc}" for svc in SERVICES],
+        "openstack.cli.extension": ["cdn = cdnaas.osc.plugin"],
+        "openstack.cdn.v1": [
+            "cdn_vcdn_create = cdnaas.osc.v1.vcdn:CreateVcdn",
+            "cdn_vcdn_list = cdnaas.osc.v1.vcdn:ListVcdn",
+            "cdn_vcdn_show = cdnaas.osc.v1.vcdn:ShowVcdn",
+            "cdn_vcdn_set = cdnaas.osc.v1.vcdn:SetVcdn",
+            "cdn_vcdn_delete = cdnaas.osc.v1.vcdn:DeleteVcdn",
+            "cdn_vcdn_purge = cdnaas.osc.v1.vcdn:PurgeVcdn",
+            "cdn_vcdn_usage = cdnaas.osc.v1.vcdn:UsageVcdn",
+            "cdn_flavor_list = cdnaas.osc.v1.catalogue:ListFlavor",
+            "cdn_region_list = cdnaas.osc.v1.catalogue:ListRegion",
+        ],
         # oslopolicy-sample-generator --namespace cdnaas (docs/policy.yaml.sample)
         "oslo.policy.policies": ["cdnaas = cdnaas.api.policy:list_rules"],
         "cdnaas.flavors": [

@@ -22,6 +22,7 @@ UNIT_MODULES = {
     "test_comforts_unit",
     "test_loadgen_agent",
     "test_delivery_registry",
+    "test_cli_bodies",
     "test_policy",
     "test_zone_units",
 }
@@ -41,6 +42,7 @@ SYSTEM_MODULES = {
     "test_ranges",
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
+    "test_openstack_catalog",
     "test_openstack_identity",
     "test_openstack_zone_designate",
     "test_zone_contract", "test_zone_local",

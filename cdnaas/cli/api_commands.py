@@ -9,11 +9,11 @@ import click
 import yaml
 from rich.markup import escape
 
-from cdnaas.cli import charts, client, output
+from cdnaas.cli import bodies, charts, client, output
+from cdnaas.cli.bodies import drop_none as _drop_none
+from cdnaas.cli.bodies import parse_region
 from cdnaas.common import caching, errors, timeutil
 
-NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-RESPONSE_TIME = re.compile(r"^p(\d+(?:\.\d+)?)=(\d+(?:\.\d+)?)(?:ms)?$")
 AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 AGO_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 #: the vCDN states of api-spec/common.yaml (``vcdn list --state``)
@@ -32,53 +32,6 @@ def api():
 
 
 # -- parameter types --------------------------------------------------------------------------
-
-def parse_quality(text):
-    """``4.2`` -> ``{"min_mos": 4.2}``; ``p95=200`` -> a response-time target; else ValueError."""
-    match = RESPONSE_TIME.match(text)
-    if match:
-        percentile, max_ms = float(match[1]), float(match[2])
-        if not 0 < percentile <= 100 or max_ms <= 0:
-            raise ValueError(f"{text!r}: the percentile must be in (0, 100] and the time positive")
-        return {"response_time": {"percentile": percentile, "max_ms": max_ms}}
-    try:
-        mos = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is neither a MOS (1-5) nor a response time like p95=200")
-    if not 1 <= mos <= 5:
-        raise ValueError(f"MOS {text} is outside 1-5")
-    return {"min_mos": mos}
-
-
-def parse_region(text, update=False):
-    """Parse ``NAME:DEMAND[:QUALITY]`` (for an update ``NAME[:DEMAND][:QUALITY]``).
-
-    QUALITY is a minimum MOS (``4.0``) or a percentile response time (``p95=200``).
-
-    :returns: the region object of ``VcdnRequest.regions`` / ``VcdnChange.regions``
-        (``quality`` left out of a create when not given; see ``--min-mos``).
-    :raises ValueError: the text does not follow the syntax.
-    """
-    syntax = "NAME[:DEMAND][:QUALITY]" if update else "NAME:DEMAND[:QUALITY]"
-    parts = text.split(":")
-    if not 1 <= len(parts) <= 3 or (not update and len(parts) < 2):
-        raise ValueError(f"{text!r} is not {syntax}, e.g. eu-west:1000:4.0")
-    name, demand, quality = (parts + ["", ""])[:3]
-    if not NAME.match(name):
-        raise ValueError(f"region name {name!r} must be lower-case letters, digits and dashes, "
-                         "starting with a letter")
-    region = {"name": name}
-    if demand or not update:
-        if not demand.isdigit() or int(demand) < 1:
-            raise ValueError(f"demand {demand!r} of {name} must be a whole number of viewers >= 1")
-        region["demand"] = int(demand)
-    if quality:
-        region["quality"] = parse_quality(quality)
-    if update and len(region) == 1:
-        raise ValueError(f"{text!r} changes nothing: give a demand and/or a quality, "
-                         "e.g. eu-west:2000 or eu-west::4.2")
-    return region
-
 
 class RegionSpec(click.ParamType):
     """``--region NAME:DEMAND[:QUALITY]``."""
@@ -129,14 +82,10 @@ class TimeOrAgo(IsoTime):
 
 
 def name_argument(value, what):
-    if not NAME.match(value):
-        raise click.BadParameter(f"{value!r}: a {what} name is lower-case letters, digits and "
-                                 "dashes, starting with a letter")
-    return value
-
-
-def _drop_none(mapping):
-    return {key: value for key, value in mapping.items() if value is not None}
+    try:
+        return bodies.check_name(value, what)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 # -- catalogue --------------------------------------------------------------------------------
@@ -554,7 +503,7 @@ def _add_request_options(command, name_required):
                      help="Region, peak concurrent viewers and quality: a minimum MOS "
                           "(eu-west:1000:4.0) or a percentile response time in ms "
                           "(eu-west:1000:p95=200). Repeatable."),
-        click.option("--min-mos", type=click.FloatRange(1, 5), default=3.6, show_default=True,
+        click.option("--min-mos", type=click.FloatRange(1, 5), default=bodies.DEFAULT_MIN_MOS, show_default=True,
                      help="Minimum MOS of the regions that name no quality of their own "
                           "(3.6 is the paper's 'acceptable')."),
         click.option("--lease-start", type=IsoTime(), help="When it must serve (default now)."),
@@ -567,31 +516,15 @@ def _add_request_options(command, name_required):
     return command
 
 
-def _request_body(name, flavor, origin, region_list, min_mos, lease_start, lease_end, lease_hours):
-    """The ``VcdnRequest`` body the options describe.
+def _request_body(**request):
+    """The ``VcdnRequest`` body the options describe (:func:`bodies.vcdn_request`).
 
     :raises click.UsageError: the lease or the regions are inconsistent.
     """
-    if (lease_end is None) == (lease_hours is None):
-        raise click.UsageError("give the lease as exactly one of --lease-end or --lease-hours")
-    if lease_end is None:
-        lease_end = (lease_start or timeutil.utcnow()) + dt.timedelta(hours=lease_hours)
-    if lease_start is not None and lease_end <= lease_start:
-        raise click.UsageError("--lease-end must come after --lease-start")
-    regions_body = []
-    for region in region_list:
-        region = dict(region)
-        if "quality" not in region:
-            region["quality"] = {"min_mos": min_mos}
-        regions_body.append(region)
-    names = [r["name"] for r in regions_body]
-    if len(set(names)) != len(names):
-        raise click.UsageError("each region may be named only once")
-    lease = {"end": timeutil.isoformat(lease_end)}
-    if lease_start is not None:
-        lease["start"] = timeutil.isoformat(lease_start)
-    return {**({"name": name} if name is not None else {}), "flavor": flavor,
-            "origin": origin, "regions": regions_body, "lease": lease}
+    try:
+        return bodies.vcdn_request(**request)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _tls_options(command):
@@ -773,10 +706,7 @@ def vcdn_update(vcdn_id, region_list, added, removed, origin, lease_end, if_matc
     """Change a vCDN: demand and quality of regions, regions added or removed, the
     origin, the lease end, its hostnames and certificate (a new one is a rotation that
     drops no request), in any combination (one operation)."""
-    body = _drop_none({
-        "regions": [*region_list, *({"quality": {"min_mos": 3.6}, **r} for r in added)] or None,
-        "remove_regions": list(removed) or None, "origin": origin,
-        "lease": {"end": timeutil.isoformat(lease_end)} if lease_end else None})
+    body = bodies.vcdn_change(region_list, added, removed, origin, lease_end)
     body.update(_tls_body(hostnames, certificate, private_key, managed))
     body.update(_files_body(cache_rules, origins, response_rules, log_streams, access,
                             https_policy))
@@ -944,8 +874,7 @@ def vcdn_usage(vcdn_id, since, until):
 
     With --json, the API's answer with each price's breakdown.
     """
-    params = _drop_none({"from": timeutil.isoformat(since), "to": timeutil.isoformat(until)})
-    found = api().get(f"/api/v1/vcdns/{vcdn_id}/usage", params=params)
+    found = api().usage(vcdn_id, timeutil.isoformat(since), timeutil.isoformat(until))
     output.show(found, _render_usage)
 
 

@@ -6,6 +6,7 @@ Settings, first found wins: command-line option, environment (``CDNAAS_TOKEN``,
 URL of :func:`cdnaas.common.config.service_url`.
 """
 import os
+import time
 from pathlib import Path
 
 import click
@@ -63,27 +64,15 @@ def token(override=None):
     return override or config.setting("CDNAAS_TOKEN") or load_settings().get("token")
 
 
-class ApiClient(JsonClient):
-    """Client of the customer API (``api-spec/api.yaml``)."""
+class CustomerApi(JsonClient):
+    """Typed client of the customer API (``api-spec/api.yaml``): one method per call.
+
+    The ``cdnaas`` CLI (:class:`ApiClient`) and the ``openstack cdn`` plugin
+    (:mod:`cdnaas.osc`) both use it; ``base_url`` is the API's root (the paths carry
+    ``/api/v1``), as the Keystone catalog's ``cdn`` endpoints give it.
+    """
 
     service = "api"
-
-    def __init__(self, base_url=None, token=None, timeout=30.0):  # pylint: disable=redefined-outer-name
-        super().__init__(base_url=base_url, token=token, timeout=timeout)
-        self.has_token = bool(token)
-
-    def request(self, method, path, **kwargs):
-        try:
-            return super().request(method, path, **kwargs)
-        except errors.UpstreamError as exc:
-            if "unreachable" in exc.message:
-                exc.message += " (is the stack running? `cdnaas up` or `cdnaas status`)"
-            raise
-        except errors.Unauthorized as exc:
-            if not self.has_token:
-                exc.message = ("no token: set CDNAAS_TOKEN, or save one in "
-                               f"{config_path()} (cdnaas admin create-token --save)")
-            raise
 
     # catalogue
     def flavors(self):
@@ -184,6 +173,12 @@ class ApiClient(JsonClient):
     def vcdn(self, vcdn_id):
         return self.get(f"/api/v1/vcdns/{vcdn_id}")
 
+    def usage(self, vcdn_id, since=None, until=None):
+        """What the vCDN used per region and in total, and its price, from ``since`` to
+        ``until`` (ISO 8601 texts; default its creation and now)."""
+        params = {key: value for key, value in (("from", since), ("to", until)) if value}
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/usage", params=params or None)
+
     def log_streams(self, vcdn_id):
         """The vCDN's log streams with each VNF's shipper's counts, and the totals."""
         return self.get(f"/api/v1/vcdns/{vcdn_id}/log-streams")
@@ -241,6 +236,61 @@ class ApiClient(JsonClient):
 
     def operation(self, operation_id):
         return self.get(f"/api/v1/operations/{operation_id}")
+
+
+class ApiClient(CustomerApi):
+    """:class:`CustomerApi` for the ``cdnaas`` CLI: a bearer token, and errors that say
+    how to start the local stack or where to put a token."""
+
+    def __init__(self, base_url=None, token=None, timeout=30.0):  # pylint: disable=redefined-outer-name
+        super().__init__(base_url=base_url, token=token, timeout=timeout)
+        self.has_token = bool(token)
+
+    def request(self, method, path, **kwargs):
+        try:
+            return super().request(method, path, **kwargs)
+        except errors.UpstreamError as exc:
+            if "unreachable" in exc.message:
+                exc.message += " (is the stack running? `cdnaas up` or `cdnaas status`)"
+            raise
+        except errors.Unauthorized as exc:
+            if not self.has_token:
+                exc.message = ("no token: set CDNAAS_TOKEN, or save one in "
+                               f"{config_path()} (cdnaas admin create-token --save)")
+            raise
+
+
+def error_text(exc: errors.CdnaasError) -> str:
+    """An error answer for people: its message, then the field and each problem found."""
+    lines = [exc.message]
+    if exc.field:
+        lines.append(f"  field: {exc.field}")
+    details = exc.details or []
+    for detail in details:
+        where = detail.get("field") if isinstance(detail, dict) else None
+        problem = detail.get("problem") if isinstance(detail, dict) else detail
+        if len(details) == 1 and problem == exc.message:
+            continue  # the message already says it
+        lines.append(f"  - {where + ': ' if where else ''}{problem}")
+    return "\n".join(lines)
+
+
+def follow_operation(fetch, operation_id, interval=0.5, timeout=600.0):
+    """Poll ``fetch(operation_id)`` (e.g. :meth:`CustomerApi.operation`) until the operation
+    ends, yielding each state read; the last one yielded is terminal.
+
+    :raises TimeoutError: it is still running after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        operation = fetch(operation_id)
+        yield operation
+        if operation.get("state") in TERMINAL_STATES:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"operation {operation_id} is still {operation.get('state')} "
+                               f"after {timeout:g}s")
+        time.sleep(interval)
 
 
 def api_client(url=None, token_value=None) -> ApiClient:

@@ -24,17 +24,7 @@ class ApiError(click.ClickException):
     exit_code = 1
 
     def __init__(self, exc: errors.CdnaasError):
-        lines = [exc.message]
-        if exc.field:
-            lines.append(f"  field: {exc.field}")
-        details = exc.details or []
-        for detail in details:
-            where = detail.get("field") if isinstance(detail, dict) else None
-            problem = detail.get("problem") if isinstance(detail, dict) else detail
-            if len(details) == 1 and problem == exc.message:
-                continue  # the message already says it
-            lines.append(f"  - {where + ': ' if where else ''}{problem}")
-        super().__init__("\n".join(lines))
+        super().__init__(client.error_text(exc))
         self.error = exc
 
 
@@ -263,7 +253,8 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import api_commands, calibrate, demo, image, local, quota_commands, webhook
+    from cdnaas.cli import (api_commands, calibrate, catalog, demo, image, local, quota_commands,
+                            webhook)
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
@@ -273,6 +264,7 @@ def _register_commands():
     cli.add_command(image.image)
     cli.add_command(calibrate.calibrate)
     cli.add_command(webhook.webhook)
+    admin.add_command(catalog.register_service)
 
 
 _register_commands()

@@ -6,7 +6,6 @@ Tables and messages go to stdout; progress bars and notes go to stderr, so
 import json
 import os
 import sys
-import time
 
 import click
 from rich.console import Console
@@ -14,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cdnaas.cli.client import TERMINAL_STATES
+from cdnaas.cli.client import follow_operation
 
 STATE_STYLES = {"COMPLETED": "green", "ACTIVE": "green", "FAILED": "red", "ROLLED_BACK": "red",
                 "PROCESSING": "yellow", "DEPLOYING": "yellow", "UPDATING": "yellow",
@@ -314,36 +313,31 @@ def watch_operation(fetch, operation_id, interval=0.5, timeout=600.0, quiet=Fals
     :returns: the operation in its terminal state.
     :raises OperationTimeout: it is still running after ``timeout`` seconds.
     """
-    deadline = time.monotonic() + timeout
     console = err()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
                   console=console, transient=False, disable=quiet) as progress:
         header = progress.add_task(f"operation {operation_id}", total=None, state="")
         tasks = {}
-        while True:
-            operation = fetch(operation_id)
-            state = operation.get("state")
-            progress.update(header, description=f"{operation.get('type', 'operation')} "
-                            f"{operation_id}", state=styled(state))
-            for step in operation.get("steps") or []:
-                name = step.get("name", "?")
-                total = max(int(step.get("total") or 0), 1)
-                done = int(step.get("done") or 0)
-                if step.get("state") in ("COMPLETED", "SKIPPED"):
-                    done = total
-                if name not in tasks:
-                    tasks[name] = progress.add_task(f"  {name}", total=total, state="")
-                progress.update(tasks[name], total=total, completed=min(done, total),
-                                state=styled(step.get("state")))
-            if state in TERMINAL_STATES:
-                progress.update(header, total=1, completed=1)
-                return operation
-            if time.monotonic() >= deadline:
-                raise OperationTimeout(f"operation {operation_id} is still {state} after "
-                                       f"{timeout:g}s; follow it with: cdnaas op watch "
-                                       f"{operation_id}")
-            time.sleep(interval)
+        try:
+            for operation in follow_operation(fetch, operation_id, interval, timeout):
+                progress.update(header, description=f"{operation.get('type', 'operation')} "
+                                f"{operation_id}", state=styled(operation.get("state")))
+                for step in operation.get("steps") or []:
+                    name = step.get("name", "?")
+                    total = max(int(step.get("total") or 0), 1)
+                    done = int(step.get("done") or 0)
+                    if step.get("state") in ("COMPLETED", "SKIPPED"):
+                        done = total
+                    if name not in tasks:
+                        tasks[name] = progress.add_task(f"  {name}", total=total, state="")
+                    progress.update(tasks[name], total=total, completed=min(done, total),
+                                    state=styled(step.get("state")))
+        except TimeoutError as exc:
+            raise OperationTimeout(f"{exc}; follow it with: cdnaas op watch "
+                                   f"{operation_id}") from None
+        progress.update(header, total=1, completed=1)
+        return operation
 
 
 def render_log_streams(found):

@@ -22,15 +22,19 @@ class JsonClient:
         token signed with the key in ``key_file`` (:mod:`cdnaas.common.service_auth`).
     :param timeout: seconds to wait for one answer.
     :param key_file: the service key file; the configured one when omitted.
+    :param session: what sends the requests: an object with ``requests.Session``'s
+        ``request(method, url, **kwargs)`` and ``get(url, **kwargs)`` returning
+        ``requests.Response`` (a keystoneauth session behind an adapter such as
+        :class:`cdnaas.osc.client.KeystoneTransport`); a new ``requests.Session`` when omitted.
     """
 
     service = None  # set by subclasses to find their URL in the environment
 
-    def __init__(self, base_url=None, token=None, timeout=30.0, key_file=None):
+    def __init__(self, base_url=None, token=None, timeout=30.0, key_file=None, session=None):
         self.base_url = (base_url or config.service_url(self.service)).rstrip("/")
         self.timeout = timeout
         self.key_file = key_file
-        self.session = requests.Session()
+        self.session = session or requests.Session()
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
         self.signed = not token and self.service in config.INTERNAL_SERVICES
