@@ -39,6 +39,7 @@ SYSTEM_MODULES = {
     "test_ranges",
     "test_access",
     "test_https_policy", "test_openstack_https_policy",
+    "test_compose_run",
 }
 
 
