@@ -20,6 +20,7 @@ import pytest
 import requests
 import yaml
 
+from cdnaas.common import config
 from cdnaas.so import states
 from tests.support.api import Api, populate, vcdn_body
 
@@ -157,7 +158,7 @@ def test_two_healthy_replicas_of_each_service_after_one_migration(deployment):
         assert len({c["Config"]["Hostname"] for c in replicas}) == 2, svc
     (migrate,) = deployment.containers("migrate")
     assert migrate["State"]["Status"] == "exited" and migrate["State"]["ExitCode"] == 0
-    assert "migrated api, sidr, so, ro, im" in deployment.logs(migrate)
+    assert f"migrated {', '.join(config.SERVICES)}" in deployment.logs(migrate)
     assert deployment.sql("SELECT count(*) FROM so_regions") == "0"  # the schema is there
     assert [c["State"]["Status"] for c in deployment.containers("postgres")] == ["running"]
     for url in deployment.urls:  # each API replica on its own published port
