@@ -46,6 +46,7 @@ SYSTEM_MODULES = {
     "test_openstack_identity",
     "test_openstack_zone_designate",
     "test_zone_contract", "test_zone_local",
+    "test_compose_run",
 }
 
 

@@ -1,4 +1,5 @@
-"""docker-compose.yml and images/Dockerfile agree with the code (no Docker engine needed)."""
+"""docker-compose.yml, images/Dockerfile and scripts/compose-images agree with the code (no
+Docker engine needed; tests/test_compose_run.py runs them)."""
 import importlib
 import importlib.metadata
 import re
@@ -14,6 +15,8 @@ from cdnaas.common.config import DEFAULT_PORTS, SERVICES
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "images" / "Dockerfile"
+POSTGRES_DOCKERFILE = REPO / "images" / "postgres" / "Dockerfile"
+IMAGES_SCRIPT = REPO / "scripts" / "compose-images"
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +54,10 @@ def _container_ports(service):
 
 
 def _host_ports(spec):
-    """Host ports of a short ``ports`` entry (``[IP:]HOST[-HOST]:CONTAINER``)."""
-    host = str(spec).rsplit(":", 1)[0].rsplit(":", 1)[-1]
+    """Host ports of a short ``ports`` entry (``[IP:]HOST[-HOST]:CONTAINER``; HOST may be
+    ``${VARIABLE:-default}``, read as its default)."""
+    spec = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(spec))
+    host = spec.rsplit(":", 1)[0].rsplit(":", 1)[-1]
     first, _, last = host.partition("-")
     return list(range(int(first), int(last or first) + 1))
 
@@ -92,18 +97,28 @@ def test_services_wait_for_the_migration(compose):
         assert depends["migrate"]["condition"] == "service_completed_successfully", svc
 
 
-def test_postgres_is_15_with_a_healthcheck(compose):
+def _built_by_the_script():
+    """{image: Dockerfile} of the ``build IMAGE DOCKERFILE CONTEXT`` lines of compose-images."""
+    lines = re.findall(r"^build (\S+) (\S+) \S+$", IMAGES_SCRIPT.read_text(), re.MULTILINE)
+    return {image: (REPO / dockerfile).resolve() for image, dockerfile in lines}
+
+
+def test_postgres_is_debians_15_with_a_healthcheck(compose):
     postgres = compose["services"]["postgres"]
-    assert postgres["image"] == "postgres:15"
+    assert _built_by_the_script()[postgres["image"]] == POSTGRES_DOCKERFILE
+    assert "postgresql-15" in POSTGRES_DOCKERFILE.read_text(encoding="utf-8")
     assert "pg_isready" in " ".join(_argv(postgres["healthcheck"]["test"]))
+    assert set(_environment(postgres)) == {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"}
 
 
 def test_one_image_built_from_images_dockerfile(compose):
+    """Nothing is pulled or built by compose: every image is one scripts/compose-images builds."""
     images = {compose["services"][name]["image"] for name in (*SERVICES, "migrate")}
     assert len(images) == 1
-    for name in (*SERVICES, "migrate"):
-        build = compose["services"][name]["build"]
-        assert (REPO / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
+    assert _built_by_the_script()[images.pop()] == DOCKERFILE
+    for name, service in compose["services"].items():
+        assert "build" not in service, name
+        assert service["image"] in _built_by_the_script(), name
 
 
 @pytest.mark.parametrize("svc", SERVICES)
@@ -171,7 +186,8 @@ def _instructions(text):
 def test_the_dockerfile_installs_the_package_and_runs_a_service(console_scripts):
     assert DOCKERFILE.exists()
     steps = _instructions(DOCKERFILE.read_text(encoding="utf-8"))
-    assert steps[0] == ("FROM", "python:3.11-slim-bookworm")
+    assert steps[:2] == [("ARG", "BASE=cdnaas-base:bookworm"), ("FROM", "${BASE}")]
+    assert "BASE=cdnaas-base:$CODENAME" in IMAGES_SCRIPT.read_text(), "the base the script makes"
     copied = " ".join(args for keyword, args in steps if keyword == "COPY")
     for needed in ("setup.py", "cdnaas", "plugins", "api-spec", "templates"):
         assert needed in copied, f"the image lacks {needed}"
