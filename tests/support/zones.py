@@ -1,9 +1,13 @@
-"""What the zone publishers' contract test needs of each publisher (:class:`ZoneServer`)
-and DNS questions asked straight at an authoritative server (dnspython)."""
+"""What the zone publishers' contract test needs of each publisher (:class:`ZoneServer`),
+DNS questions asked straight at an authoritative server (dnspython), and what the
+entry-point tests share: a region's client with its recursive resolver, a resolving loop,
+and the checks that a name answered throughout a change and kept its names."""
 import contextlib
 import dataclasses
 import ipaddress
 import os
+import threading
+import time
 from pathlib import Path
 
 import dns.flags
@@ -18,6 +22,7 @@ import pytest
 
 from cdnaas.cli.stack import start_zone_server
 from cdnaas.common.ports import free_loopback_ports
+from cdnaas.ro.vim.local import clients, network
 from cdnaas.ro.zones import knot
 
 
@@ -148,3 +153,70 @@ def add_record(state_dir, port, zone, name, kind, value, ttl=1):
     update.add(f"{name}.", ttl, kind, value)
     answer = dns.query.tcp(update, "127.0.0.1", port=port, timeout=3)
     assert answer.rcode() == dns.rcode.NOERROR, answer
+
+
+#: the region clients of the entry-point tests
+CLIENT = {"eu-west": "10.1.0.31", "us-east": "10.2.0.31"}
+#: how long, and how many queries, a resolving loop may take during region changes
+LOOP_SECONDS, LOOP_QUERIES = 600, 3000
+
+
+def region_resolver(vcdn_id, region, folder, zone, port):
+    """``(viewer, start)``: a client of ``region`` (:data:`CLIENT`) and a function that
+    starts its recursive resolver, sending names below ``zone`` to the authoritative
+    server on ``port`` at the region bridge's gateway."""
+    subnet = ipaddress.ip_network(network.find_bridge(vcdn_id, region)[1], strict=False)
+    viewer = clients.client(vcdn_id, region, CLIENT[region])
+    return viewer, lambda client: recursive_resolver(client, folder / region, zone, subnet, port)
+
+
+def completed(stack, accepted):
+    """The vCDN once the operation ``accepted`` started has COMPLETED (asserted)."""
+    operation = stack.acme.wait(accepted["operation"]["id"], 300)
+    assert operation["state"] == "COMPLETED", operation
+    return stack.acme.ok("GET", f"/vcdns/{operation['vcdn_id']}")
+
+
+def balancers(vcdn):
+    """Each region's balancer address of ``vcdn``."""
+    return {r["name"]: r["load_balancer"] for r in vcdn["regions"]}
+
+
+class Resolving:
+    """A client asking its recursive resolver for ``name`` back to back (each ``dig``
+    waits 1 s and tries twice), at most :data:`LOOP_QUERIES` times or :data:`LOOP_SECONDS`."""
+
+    def __init__(self, viewer, name):
+        self.viewer, self.name = viewer, name
+        self.answers = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        deadline = time.monotonic() + LOOP_SECONDS
+        while not self.stop.is_set() and time.monotonic() < deadline \
+                and len(self.answers) < LOOP_QUERIES:
+            self.answers.append(self.viewer.resolve(self.viewer.address, self.name))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        time.sleep(1.0)
+        self.stop.set()
+        self.thread.join(30)
+
+
+def assert_answered_throughout(answers, balancer):
+    """Every one of ``answers`` (more than 20) is ``balancer``: no gap during the change."""
+    assert len(answers) > 20
+    failed = [(i, a) for i, a in enumerate(answers) if a != [balancer]]
+    assert failed == [], f"{len(failed)} of {len(answers)} answers failed: {failed[:5]}"
+
+
+def assert_names_kept(changed, name):
+    """Each vCDN of ``changed`` still has entry point ``name`` and its one NS name."""
+    for vcdn in changed:
+        assert vcdn["entry_point"]["hostname"] == name
+        assert [ns["name"] for ns in vcdn["entry_point"]["name_servers"]] == [f"dns-0.{name}"]
