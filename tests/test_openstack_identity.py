@@ -91,8 +91,12 @@ def test_a_reader_only_reads(cloud):
 def test_a_purger_purges_and_nothing_else(cloud):
     purger = cloud.api("purger")
     with leased(cloud, "purged") as vcdn:
-        purger.ok("POST", f"/vcdns/{vcdn['id']}/invalidations", 202, json={"prefixes": ["/v/"]})
-        for method, path in (("GET", "/vcdns"), ("GET", f"/vcdns/{vcdn['id']}"),
+        accepted = purger.ok("POST", f"/vcdns/{vcdn['id']}/invalidations", 202,
+                             json={"prefixes": ["/v/"]})
+        # it follows its purge (the vCDN and the operation), and reads nothing else
+        assert purger.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+        assert purger.ok("GET", f"/vcdns/{vcdn['id']}")["id"] == vcdn["id"]
+        for method, path in (("GET", "/vcdns"), ("GET", f"/vcdns/{vcdn['id']}/usage"),
                              ("DELETE", f"/vcdns/{vcdn['id']}")):
             assert purger.call(method, path).status_code == 403, (method, path)
 
@@ -154,3 +158,18 @@ def test_without_a_valid_keystone_token_the_answer_is_401_naming_keystone(cloud)
     public = Api(cloud.url).session.get(f"{cloud.url}/healthz", timeout=10)
     assert public.status_code == 200
 
+
+
+def test_an_operator_sets_a_keystone_projects_quota_and_the_project_sees_it(cloud):
+    """Under Keystone a tenant is a project id this API keeps no row of (the fixture's
+    projects are its own): an operator names it; a project sees its own quotas only."""
+    project = cloud.projects["a"]
+
+    def vcdns_limit(answer):
+        return next(q for q in answer["quotas"] if q["name"] == "vcdns")["limit"]
+    cloud.api("system-admin").ok("PUT", f"/tenants/{project}/quotas", json={"vcdns": 30})
+    assert vcdns_limit(cloud.api("member").ok("GET", "/quotas")) == 30
+    assert vcdns_limit(cloud.api("reader").ok("GET", f"/tenants/{project}/quotas")) == 30
+    assert cloud.api("other").call("GET", f"/tenants/{project}/quotas").status_code == 404
+    assert cloud.api("member").call("PUT", f"/tenants/{project}/quotas",
+                                    json={"vcdns": 99}).status_code == 403

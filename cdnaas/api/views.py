@@ -1,7 +1,7 @@
 """HTTP views of the customer API (thin: see tenancy.py, vcdns.py, auth.py)."""
 from flask import Blueprint, current_app, g, request
 
-from cdnaas.api import quality, statements, tenancy, usage, vcdns
+from cdnaas.api import auth, quality, statements, tenancy, usage, vcdns
 from cdnaas.api.policy import (ADMIN, ADMIN_READER, ANYONE, MEMBER, PROJECT_MEMBER, PROJECT_READER,
                                PURGE_FOLLOWER, PURGER, READER, Routes)
 from cdnaas.common import errors
@@ -15,6 +15,16 @@ CATALOGUE_FIELDS = ("name", "description", "default")
 
 def _db():
     return current_app.extensions["db"]
+
+
+def _visible_tenant(tenant):
+    """404 unless the caller may see ``tenant`` (itself, or an operator) and, with local
+    tokens, it exists; under Keystone a tenant is a project id this API keeps no row of."""
+    if current_app.extensions["caller_of"] is auth.local_caller:
+        with _db().sessions() as session:
+            tenancy.visible_tenant(session, g.caller, tenant)
+    elif not (g.caller.is_operator or g.caller.tenant == tenant):
+        raise errors.NotFound(f"no tenant {tenant}", field="tenant")
 
 
 @routes.get("/whoami", "cdn:caller:get", ANYONE,
@@ -198,16 +208,14 @@ def set_quota_defaults():
 @routes.get("/tenants/<tenant>/quotas", "cdn:quota:get_tenant", READER,
             "Show a tenant's quotas and use (operator, or the tenant itself).")
 def tenant_quotas(tenant):
-    with _db().sessions() as session:
-        tenancy.visible_tenant(session, g.caller, tenant)
+    _visible_tenant(tenant)
     return SoClient().quotas(tenant)
 
 
 @routes.put("/tenants/<tenant>/quotas", "cdn:quota:update_tenant", ADMIN,
             "Set a tenant's quotas (operator).")
 def set_tenant_quotas(tenant):
-    with _db().sessions() as session:
-        tenancy.visible_tenant(session, g.caller, tenant)
+    _visible_tenant(tenant)
     return SoClient().set_quotas(tenant, request.get_json())
 
 
@@ -215,8 +223,7 @@ def set_tenant_quotas(tenant):
             "A tenant's usage and price over a month (operator).")
 def tenant_statement(tenant, month):
     """A tenant's usage and price per vCDN over a calendar month (``YYYY-MM``, UTC)."""
-    with _db().sessions() as session:
-        tenancy.visible_tenant(session, g.caller, tenant)
+    _visible_tenant(tenant)
     return statements.statement(tenant, month)
 
 
