@@ -72,6 +72,10 @@ _LOG_MARKS = pytest.StashKey[dict]()
 ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
 #: parameters whose value puts a test on the mini cloud (beside node ids naming openstack)
 MINICLOUD_PARAMS = {"zone": "designate"}
+#: modules on the mini cloud that touch neither its compute hosts nor the services the
+#: fault fixtures stop (Keystone and Designate only, with projects, regions, zones of their own)
+SERVICES_ONLY = {"test_openstack_identity", "test_openstack_catalog",
+                 "test_openstack_zone_designate", "test_zone_contract"}
 #: the mini cloud's BIND, where Designate's zones are served
 BIND = (configs.HOST, configs.PORTS["bind"])
 
@@ -295,12 +299,17 @@ def _logged_errors(marks):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Every test on the mini cloud in one pytest-xdist group (``--dist loadgroup``): they
-    share its compute hosts, which the failure injection disables. First, so the group is
-    marked before pytest-xdist's own hook turns the marks into node ids. The group is the
-    run's longest (one test after another) and is moved to the front, so that one worker
-    starts it at once while the other takes the rest."""
+    """Every test on the mini cloud in a pytest-xdist group (``--dist loadgroup``), first,
+    so the group is marked before pytest-xdist's own hook turns the marks into node ids.
+
+    Tests that use the compute hosts share them (the failure injection disables them, an
+    outage stops Barbican or Octavia) and run one after another in group ``openstack``, the
+    run's longest, moved to the front so one worker starts it at once. Tests of
+    :data:`SERVICES_ONLY` use only Keystone and Designate, each with projects, regions or
+    zones of its own: their group ``openstack-services`` runs beside it on the other worker."""
     on_cloud = [item for item in items if on_minicloud(item)]
     for item in on_cloud:
-        item.add_marker(pytest.mark.xdist_group("openstack"))
+        module = item.module.__name__.rpartition(".")[2]
+        item.add_marker(pytest.mark.xdist_group(
+            "openstack-services" if module in SERVICES_ONLY else "openstack"))
     items[:] = on_cloud + [item for item in items if not on_minicloud(item)]
