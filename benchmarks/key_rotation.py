@@ -26,7 +26,7 @@ in between:
 Every request is counted: a status other than 200, a connection that fails, or a
 response that does not come within 10 s is a lost request. A kept-alive connection the
 server closed while idle is opened again and the request sent again, as browsers do
-(counted as reconnects, not losses). It prints requests, losses by kind, the achieved
+(counted as reconnects, not losses: :mod:`keepalive_viewers`). It prints requests, losses by kind, the achieved
 request rate (overall and per phase), the requests that were in flight while a PATCH
 ran, and this process's CPU time (the viewers' cost).
 
@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from deploy_time import REGIONS, local_stack  # noqa: E402
+from keepalive_viewers import KeptAlive  # noqa: E402
 from purge import wait  # noqa: E402
 
 from cdnaas.calibration.viewers import raise_file_limit  # noqa: E402
@@ -59,8 +60,6 @@ PREFIX = "/video/"
 SEGMENT = "/video/low/seg-{n}.m4s"
 #: the viewers' address in each region's client prefix
 VIEWER_HOST = 40
-#: seconds a response may take before it counts as lost
-TIMEOUT = 10.0
 
 
 class Tokens:
@@ -88,27 +87,6 @@ class Tally:
         self.reconnects = 0
 
 
-async def _exchange(reader, writer, request):
-    """Send ``request``; return the response's status (its body read and discarded)."""
-    writer.write(request)
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    fields = {k.strip().lower(): v.strip()
-              for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-    if "content-length" in fields:
-        await reader.readexactly(int(fields["content-length"]))
-    elif fields.get("transfer-encoding", "").lower() == "chunked":
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            await reader.readexactly(size + 2)
-            if size == 0:
-                break
-    if fields.get("connection", "").lower() == "close":
-        writer.close()
-    return status
-
-
 async def _viewer(index, count, region, balancer, tokens, tally, args, stop_at):
     """One viewer: a segment every ``args.interval`` s on one kept-alive connection."""
     started = time.monotonic() + args.interval * index / count  # spread over one interval
@@ -116,7 +94,7 @@ async def _viewer(index, count, region, balancer, tokens, tally, args, stop_at):
     await asyncio.sleep(max(0.0, started - time.monotonic()))
     key_id, query = tokens.get(region)
     next_refresh = started + refresh_phase
-    reader = writer = None
+    connection = KeptAlive(balancer)
     for number in range(args.requests):
         due = started + number * args.interval
         now = time.monotonic()
@@ -131,33 +109,10 @@ async def _viewer(index, count, region, balancer, tokens, tally, args, stop_at):
         request = (f"GET {path}?{query} HTTP/1.1\r\nHost: {balancer}\r\n"
                    "User-Agent: cdnaas-rotation-bench\r\n\r\n").encode("ascii")
         began = time.monotonic()
-        outcome = None
-        for attempt in range(2):
-            fresh = writer is None or writer.is_closing()
-            try:
-                if fresh:
-                    reader, writer = await asyncio.wait_for(
-                        asyncio.open_connection(balancer, 80), TIMEOUT)
-                outcome = await asyncio.wait_for(_exchange(reader, writer, request), TIMEOUT)
-                break
-            except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
-                if writer is not None:
-                    writer.close()
-                writer = None
-                if fresh or attempt or getattr(exc, "partial", b""):
-                    outcome = type(exc).__name__  # not an idle connection the server closed
-                    break
-                tally.reconnects += 1
-            except (asyncio.TimeoutError, OSError) as exc:
-                if writer is not None:
-                    writer.close()
-                writer = None
-                outcome = "timeout" if isinstance(exc, asyncio.TimeoutError) \
-                    else type(exc).__name__
-                break
+        outcome = await connection.ask(request)
         tally.requests.append((began, time.monotonic(), outcome, key_id))
-    if writer is not None:
-        writer.close()
+    connection.close()
+    tally.reconnects += connection.reconnects
 
 
 def run_region(namespace, region, balancer, viewers, first, tokens, tally, args, stop_at):

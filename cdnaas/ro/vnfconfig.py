@@ -57,6 +57,11 @@ STATUS_PATH = "/nginx_status"
 #: Where the management listener of a VNF that logs viewer requests (a balancer; a cache
 #: behind Octavia) serves its usage log (``+ ".1"``: the previous one).
 USAGE_LOG_PATH = "/cdnaas/access.log"
+#: seconds a balancer leaves a cache out of its rotation after a failed request to it
+#: (``fail_timeout``; ``max_fails=1``): a dead cache costs one failed try per this time
+#: and balancer worker. A rolling reload waits this long between a region's caches
+#: (:meth:`cdnaas.ro.vim.local.driver.LocalDriver._roll_caches`).
+MEMBER_FAIL_SECONDS = 5
 #: Where a cache's management listener purges the object a request path names
 #: (``PURGE_PATH + path``: the cache key that path has on the public listener); a cache's
 #: template declares ``{% set purge_module = true %}`` once it loads the purge module.
@@ -745,7 +750,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
                           "and the vCDN has no certificate")
     text = render_flavored(
         LB_TEMPLATE, flavor, name=_name("name", name), limits=limits, **listeners,
-        members=rendered, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
+        members=rendered, member_fail_seconds=MEMBER_FAIL_SECONDS, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
         balance_key=_balance_key(cache_rules, service), **options,

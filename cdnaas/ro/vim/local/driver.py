@@ -200,13 +200,46 @@ class LocalDriver(VimDriver):
             [(names[r], network.bridge_alias(owner, deployment_id, r)) for r in regions], _pool())
         return {r: {"bridge": names[r], "subnet": str(subnets[names[r]])} for r in regions}
 
-    def _roll_caches(self, owner, sig, caches, addresses, layout, progress):
-        """A rolling reload: each of ``caches`` is on its config for ``sig`` before the next
-        one starts, so the others serve meanwhile and a refused config stops the roll."""
-        progress("reconfigure caches", 0, len(caches))
-        for done, vnf in enumerate(caches, 1):
-            self._reload_cache(owner, sig, vnf, addresses, layout)
-            progress("reconfigure caches", done, len(caches))
+    def _roll_caches(self, owner, sig, vnfs, addresses, layout, progress):
+        """A rolling reload of ``vnfs`` (caches, origin shields) onto their config for
+        ``sig`` that loses no viewer request; every cache reload of the driver goes through
+        here. The shields first, one at a time (the caches fetch from them), then each
+        region's caches one at a time, the regions side by side; a refused config stops
+        the roll.
+
+        Why one at a time, apart: a cache's graceful reload closes the kept-alive
+        connections its old workers hold, and a balancer that sends a request on one at
+        that instant gets a reset. It sends the request again to the next member at once
+        (an error on a cached connection costs no try), but counts a failure of the cache,
+        which leaves its rotation for :data:`.vnfconfig.MEMBER_FAIL_SECONDS`
+        (``fail_timeout``, which keeps failover from a dead cache fast). So the next cache
+        of the region reloads only once that time, and a second more (nginx counts whole
+        seconds), has passed since the previous one's old workers ended: the balancer
+        never has every member out. Reloaded within those seconds, both caches of a
+        region were out and the balancer answered 502 "no live upstreams" (2,054 to 6,178
+        viewer requests lost per run of ``benchmarks/key_rotation.py``). Draining each
+        cache through its balancer (a reload with the member ``down``, another with it
+        back) avoids the resets too, but reloads the balancer twice per cache, each time
+        closing every viewer's idle connection."""
+        done, lock = [0], threading.Lock()
+        progress("reconfigure caches", 0, len(vnfs))
+
+        def roll(members):
+            rejoins_at = None  # when the balancer may pick the cache reloaded before
+            for vnf in members:
+                if rejoins_at is not None:
+                    time.sleep(max(0.0, rejoins_at - time.monotonic()))
+                if self._reload_cache(owner, sig, vnf, addresses, layout):
+                    rejoins_at = time.monotonic() + vnfconfig.MEMBER_FAIL_SECONDS + 1
+                with lock:
+                    done[0] += 1
+                    progress("reconfigure caches", done[0], len(vnfs))
+        roll([v for v in vnfs if v.role == "shield"])
+        regions = {}
+        for vnf in vnfs:
+            if vnf.role == "cache":
+                regions.setdefault(vnf.region, []).append(vnf)
+        run_all(self.pool, roll, regions.values())
 
     def _remove_region(self, owner, deployment_id, region, vnfs):
         """Drain the region's balancer (bounded, as a cache), then remove ``vnfs`` (its
@@ -248,8 +281,7 @@ class LocalDriver(VimDriver):
                           and v not in gone] for role in ("shield", "cache")}
         self._parallel("restore origin shield", progress, running["shield"],  # before caches
                        lambda v: self._reshape_shield(owner, sig, v, layout, listening))
-        self._parallel("restore cache rules", progress, running["cache"],  # where it got to
-                       lambda v: self._reload_cache(owner, sig, v, listening, layout))
+        self._roll_caches(owner, sig, running["cache"], listening, layout, progress)
         bundle = self.tls_bundle(sig)
         self._parallel("restore load balancers", progress, sorted(layout),
                        lambda region: self._reload_lb(owner, sig, region, addresses, layout,
@@ -586,19 +618,21 @@ class LocalDriver(VimDriver):
 
     def _reload_cache(self, owner, sig, vnf, addresses, layout):
         """Give the running cache (or shield) ``vnf`` its config for ``sig`` (origin, cache
-        rules), checked in its namespace and reloaded gracefully; nothing when it has that
-        config already."""
+        rules), checked in its namespace and reloaded gracefully, returning once its old
+        workers have ended: True; nothing when it has that config already: False. Caches
+        are reloaded through :meth:`_roll_caches`, which keeps their balancer serving."""
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
         _write_cache_files(sig, prefix)
         text = _cache_text(sig, vnf, addresses, layout, prefix)
         conf = prefix / "nginx.conf"
         if conf.exists() and conf.read_text() == text:
-            return
+            return False
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         with netns.entered(namespace):  # nginx -t binds the cache's address
             vnfconfig.check_nginx(text, str(prefix))
         conf.write_text(text)
         processes.reload_nginx(namespace, str(prefix), str(conf), settle=True)
+        return True
 
     def _start_dns(self, owner, sig, vnf, layout, addresses):
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)

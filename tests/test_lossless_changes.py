@@ -1,0 +1,90 @@
+"""Reconfigurations under load lose no viewer request (local driver, real nginx, root only).
+
+Viewers of a client namespace of the region hold kept-alive connections to its balancer
+(:class:`benchmarks.keepalive_viewers.Load`, a few hundred requests/s for a bounded time)
+while the driver reloads every cache of a 2-cache region (a rotation of the signing keys:
+the caches' config and then the balancers' change) or takes the region from 3 caches to 2
+and back. Every request must be answered 200; a request a viewer sends again on a new
+connection because the balancer closed its idle one (as browsers do) is counted apart.
+"""
+import dataclasses
+import os
+import threading
+import time
+
+import pytest
+
+from benchmarks.keepalive_viewers import Load
+from cdnaas.delivery import access
+from cdnaas.ro.vim.local import clients
+from cdnaas.ro.vim.local.driver import LocalDriver
+from tests.test_local_driver import make_sig, state_dir  # noqa: F401 (this module's owner)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
+
+VIEWERS = 200
+INTERVAL = 1.0  # s between a viewer's requests: VIEWERS / INTERVAL requests/s
+PATHS = [f"/objects/chunk-low?n={n}" for n in range(40)]  # 73 KB, spread over the caches
+SECRETS = {"a": "secret-a-" + "a" * 32, "b": "secret-b-" + "b" * 32}
+
+
+def signed(*key_ids):
+    """The vCDN's access control: signed URLs on ``/video/`` (which the viewers never ask
+    for) with the keys ``key_ids``; a new key changes every cache's config."""
+    return access.check({"signed_urls": {"paths": ["/video/"], "keys": [
+        {"id": k, "secret": SECRETS[k]} for k in key_ids]}})
+
+
+def under_load(deployment, sig, change):
+    """Run ``change()`` while the viewers of ``sig``'s north region fetch through its
+    balancer (from 2 s before to 2 s after); return the load and what ``change`` returned."""
+    with clients.client(sig.vcdn_id, "north", "10.1.0.30") as host:
+        load = Load(host.namespace, deployment.region_endpoints["north"], sig.hostname, PATHS,
+                    VIEWERS, INTERVAL, seconds=180)
+        thread = threading.Thread(target=load.run)
+        thread.start()
+        try:
+            time.sleep(2)
+            result = change()
+            time.sleep(2)
+        finally:
+            load.stop()
+            thread.join()
+    print(f"\n{sum(load.outcomes.values())} requests: {dict(load.outcomes)}; "
+          f"sent again on a new connection: {load.reconnects}")
+    return load, result
+
+
+def test_a_rolling_reload_of_every_cache_loses_no_request(origin, state_dir):  # noqa: F811
+    driver = LocalDriver()
+    sig = dataclasses.replace(make_sig(origin, {"north": 2, "south": 1}),
+                              service={"access": signed("a")})
+    deployment = driver.deploy(sig)
+    try:
+        rotated = dataclasses.replace(sig, service={"access": signed("a", "b")})
+        steps = []
+        load, deployment = under_load(deployment, sig, lambda: driver.update(
+            deployment, rotated, lambda *step: steps.append(step), previous=sig))
+        assert ("reconfigure caches", 3, 3) in steps  # every cache reloaded
+        assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
+        assert load.lost == 0, dict(load.outcomes)
+    finally:
+        driver.terminate(deployment)
+
+
+def test_scale_in_and_out_lose_no_request(origin, state_dir, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("CDNAAS_LOCAL_DRAIN_SECONDS", "10")
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 3, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        for caches in (2, 3):
+            load, deployment = under_load(deployment, sig, lambda caches=caches: driver.update(
+                deployment, make_sig(origin, {"north": caches, "south": 1}, sig.vcdn_id)))
+            names = {v.name for v in deployment.vnfs if v.role == "cache" and v.region == "north"}
+            assert names == {f"north-cache-{k + 1}" for k in range(caches)}
+            assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
+            assert load.lost == 0, (caches, dict(load.outcomes))
+    finally:
+        driver.terminate(deployment)
+
