@@ -223,7 +223,7 @@ def _openstack_contract_env(request):
     others, and one test's disabled compute host fails another's deployment.
     """
     if (getattr(request.config.option, "loadgroup", False) and on_minicloud(request.node)
-            and not request.node.nodeid.endswith("@openstack")):
+            and not request.node.nodeid.endswith("@" + minicloud_group(request.node))):
         pytest.fail("pytest-xdist did not group this mini cloud test (no @openstack in its "
                     "node id): use the pytest versions setup.py names")
     callspec = getattr(request.node, "callspec", None)
@@ -298,6 +298,12 @@ def _logged_errors(marks):
 
 
 @pytest.hookimpl(tryfirst=True)
+def minicloud_group(item):
+    """The xdist group of mini-cloud test ``item`` (see :func:`pytest_collection_modifyitems`)."""
+    module = item.module.__name__.rpartition(".")[2]
+    return "openstack-services" if module in SERVICES_ONLY else "openstack"
+
+
 def pytest_collection_modifyitems(items):
     """Every test on the mini cloud in a pytest-xdist group (``--dist loadgroup``), first,
     so the group is marked before pytest-xdist's own hook turns the marks into node ids.
@@ -309,7 +315,5 @@ def pytest_collection_modifyitems(items):
     zones of its own: their group ``openstack-services`` runs beside it on the other worker."""
     on_cloud = [item for item in items if on_minicloud(item)]
     for item in on_cloud:
-        module = item.module.__name__.rpartition(".")[2]
-        item.add_marker(pytest.mark.xdist_group(
-            "openstack-services" if module in SERVICES_ONLY else "openstack"))
+        item.add_marker(pytest.mark.xdist_group(minicloud_group(item)))
     items[:] = on_cloud + [item for item in items if not on_minicloud(item)]
