@@ -201,6 +201,7 @@ def test_ro_switches_a_free_host_and_refuses_one_carrying_vnfs(ro):
                                                  "state": "off", "applied": False,
                                                  "driver": "noop", "steps": None}
     assert client.post(f"/ro/v1/hosts/{busy}/power", json={"action": "on"}).status_code == 200
+    assert client.get("/ro/v1/power").get_json() == {"driver": "noop", "records_only": True}
     assert ro.extensions["ro_power"].driver.calls == [("power_off", "spare-1", "empty"),
                                                       ("power_on", busy, "")]
     assert client.post("/ro/v1/hosts/spare-1/power", json={"action": "reboot"}).status_code == 400
@@ -340,6 +341,24 @@ def test_an_action_the_driver_only_records_leaves_the_host_to_so(database, monke
     assert recorded and {d["outcome"] for d in recorded} == {"recorded"}
     assert recorded[0]["details"]["power"]["driver"] == "log"
     assert all(world.plant.enabled.values())  # nothing is off: SO still places there
+
+
+def test_a_driver_that_only_records_never_takes_a_host_out_of_placement(database, monkeypatch):
+    """With ``log``/``noop`` the IM records its decisions and leaves SO's hosts as the
+    operator set them: no placement sees a host disabled for a moment, and a host the
+    operator disabled is not enabled again by a power-up."""
+    world = power_world(database, monkeypatch, idle="0")
+    placement = []
+    monkeypatch.setattr(world.plant.ro, "power_driver",
+                        lambda: {"driver": "log", "records_only": True})
+    monkeypatch.setattr(world.plant.ro, "power_host", lambda host, action, reason=None: {
+        "host": host, "action": action, "state": action, "applied": False,
+        "steps": [f"recorded: {host} may be switched {action}"], "driver": "log"})
+    monkeypatch.setattr(world.plant.so, "update_host",
+                        lambda region, host, body: placement.append((host, body)))
+    world.run(2, eu=10000)
+    assert {d["outcome"] for d in powered(world, "power_down")} == {"recorded"}
+    assert placement == []
 
 
 def test_a_rise_adds_headroom_only_up_to_the_declared_demand(database, monkeypatch):

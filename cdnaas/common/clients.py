@@ -280,6 +280,11 @@ class RoClient(JsonClient):
         """Delete a reference and its material (409 while a running deployment uses it)."""
         return self.delete(f"/ro/v1/secrets/{ref}")
 
+    def power_driver(self):
+        """``{driver, records_only}``: RO's host power driver, and whether it only records
+        actions (``log``, ``noop``) instead of switching hosts."""
+        return self.get("/ro/v1/power")
+
     def power_host(self, host, action, reason=None):
         """Switch ``host`` ``"off"`` or ``"on"`` through RO's host power driver; returns
         ``{host, action, state, applied, steps, driver}``. 409: VNFs run on it."""

@@ -239,10 +239,13 @@ def apply(database, now, changes, so, ro):
     """Carry out each change through SO (placement) and RO (power); record each as a decision.
 
     Switching off: SO stops placing on the host first, then RO switches it off; when RO
-    refuses (VNFs on it) or fails, the host is given back to SO. Switching on: RO first,
-    then SO places on it again.
+    refuses (VNFs on it), fails or only recorded the action, the host is given back to SO.
+    Switching on: RO first, then SO places on it again. With a power driver that only
+    records (``log``, ``noop``), SO's placement is never touched: the host stays as the
+    operator set it (enabled or not) and no placement sees it disabled for a moment.
     """
     found = []
+    placement = changes and not ro.power_driver()["records_only"]
     for change in changes:
         host = change.host
         off = change.state == POWER_DOWN
@@ -250,17 +253,19 @@ def apply(database, now, changes, so, ro):
         details = dict(change.details)
         try:
             if off:
-                so.update_host(host.region, host.name, {"enabled": False})
+                if placement:
+                    so.update_host(host.region, host.name, {"enabled": False})
                 try:
                     answer = ro.power_host(host.name, "off", change.reason)
                 except errors.CdnaasError:
-                    so.update_host(host.region, host.name, {"enabled": True})
+                    if placement:
+                        so.update_host(host.region, host.name, {"enabled": True})
                     raise
-                if not answer.get("applied"):  # only recorded: the host still takes VNFs
+                if placement and not answer.get("applied"):  # the host still takes VNFs
                     so.update_host(host.region, host.name, {"enabled": True})
             else:
                 answer = ro.power_host(host.name, "on", change.reason)
-                if not host.enabled:
+                if placement and not host.enabled:
                     so.update_host(host.region, host.name, {"enabled": True})
         except errors.Conflict as exc:
             found.append(decisions.record(database, now, kind, "refused", change.reason,

@@ -319,6 +319,9 @@ class _Ro:
         return [{"id": self.plant.sig.vcdn_id, "status": "ACTIVE",
                  "vnfs": [{"name": v.name, "host": v.host} for v in vnfs.values()]}]
 
+    def power_driver(self):
+        return {"driver": "plant", "records_only": False}
+
     def power_host(self, host, action, reason=None):
         return self.plant.switch(host, action, reason)
 

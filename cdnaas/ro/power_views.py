@@ -1,6 +1,6 @@
 """``POST /ro/v1/hosts/{host}/power``: the Instance Manager's power actions, carried out by RO
 (the only part that reaches infrastructure) through the host power driver
-(:mod:`cdnaas.ro.power`)."""
+(:mod:`cdnaas.ro.power`); ``GET /ro/v1/power`` names that driver and whether it only records."""
 from flask import Blueprint, current_app, request
 
 from cdnaas.ro.power.service import HostPower
@@ -13,6 +13,12 @@ def _power():
     if "ro_power" not in app.extensions:
         app.extensions["ro_power"] = HostPower(app.extensions["ro"])
     return app.extensions["ro_power"]
+
+
+@blueprint.get("/power")
+def get_power_driver():
+    driver = _power().driver
+    return {"driver": driver.name, "records_only": driver.records_only}
 
 
 @blueprint.post("/hosts/<host>/power")

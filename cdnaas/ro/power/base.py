@@ -49,6 +49,9 @@ class HostPowerDriver(abc.ABC):
     """Switches hosts off and on. Subclasses set :attr:`name` (their entry-point name)."""
 
     name = "abstract"
+    #: True for a driver that only records actions and never switches a host: the IM then
+    #: leaves SO's placement alone (a host it "switches off" still takes VNFs)
+    records_only = False
 
     @abc.abstractmethod
     def power_off(self, host: str, reason: str = "") -> PowerResult:

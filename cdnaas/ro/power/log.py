@@ -12,6 +12,7 @@ class NoopPowerDriver(HostPowerDriver):
     """Records each action in :attr:`calls` (``(action, host, reason)``); switches nothing."""
 
     name = "noop"
+    records_only = True
 
     def __init__(self):
         self.calls = []
