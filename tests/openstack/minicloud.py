@@ -85,6 +85,18 @@ LATE_SERVICES = ("barbican", "designate")
 DESIGNATE_DAEMONS = ("central", "worker", "mdns", "producer")
 
 
+def _apt_get(arguments, attempts=30):
+    """``apt-get arguments``, waiting (up to ~5 minutes) while another apt holds its locks
+    (``scripts/setup`` on a fresh machine may still be installing)."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    command = ["apt-get", "-o", "DPkg::Lock::Timeout=300", *arguments]
+    for attempt in range(attempts):
+        done = subprocess.run(command, env=env, check=attempt == attempts - 1)
+        if done.returncode == 0:
+            return
+        time.sleep(10)
+
+
 def log(message):
     print(f"[minicloud {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -120,10 +132,9 @@ class Cloud:
             policy.write_text("#!/bin/sh\nexit 101\n")
             policy.chmod(0o755)
         try:
-            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-            subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
-            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
-                           check=True, env=env)
+            for command in (["update", "-q"],
+                            ["install", "-y", "-q", "--no-install-recommends", *missing]):
+                _apt_get(command)
         finally:
             if created:
                 policy.unlink()
