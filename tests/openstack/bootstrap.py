@@ -6,7 +6,7 @@ catalog, the ``cdnaas`` project and user (roles ``member``, ``load-balancer_memb
 their creator set the ACLs Octavia's service user reads them with).
 ``MINICLOUD_STAGE=resources`` (every API is up):
 compute hosts mapped into the cell, one host aggregate per availability zone,
-flavors, unlimited quotas for ``cdnaas``, placeholder VNF images. Idempotent:
+flavors, unlimited quotas for ``cdnaas`` and ``admin``, placeholder VNF images. Idempotent:
 what exists is kept. One openstacksdk connection instead of ``openstack`` CLI
 calls (about 3 s each).
 """
@@ -106,10 +106,11 @@ def resources(conn):
     for name, vcpus, ram, disk in FLAVORS:
         if name not in have:
             conn.compute.create_flavor(name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
-    project = conn.identity.find_project("cdnaas", domain_id="default")
-    conn.set_compute_quotas(project.id, instances=-1, cores=-1, ram=-1)
-    conn.set_network_quotas(project.id, network=-1, subnet=-1, port=-1, security_group=-1,
-                            security_group_rule=-1)
+    for name in ("cdnaas", "admin"):  # tests deploy as admin too (Nova shows hosts to admins)
+        project = conn.identity.find_project(name, domain_id="default")
+        conn.set_compute_quotas(project.id, instances=-1, cores=-1, ram=-1)
+        conn.set_network_quotas(project.id, network=-1, subnet=-1, port=-1, security_group=-1,
+                                security_group_rule=-1)
     images = set()
     for image in conn.image.images():
         if image.status == "active":
