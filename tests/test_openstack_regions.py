@@ -142,7 +142,7 @@ def test_what_a_done_update_could_not_delete_goes_with_the_next_update(
     blocker = admin_conn.network.create_port(network_id=south["network_id"],
                                              name="someone-elses")
     try:
-        monkeypatch.setenv("CDNAAS_OS_DELETE_TIMEOUT", "10")
+        monkeypatch.setenv("CDNAAS_OS_DELETE_TIMEOUT", "20")
         with pytest.raises(RemovalIncomplete, match="(?i)in use.*update is done") as caught:
             driver.update(deployment, north, previous=both)
         deployment = caught.value.deployment
