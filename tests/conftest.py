@@ -107,3 +107,30 @@ def origin():
         yield server
     server.shutdown()
     server.server_close()
+
+
+#: seconds spent per xdist group (``@group`` in a node id) and per worker, for the summary
+_GROUP_SECONDS = {}
+_WORKER_SECONDS = {}
+
+
+def pytest_runtest_logreport(report):
+    """Add each test phase's duration to its group's and its worker's totals."""
+    group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else None
+    worker = getattr(report, "node", None)
+    _GROUP_SECONDS[group] = _GROUP_SECONDS.get(group, 0.0) + report.duration
+    if worker is not None:
+        name = worker.gateway.id
+        _WORKER_SECONDS[name] = _WORKER_SECONDS.get(name, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where a whole run's time went: each xdist group (run serially on one worker) and
+    each worker, so a run that grows shows which group is its critical path."""
+    if not _GROUP_SECONDS or sum(_GROUP_SECONDS.values()) < 60:
+        return
+    terminalreporter.section("time per group and worker")
+    for group, seconds in sorted(_GROUP_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds / 60:6.1f} min  group {group or '(none)'}")
+    for worker, seconds in sorted(_WORKER_SECONDS.items()):
+        terminalreporter.write_line(f"{seconds / 60:6.1f} min  worker {worker}")

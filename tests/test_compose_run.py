@@ -99,6 +99,17 @@ class Deployment:
         return sorted(found, key=lambda c: int(c["Config"]["Labels"][
             "com.docker.compose.container-number"]))
 
+    def im_leader(self, timeout=60):
+        """The IM replica that leads the reconcile passes, once one does (a loaded machine
+        may take a few of its lease periods to elect one)."""
+        deadline = time.monotonic() + timeout
+        while not (leaders := [c for c in self.containers("im")
+                               if "now leads im-reconcile" in self.logs(c)]):
+            assert time.monotonic() < deadline, "no IM replica leads the reconcile passes"
+            time.sleep(0.5)
+        (leader,) = leaders
+        return leader
+
     def logs(self, container):
         done = subprocess.run([DOCKER, "logs", container["Id"]], env=self.env,
                               capture_output=True, text=True)
@@ -179,8 +190,7 @@ def test_one_replica_of_each_service_killed_inside_an_operation(deployment):
     port = deployment.urls[0].rpartition(":")[2]
     (first_api,) = [c for c in deployment.containers("api")
                     if c["NetworkSettings"]["Ports"]["8700/tcp"][0]["HostPort"] == port]
-    (leader,) = [c for c in deployment.containers("im")
-                 if "now leads im-reconcile" in deployment.logs(c)]
+    leader = deployment.im_leader()
     token = deployment.compose("exec", "-T", "api", "cdnaas", "admin", "create-token").strip()
     front = populate(Front(deployment.urls[1], token))
     vcdn = front.acme.ok("POST", "/vcdns", 202, json=vcdn_body("compose-kill"))
