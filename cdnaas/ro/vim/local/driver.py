@@ -595,7 +595,9 @@ class LocalDriver(VimDriver):
         def stop(name):
             pid_file = prefix / f"{name}.pid"
             if pid_file.exists():  # a region new to the DNS VNF has none yet
-                processes.stop(processes.pid_in(pid_file))
+                pid = processes.pid_in(pid_file)
+                if processes.program(pid) == "dnsmasq":  # not a killed one's reused id
+                    processes.stop(pid)
                 pid_file.unlink(missing_ok=True)  # dnsmasq removes it as it exits
 
         configs = self._dns_configs(sig, vnf, prefix, addresses)
