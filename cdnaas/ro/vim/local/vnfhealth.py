@@ -84,7 +84,7 @@ def dns(prefix, group, address, hostname):
     running dnsmasq asked for its generation at ``address`` on its port, the vCDN's
     ``hostname`` on port 53 (as a client; the steering sends RO's queries to one of
     them)."""
-    configs = {path.name[len("dnsmasq-"):-len(".conf")]: _read(path)
+    configs = {path.name[len("dnsmasq-"):-len(".conf")]: _read(path) or ""
                for path in sorted(prefix.glob("dnsmasq-*.conf"))
                if not path.name.endswith("-spare.conf")}
     pid_files = {region: prefix / (match.group(1) if (match := _PID_FILE.search(text))
