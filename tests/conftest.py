@@ -47,6 +47,7 @@ SYSTEM_MODULES = {
     "test_openstack_zone_designate",
     "test_zone_contract", "test_zone_local",
     "test_compose_run",
+    "test_vnf_health", "test_vnf_healing",
 }
 
 

@@ -1,10 +1,15 @@
-"""Healing: a cache failing its health checks is replaced through SO, whatever the flavor.
+"""Healing: a VNF failing its health checks is healed through SO, whatever the flavor.
 
-A cache is replaced (SO heal: a new cache of a new name on the same host,
-the old one removed) once two passes in a row found it unhealthy, so one
-slow answer does not cost a cache. A region gets at most ``HEAL_LIMIT``
-heals per hour: a host that breaks every cache put on it needs an operator,
-and the IM then records that it holds off (once per cache).
+A VNF is healed at the first pass whose check found a fault that does not pass by itself
+(``lasting``: its process tree is not whole, such as a killed master's workers serving on
+alone, or it runs another configuration than RO wrote), otherwise once two passes in a
+row found it unhealthy, so one slow answer does not cost a cache. Either way it is healed
+within two control periods of the fault. SO replaces a cache (a new cache of a new name on
+the same host, the old one removed) and rebuilds any other VNF in place, at its address
+(a balancer or DNS VNF is an entry point; the origin shield is where caches fetch): those
+go first, and one repair mends every one of them that is broken. A region gets at most
+``HEAL_LIMIT`` heals per hour: a host that breaks every VNF put on it needs an operator,
+and the IM then records that it holds off (once per VNF).
 """
 import datetime as dt
 
@@ -18,17 +23,23 @@ HEAL_WINDOW = dt.timedelta(hours=1)
 
 
 def heal(database, so, now, observed):
-    """Replace the first cache of ``observed`` (a reconcile ``Seen``) failing for two passes.
+    """Heal the first VNF of ``observed`` (a reconcile ``Seen``) that needs it: entry points
+    and the shield before caches.
 
-    :returns: the decision recorded, or None when no cache needs healing (or the
-        IM already recorded that it holds off).
+    :returns: the decision recorded, or None when no VNF needs healing (or the IM already
+        recorded that it holds off).
     """
     vcdn_id = observed.vcdn["id"]
-    for reading in observed.readings:
-        before = observed.previous.get(("cache", reading.name))
-        if reading.role != "cache" or reading.healthy or before is None or before.healthy:
+    for reading in sorted(observed.readings, key=lambda r: r.role == "cache"):
+        if reading.healthy:
             continue
-        details = {"vnf": reading.name, "host": reading.host, "failed_passes": 2,
+        before = observed.previous.get(("cache" if reading.role == "cache" else "vnf",
+                                        reading.name))
+        failed_before = before is not None and not before.healthy
+        if not (reading.lasting or failed_before):
+            continue
+        details = {"vnf": reading.name, "role": reading.role, "host": reading.host,
+                   "failed_passes": 2 if failed_before else 1, "lasting": reading.lasting,
                    "limit_per_hour": HEAL_LIMIT}
         with database.sessions() as session:
             done = decisions.started_since(session, vcdn_id, reading.region, "heal",
@@ -40,11 +51,12 @@ def heal(database, so, now, observed):
             if held:
                 continue
             return decisions.record(database, now, "heal", "held",
-                                    f"{reading.name} fails its health checks, but {done} caches "
-                                    f"of {reading.region} were replaced within the hour",
+                                    f"{reading.name} fails its health checks, but {done} VNFs "
+                                    f"of {reading.region} were healed within the hour",
                                     {**details, "heals_within_hour": done}, vcdn_id=vcdn_id,
                                     region=reading.region)
-        reason = f"{reading.name} failed 2 health checks in a row"
+        reason = (f"{reading.name} is broken: {reading.detail}" if reading.lasting
+                  else f"{reading.name} failed 2 health checks in a row")[:200]
         return decisions.through_so(
             database, now, vcdn_id, "heal",
             lambda: so.heal(vcdn_id, reading.name, reason),

@@ -25,22 +25,29 @@ class Reading:
     read_at: float
     requests_per_second: float | None
     cpu: float | None  # cores kept busy
+    #: RO found it unhealthy in a way that does not pass by itself (``VnfHealth.lasting``)
+    lasting: bool = False
+    #: what RO's health check said of it
+    detail: str = ""
 
 
-def readings(figures, healthy, previous):
+def readings(figures, health, previous):
     """A :class:`Reading` per VNF.
 
     :param figures: RO's figures of every VNF (dicts of ``VnfMetrics`` fields).
-    :param healthy: ``{name: bool}`` from RO's health check (absent: healthy).
+    :param health: ``{name: VnfHealth fields}`` from RO's health check (absent: healthy).
     :param previous: ``{name: Sample}`` of each VNF's point at the previous pass.
     """
     found = []
     for vnf in figures:
         before = previous.get(vnf["name"])
+        checked = health.get(vnf["name"], {})
         last_read = before.read_at if before is not None else None
         found.append(Reading(
             name=vnf["name"], role=vnf["role"], region=vnf["region"], host=vnf["host"],
-            vcpus=vnf["vcpus"], healthy=healthy.get(vnf["name"], True),
+            vcpus=vnf["vcpus"], healthy=checked.get("healthy", True),
+            lasting=not checked.get("healthy", True) and checked.get("lasting", False),
+            detail=checked.get("detail", ""),
             connections=vnf["active_connections"], requests_total=vnf["requests"],
             cpu_seconds_total=vnf["cpu_seconds"], read_at=vnf["read_at"],
             requests_per_second=rate(vnf["requests"], vnf["read_at"],

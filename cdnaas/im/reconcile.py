@@ -10,7 +10,7 @@ Orchestrator (the only component that reaches VNFs):
    each VNF's share of its host's power (RAPL where this machine has it, the
    host's power model otherwise), and appends the points of every cache,
    region, vCDN and host to the time series (one bulk insert);
-3. replaces caches failing their health checks (:mod:`cdnaas.im.healing`);
+3. heals VNFs failing their health checks (:mod:`cdnaas.im.healing`);
 4. asks the flavor's policy hook what to scale and carries out the most
    urgent decision through SO;
 5. switches off hosts that carry nothing and are not needed, and wakes hosts before
@@ -146,7 +146,7 @@ def _observe(database, ro, sidr, vcdn, now, health_before):
     changed = _health_change(database, vcdn, health, now, health_before)
     by_name = {key: row for (scope, key), row in previous.items() if scope in ("cache", "vnf")}
     readings = monitoring.readings(answer["metrics"]["vnfs"],
-                                   {v["name"]: v["healthy"] for v in health["vnfs"]}, by_name)
+                                   {v["name"]: v for v in health["vnfs"]}, by_name)
     return Seen(vcdn=vcdn, flavor=flavor, model=flavor.model(), readings=readings,
                 previous=previous, history=history, traffic=usage.TrafficRead(
                     cursor, answer["traffic"], answer["traffic_error"])), changed

@@ -471,6 +471,9 @@ class DeploymentService:
         record = self._load(deployment_id)
         old = Deployment.from_dict(record.deployment)
         progress = self._progress(deployment_id)
+        if sig.digest() == ServiceInstanceGraph.from_record(record.sig).digest():
+            self._repair(deployment_id, old, sig, progress)
+            return
         errors_left = []
         try:
             new = self.driver.update(old, sig, progress,
@@ -490,6 +493,20 @@ class DeploymentService:
             errors_left.append(str(exc))
         self._save(deployment_id, ACTIVE, sig=sig.to_dict(), deployment=new.to_dict(),
                    **({"error": "; ".join(errors_left)} if errors_left else {}))
+
+    def _repair(self, deployment_id, deployment, sig, progress):
+        """An update to the SIG ``deployment`` already serves: the driver brings what runs
+        back to the record (:meth:`VimDriver.restore`), rebuilding in place, at the same
+        addresses, whatever is not whole (the Instance Manager's heal of a balancer, a DNS
+        VNF or an origin shield). A repair that fails leaves it ACTIVE with the error: the
+        next health check finds what is still broken."""
+        try:
+            repaired = self.driver.restore(deployment, sig, progress)
+        except VimError as exc:
+            LOG.warning("repair of %s failed: %s", deployment_id, exc)
+            self._save(deployment_id, ACTIVE, error=f"repair failed: {exc}")
+            return
+        self._save(deployment_id, ACTIVE, deployment=repaired.to_dict())
 
     def _terminate(self, deployment_id):
         record = self._load(deployment_id)

@@ -27,6 +27,7 @@ the directories nginx does not create itself; :func:`check_nginx` calls it.
 """
 import dataclasses
 import functools
+import hashlib
 import ipaddress
 import math
 import os
@@ -62,6 +63,17 @@ USAGE_LOG_PATH = "/cdnaas/access.log"
 #: and balancer worker. A rolling reload waits this long between a region's caches
 #: (:meth:`cdnaas.ro.vim.local.driver.LocalDriver._roll_caches`).
 MEMBER_FAIL_SECONDS = 5
+#: Where an nginx VNF's management listener tells the generation of the configuration its
+#: workers run (``generation <16 hex digits>``, :func:`stamp`); RO's health compares it with
+#: the generation of the configuration RO last wrote (:func:`generation_of`).
+GENERATION_PATH = "/cdnaas/generation"
+#: The name a DNS VNF's dnsmasq answers a TXT query for with the generation of the
+#: configuration it runs (a reserved name, never a vCDN's).
+GENERATION_NAME = "generation.cdnaas.invalid"
+#: What a template renders where the generation goes, in double quotes (no value can
+#: carry a quote, so only a template's slot matches); :func:`stamp` fills it in.
+_UNSTAMPED = '"generation pending'
+_GENERATION = re.compile(r'(?:^|")generation ([0-9a-f]{16})\b', re.MULTILINE)
 #: Where a cache's management listener purges the object a request path names
 #: (``PURGE_PATH + path``: the cache key that path has on the public listener); a cache's
 #: template declares ``{% set purge_module = true %}`` once it loads the purge module.
@@ -344,6 +356,26 @@ def render_flavored(template_name: str, flavor: FlavorConfig | None, **values) -
     return _render(flavor.template or template_name,
                    (*map(str, flavor.folders), str(TEMPLATES_DIR)),
                    {**values, **extra_variables(flavor.extra, values)})
+
+
+def stamp(text: str) -> str:
+    """``text``, a rendered config, with its generation filled in: the first 16 hex digits
+    of the SHA-256 of the config as rendered, so a config always has the same generation
+    and any change of it gives another. A config whose template has no generation slot
+    (a flavor's own template that does not include the stock management pieces) is
+    returned as it is."""
+    if _UNSTAMPED not in text:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return text.replace(_UNSTAMPED, f'"generation {digest}')
+
+
+def generation_of(text: str) -> str | None:
+    """The generation in ``text``: a config :func:`stamp` filled in, or what a VNF reported
+    (its management listener's :data:`GENERATION_PATH`, its TXT record of
+    :data:`GENERATION_NAME`); None when it has none."""
+    match = _GENERATION.search(text)
+    return match.group(1) if match else None
 
 
 def _render(template_name, folders, values):
@@ -630,7 +662,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         raise ConfigError(f"the cache template {template} does not render the vCDN's access "
                           "control: include nginx-cache-access.conf.j2 as nginx-cache.conf.j2 "
                           "does")
-    return text
+    return stamp(text)
 
 
 def _fetched(field, origin, address):
@@ -764,7 +796,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " answers no ACME challenges though the vCDN has a managed "
                           "certificate: include nginx-acme-challenge.conf.j2 in its server block")
-    return text
+    return stamp(text)
 
 
 def dns_config(*, name: str, hostname: str, answer_address: str, listen_addresses: list[str],
@@ -777,7 +809,8 @@ def dns_config(*, name: str, hostname: str, answer_address: str, listen_addresse
     an AAAA record (likewise for A). Other names get REFUSED (NXDOMAIN for names
     without a dot): no upstream, no /etc/hosts, no recursion. dnsmasq runs as root
     (``user=root``), forks, and writes ``<prefix_dir>/<name>.pid`` and
-    ``<prefix_dir>/<name>.log``.
+    ``<prefix_dir>/<name>.log``. A TXT query for :data:`GENERATION_NAME` is answered with
+    the config's generation (:func:`stamp`).
 
     :param listen_addresses: addresses to bind (``bind-interfaces``: they must exist).
     :param log_queries: log every query to the log file (large under load).
@@ -787,13 +820,14 @@ def dns_config(*, name: str, hostname: str, answer_address: str, listen_addresse
     if not isinstance(listen_addresses, (list, tuple)) or not listen_addresses:
         raise ConfigError("listen_addresses must be a non-empty list of IP addresses")
     answer = _address("answer_address", answer_address)
-    return render_flavored(
+    return stamp(render_flavored(
         DNS_TEMPLATE, flavor, name=_name("name", name), hostname=_hostname("hostname", hostname),
         aliases=_hostnames("aliases", aliases or []), answer_address=answer, answer_type="AAAA" if ":" in answer else "A",
         listen_addresses=[_address(f"listen_addresses[{i}]", a)
                           for i, a in enumerate(listen_addresses)],
         port=_port("port", port), prefix_dir=_path("prefix_dir", prefix_dir),
-        ttl=_int("ttl", ttl, 0, 86400), log_queries=_bool("log_queries", log_queries))
+        ttl=_int("ttl", ttl, 0, 86400), log_queries=_bool("log_queries", log_queries),
+        generation_name=GENERATION_NAME, generation=_UNSTAMPED[1:]))
 
 
 def steering_rules(*, table: str, rules: list[tuple[str, int]], default_port: int) -> str:
@@ -992,7 +1026,8 @@ def _listeners(listen_address, listen_port, management_port, management_sources)
     return {"listen": _host_port(address, port),
             "management_listen": _host_port(address, management_port),
             "management_sources": _sources("management_sources", management_sources),
-            "status_path": STATUS_PATH}
+            "status_path": STATUS_PATH, "generation_path": GENERATION_PATH,
+            "generation": _UNSTAMPED[1:]}
 
 
 def _sources(field, values):

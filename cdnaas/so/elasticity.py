@@ -1,4 +1,4 @@
-"""Run-time changes the Instance Manager asks for: scale a region's caches, heal a cache.
+"""Run-time changes the Instance Manager asks for: scale a region's caches, heal a VNF.
 
 Each builds a new SIG from the current one, places what is new on the region's
 free hosts, reserves it in the same transaction as the UPDATE operation that
@@ -34,11 +34,21 @@ def scale(database, instance_id, region, caches, reason):
 
 
 def heal(database, instance_id, vnf_name, reason):
-    """Replace cache ``vnf_name`` by a new one on the same host; return ``(instance, operation)``."""
+    """Heal VNF ``vnf_name``; return ``(instance, operation)``. A cache is replaced by a new
+    one on the same host; any other VNF (a balancer or DNS VNF is an entry point, an origin
+    shield is where the caches fetch) is rebuilt in place at its address: an UPDATE to the
+    SIG the vCDN already runs, which RO answers by repairing what is not whole.
+
+    :raises Unprocessable: the vCDN has no VNF ``vnf_name``.
+    """
     with database.transaction() as session:
         instance = _active(session, instance_id)
         sig = ServiceInstanceGraph.from_record(instance.sig)
-        resizing.replace(sig, vnf_name)
+        sick = next((v for v in sig.vnfs if v.name == vnf_name), None)
+        if sick is None:
+            raise errors.Unprocessable(f"vCDN {instance_id} has no VNF {vnf_name}", field="vnf")
+        if sick.role == "cache":
+            resizing.replace(sig, vnf_name)
         return _apply(session, instance, sig, reason)
 
 

@@ -200,13 +200,19 @@ class Deployment:
 
 @dataclasses.dataclass
 class VnfHealth:
-    """Result of one health check of one VNF."""
+    """Result of one health check of one VNF.
+
+    ``lasting``: what is wrong does not pass by itself (its process tree is not whole, it
+    runs another configuration than RO wrote, its server is gone), unlike an answer that
+    did not come: the Instance Manager heals it at the first check that finds it.
+    """
 
     name: str
     role: str
     region: str
     healthy: bool
     detail: str = ""
+    lasting: bool = False
 
 
 @dataclasses.dataclass
@@ -453,7 +459,9 @@ class VimDriver(abc.ABC):
 
     @abc.abstractmethod
     def health(self, deployment: Deployment) -> list[VnfHealth]:
-        """Check each VNF of ``deployment`` (answers HTTP or DNS)."""
+        """Check each VNF of ``deployment``: healthy when it answers (HTTP or DNS) and,
+        where the VIM lets RO see them, its processes are whole and run the configuration
+        RO last wrote."""
 
     def metrics(self, deployment: Deployment) -> list[VnfMetrics]:
         """Load figures of each VNF of ``deployment``, in its order.

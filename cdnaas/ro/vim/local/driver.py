@@ -38,7 +38,7 @@ from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 run_all, served_names)
 from cdnaas.ro.vim.changes import caches_reconfigured, sig_change
 from cdnaas.ro.vim.local import (cgroups, challenge_files, clients, loadgen, logshipping, netns,
-                                 network, processes, tls_files)
+                                 network, processes, tls_files, vnfhealth)
 from cdnaas.ro.vim.local.system import ip_batch, run
 
 LOG = logging.getLogger(__name__)
@@ -252,12 +252,16 @@ class LocalDriver(VimDriver):
     def restore(self, deployment, sig, progress=no_progress):
         """See :meth:`VimDriver.restore`: the deployment's VNFs that it does not record
         (namespaces, CPU groups, files) and bridges of regions it does not record are
-        removed, recorded bridges that are gone come back on their subnet, recorded caches
-        and balancers that do not answer are booted again at their recorded address, every
-        cache gets its config for ``sig`` again, every balancer is reloaded with the
-        recorded caches as members, and the origin shield and the DNS VNF are given
-        ``sig``'s regions again (:meth:`_reshape_shield`, :meth:`_reshape_dns`): their legs
-        in others deleted, the shield managed at its leg in its region again."""
+        removed, recorded bridges that are gone come back on their subnet, recorded VNFs
+        that are not whole (:mod:`.vnfhealth`: a process tree broken, such as workers
+        orphaned by a killed master, another configuration than the one written, or no
+        answer) are removed, their processes with them, and built again at their recorded
+        addresses, every cache gets its config for ``sig`` again, every balancer whose
+        config for the recorded caches differs is reloaded, and the origin shield and the
+        DNS VNF are given ``sig``'s regions again (:meth:`_reshape_shield`,
+        :meth:`_reshape_dns`): their legs in others deleted, the shield managed at its leg
+        in its region again. The restore of a deployment that runs as recorded changes
+        nothing: RO calls it to repair one (an update to the SIG it already serves)."""
         self.check_prerequisites()
         owner = deployment.resources["owner"]
         layout = deployment.resources["layout"]
@@ -267,9 +271,12 @@ class LocalDriver(VimDriver):
         self._parallel("remove VNFs the update added", progress, strays,
                        lambda name: self._remove_vnf(owner, deployment.deployment_id, name))
         self._restore_bridges(owner, deployment.deployment_id, layout)
-        gone = [v for v in sig.vnfs if v.role != "dns" and v.name in recorded
-                and not self._answers(owner, deployment.deployment_id, recorded[v.name])]
-        for vnf in gone:  # whatever is left of them (a namespace, a group) goes first
+        kept = [v for v in sig.vnfs if v.name in recorded]
+        gone = [v for v, found in zip(kept, self.pool.map(
+            lambda v: self._finding(owner, deployment, recorded[v.name]), kept))
+            if not found.healthy]
+        for vnf in gone:  # whatever is left of them (namespace, group, orphans) goes first
+            LOG.info("rebuilding %s %s of %s", vnf.role, vnf.name, deployment.deployment_id)
             self._remove_vnf(owner, deployment.deployment_id, vnf.name)
         listening = _assign(sig, layout, addresses)  # DNS and shield: an address per region
         for role in ("shield", "cache"):
@@ -290,15 +297,21 @@ class LocalDriver(VimDriver):
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
         return deployment
 
-    def _answers(self, owner, deployment_id, vnf):
-        """Whether the recorded nginx VNF ``vnf`` answers on its management listener: at its
-        recorded address, or for the shield at any of its legs (an update that failed may
+    def _finding(self, owner, deployment, vnf):
+        """What :mod:`.vnfhealth` finds of the recorded VNF ``vnf``: an nginx VNF asked at
+        its recorded address, or the shield at any of its legs (an update that failed may
         have moved it to another region's)."""
-        if vnf.role != "shield":
-            return processes.answers_http(vnf.address)
-        namespace = network.namespace_name(owner, deployment_id, vnf.name)
-        return namespace in network.list_namespaces() and \
-            any(processes.answers_http(leg) for leg in network.links_of(namespace))
+        deployment_id = deployment.deployment_id
+        prefix = _vnf_root(owner, deployment_id) / vnf.name
+        group = _group(owner, deployment_id, vnf.name)
+        if vnf.role == "dns":
+            return vnfhealth.dns(prefix, group, vnf.address, deployment.entry_point.hostname)
+        addresses = [vnf.address]
+        if vnf.role == "shield":
+            namespace = network.namespace_name(owner, deployment_id, vnf.name)
+            addresses = list(network.links_of(namespace)) \
+                if namespace in network.list_namespaces() else []
+        return vnfhealth.nginx(prefix, group, addresses)
 
     def _restore_bridges(self, owner, deployment_id, layout):
         """This deployment's bridges become exactly those of ``layout``'s regions: others go,
@@ -333,16 +346,15 @@ class LocalDriver(VimDriver):
         progress("remove VNFs", total, total)
 
     def health(self, deployment):
-        results = []
-        for vnf in deployment.vnfs:
-            if vnf.role == "dns":
-                healthy = bool(dnsprobe.resolves(vnf.address, deployment.entry_point.hostname))
-                detail = "answers DNS" if healthy else "no DNS answer"
-            else:
-                healthy = processes.answers_http(vnf.address)
-                detail = "answers HTTP" if healthy else "no HTTP answer"
-            results.append(VnfHealth(vnf.name, vnf.role, vnf.region, healthy, detail))
-        return results
+        """See :meth:`VimDriver.health`: each VNF's process tree, the generation of the
+        configuration it runs and its answer (:mod:`.vnfhealth`), looked at in parallel."""
+        owner = deployment.resources.get("owner", network.owner())
+
+        def check(vnf):
+            found = self._finding(owner, deployment, vnf)
+            return VnfHealth(vnf.name, vnf.role, vnf.region, found.healthy, found.detail,
+                             lasting=bool(found.lasting))
+        return list(self.pool.map(check, deployment.vnfs))
 
     def metrics(self, deployment):
         """Each nginx VNF's ``stub_status`` from its management listener, which only this
@@ -508,20 +520,24 @@ class LocalDriver(VimDriver):
     def _reload_lb(self, owner, sig, region, addresses, layout, bundle, members=None,
                    settle=False):
         """Reload ``region``'s balancer on its config for ``sig`` (``bundle``: its
-        :meth:`tls_bundle`), with ``members`` or the region's caches; with ``settle``,
-        return once its old workers have ended (:func:`.processes.reload_nginx`). Its log
-        shipper follows ``sig``'s log streams (:meth:`_ship_logs`)."""
+        :meth:`tls_bundle`), with ``members`` or the region's caches, unless it was written
+        already (a balancer that does not run what was written is not whole: its health
+        says so and a restore rebuilds it); with ``settle``, return once its old workers
+        have ended (:func:`.processes.reload_nginx`). Its log shipper follows ``sig``'s log
+        streams (:meth:`_ship_logs`)."""
         lb = sig.vnfs_in(region, "load_balancer")[0]
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
             members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(region, "cache")]
         text = _lb_text(sig, lb, addresses[lb.name], members, prefix, bundle)
         namespace = network.namespace_name(owner, sig.vcdn_id, lb.name)
-        with netns.entered(namespace):  # nginx -t binds the balancer's address
-            vnfconfig.check_nginx(text, str(prefix))
-        (prefix / "nginx.conf").write_text(text)
-        processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"), settle=settle)
-        tls_files.prune(prefix, text)  # the new master reads only the files it names
+        conf = prefix / "nginx.conf"
+        if not (conf.exists() and conf.read_text() == text):  # else it runs that already
+            with netns.entered(namespace):  # nginx -t binds the balancer's address
+                vnfconfig.check_nginx(text, str(prefix))
+            conf.write_text(text)
+            processes.reload_nginx(namespace, str(prefix), str(conf), settle=settle)
+            tls_files.prune(prefix, text)  # the new master reads only the files it names
         self._ship_logs(owner, sig, lb, layout, addresses)
 
     def _ship_logs(self, owner, sig, vnf, layout, addresses):
@@ -579,7 +595,9 @@ class LocalDriver(VimDriver):
         def stop(name):
             pid_file = prefix / f"{name}.pid"
             if pid_file.exists():  # a region new to the DNS VNF has none yet
-                processes.stop(processes.pid_in(pid_file))
+                pid = processes.pid_in(pid_file)
+                if processes.program(pid) == "dnsmasq":  # not a killed one's reused id
+                    processes.stop(pid)
                 pid_file.unlink(missing_ok=True)  # dnsmasq removes it as it exits
 
         configs = self._dns_configs(sig, vnf, prefix, addresses)

@@ -21,7 +21,8 @@ import time
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, netns
 from cdnaas.ro.vim.local.system import run
-from cdnaas.ro.vnfconfig import MANAGEMENT_PORT, STATUS_PATH, host_limits
+from cdnaas.ro.vnfconfig import (GENERATION_PATH, MANAGEMENT_PORT, STATUS_PATH, generation_of,
+                                 host_limits)
 
 LOG = logging.getLogger(__name__)
 
@@ -102,10 +103,15 @@ def reload_nginx(namespace, prefix, conf, timeout=10.0, settle=False):
     kept-alive connection an old worker held.
 
     :raises VimError: the master started no new worker within ``timeout`` s (it kept
-        the old config: its error log says why).
+        the old config: its error log says why), or the pid file names no running nginx
+        master (one killed leaves its workers serving: the VNF must be rebuilt, and no
+        signal goes to whatever process has that id now).
     """
     tune_for_nginx(namespace, conf)
     master = pid_in(f"{prefix}/nginx.pid")
+    if not running(master) or program(master) != "nginx":
+        raise VimError(f"nginx in {namespace} has no master: process {master} of its "
+                       "nginx.pid is gone; it is not reloaded but rebuilt")
     before = set(cgroups.children(master))
     run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
     wait_until(lambda: bool(set(cgroups.children(master)) - before),
@@ -137,6 +143,15 @@ def running(pid):
         return False
 
 
+def program(pid):
+    """The program name of process ``pid`` (``/proc/<pid>/comm``), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
 def pid_in(pid_file):
     """The process id a daemon wrote to ``pid_file``.
 
@@ -166,6 +181,19 @@ def answers_http(address, port=MANAGEMENT_PORT, path=STATUS_PATH, timeout=0.5):
         return _get(address, port, path, timeout)[0] == 200
     except (OSError, http.client.HTTPException):
         return False
+
+
+def generation(address, port=MANAGEMENT_PORT, timeout=0.5):
+    """The generation of the configuration the workers of the nginx VNF at ``address`` run
+    (:data:`GENERATION_PATH` on its management listener): "" when it answers without one
+    (a configuration of before generations), None when it does not answer."""
+    try:
+        status, body = _get(address, port, GENERATION_PATH, timeout)
+    except (OSError, http.client.HTTPException):
+        return None
+    if status not in (200, 404):
+        return None
+    return generation_of(body.decode("ascii", "replace")) or ""
 
 
 def stub_status(address, port=MANAGEMENT_PORT):

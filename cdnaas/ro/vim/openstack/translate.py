@@ -16,14 +16,18 @@ def vnf_instance(vnf, resource_id, address):
 
 
 def server_health(instance, server):
-    """Health of a cache or DNS VNF from its nova server (None: the server is gone)."""
+    """Health of a cache or DNS VNF from its nova server (None: the server is gone). A server
+    gone or in ERROR does not mend by itself (``lasting``); inside the guest, systemd
+    restarts a daemon whose master dies, its leftover workers killed with it."""
     if server is None:
-        return VnfHealth(instance.name, instance.role, instance.region, False, "server is gone")
+        return VnfHealth(instance.name, instance.role, instance.region, False, "server is gone",
+                         lasting=True)
     healthy = server.status == "ACTIVE"
     detail = f"server {server.status}"
     if server.status == "ERROR" and server.fault:
         detail += f": {server.fault.get('message', '')}"
-    return VnfHealth(instance.name, instance.role, instance.region, healthy, detail)
+    return VnfHealth(instance.name, instance.role, instance.region, healthy, detail,
+                     lasting=server.status == "ERROR")
 
 
 def load_balancer_health(instance, lb):
@@ -34,10 +38,11 @@ def load_balancer_health(instance, lb):
     """
     if lb is None:
         return VnfHealth(instance.name, instance.role, instance.region, False,
-                         "load balancer is gone")
+                         "load balancer is gone", lasting=True)
     return VnfHealth(instance.name, instance.role, instance.region,
                      lb.provisioning_status == "ACTIVE",
-                     f"load balancer {lb.provisioning_status}, operating {lb.operating_status}")
+                     f"load balancer {lb.provisioning_status}, operating {lb.operating_status}",
+                     lasting=lb.provisioning_status == "ERROR")
 
 
 def load_balancer_metrics(instance, stats):
