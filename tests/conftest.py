@@ -25,6 +25,7 @@ UNIT_MODULES = {
     "test_cli_bodies",
     "test_policy",
     "test_zone_units",
+    "test_backup_units",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
@@ -47,6 +48,7 @@ SYSTEM_MODULES = {
     "test_openstack_zone_designate",
     "test_zone_contract", "test_zone_local",
     "test_compose_run",
+    "test_backup_local",
 }
 
 

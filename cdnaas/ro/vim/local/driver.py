@@ -291,14 +291,16 @@ class LocalDriver(VimDriver):
         return deployment
 
     def _answers(self, owner, deployment_id, vnf):
-        """Whether the recorded nginx VNF ``vnf`` answers on its management listener: at its
-        recorded address, or for the shield at any of its legs (an update that failed may
-        have moved it to another region's)."""
+        """Whether the recorded nginx VNF ``vnf`` has its namespace (after a restore of the
+        databases, another deployment's VNF may hold its address) and answers on its
+        management listener: at its recorded address, or for the shield at any of its legs
+        (an update that failed may have moved it to another region's)."""
+        namespace = network.namespace_name(owner, deployment_id, vnf.name)
+        if namespace not in network.list_namespaces():
+            return False
         if vnf.role != "shield":
             return processes.answers_http(vnf.address)
-        namespace = network.namespace_name(owner, deployment_id, vnf.name)
-        return namespace in network.list_namespaces() and \
-            any(processes.answers_http(leg) for leg in network.links_of(namespace))
+        return any(processes.answers_http(leg) for leg in network.links_of(namespace))
 
     def _restore_bridges(self, owner, deployment_id, layout):
         """This deployment's bridges become exactly those of ``layout``'s regions: others go,
@@ -312,6 +314,10 @@ class LocalDriver(VimDriver):
                 [(layout[r]["bridge"], network.bridge_alias(owner, deployment_id, r))
                  for r in missing], _pool(),
                 subnets={layout[r]["bridge"]: layout[r]["subnet"] for r in missing})
+
+    def vnf_names(self, deployment):
+        return self._vnf_names(deployment.resources.get("owner", network.owner()),
+                               deployment.deployment_id)
 
     def _vnf_names(self, owner, deployment_id):
         """Names of the VNFs of ``deployment_id`` with a namespace, CPU group or files here."""
