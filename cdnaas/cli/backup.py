@@ -11,7 +11,6 @@ from cdnaas.cli import output
 from cdnaas.cli import stack as stacks
 from cdnaas.common import errors
 from cdnaas.common.clients import RoClient
-from cdnaas.db import backup as backups
 from cdnaas.db.archive import BackupError
 
 
@@ -26,6 +25,9 @@ def backup(destination):
     is dumped in one snapshot (pg_dump). Key files (service, secret, webhook keys) are
     not in the archive: keep a copy of them apart.
     """
+    # here, not at the top: Alembic and psycopg would slow every other command
+    from cdnaas.db import backup as backups  # pylint: disable=import-outside-toplevel
+
     try:
         with output.steps("backup") as progress:
             path, manifest = backups.take(destination, progress)
@@ -48,11 +50,16 @@ def restore(source, yes):
     starts (`cdnaas up`), it brings what runs back to the restored records: see `cdnaas
     db reconciliations`.
     """
+    from cdnaas.db import backup as backups  # pylint: disable=import-outside-toplevel
+
     running = _running_services()
     if running:
         raise click.ClickException(f"the services still run ({', '.join(running)}): stop them "
                                    "with `cdnaas down` (or each replica) first")
-    path = _archive(source)
+    try:
+        path = backups.newest(source)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from exc
     if not yes:
         click.confirm(f"Replace every service's database by those of {path}?", abort=True,
                       err=True)
@@ -89,13 +96,6 @@ def _running_services():
     running = set(stacks.running_pids())
     running |= {svc for svc, url in stacks.urls_of(os.environ).items() if stacks.healthy(url)}
     return sorted(running)
-
-
-def _archive(source):
-    try:
-        return backups.newest(source)
-    except BackupError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 def _request_reconciliation(urls, manifest):
