@@ -5,6 +5,7 @@ added since, sets the origin changed since back, and the ledger holds (SO's
 reservations = the VNFs RO reports = the namespaces, CPU groups and processes running),
 with no vCDN record lost."""
 import concurrent.futures
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -37,8 +38,11 @@ def second_origin():
 
 @pytest.fixture
 def stack(tmp_path, origin):
+    """A stack on the local driver; once stopped, every VNF of its RO is removed."""
     extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_IM_INTERVAL": "3600"}
-    with running_stack(None, tmp_path, extra_env=extra) as started:
+    with contextlib.ExitStack() as after, \
+            running_stack(None, tmp_path, extra_env=extra) as started:
+        after.callback(cli, started, "local", "cleanup", "--all")
         populate(started)
         sidr = started.operator.call("POST", "/templates", data=QOE_TEMPLATE.read_bytes(),
                                      headers={"Content-Type": "application/yaml"})
