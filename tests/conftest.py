@@ -25,6 +25,7 @@ UNIT_MODULES = {
     "test_cli_bodies",
     "test_policy",
     "test_zone_units",
+    "test_backup_units",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
@@ -48,6 +49,7 @@ SYSTEM_MODULES = {
     "test_zone_contract", "test_zone_local",
     "test_compose_run",
     "test_vnf_health", "test_vnf_healing",
+    "test_backup_local",
 }
 
 

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 import requests
-from sqlalchemy import select
 
 from cdnaas.cli import stack as stacks
 from cdnaas.common.clients import RoClient
 from cdnaas.common import errors
 from cdnaas.db.engine import Database
-from cdnaas.ro.vim.local import cgroups, clients, network
+from cdnaas.ro.vim.local import clients
 from cdnaas.so import states
-from cdnaas.so.models import Instance, Operation, Reservation
+from cdnaas.so.models import Instance, Operation
 from tests.support.api import populate, vcdn_body
+from tests.support.ledger import assert_agreed, assert_covered, so_view
 from tests.support.stack import running_stack
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
@@ -51,63 +51,6 @@ def stack(tmp_path_factory):
         running.ro = running.client(RoClient)
         yield running
         running.so_db.dispose()
-
-
-# -- what each side says runs -----------------------------------------------------------------
-
-def so_view(stack, vcdn_id):
-    """``(reserved {host: vcpus}, {vnf: (host, vcpus)} of every SIG the SO knows)`` from the
-    SO's own tables (readable while the SO is down)."""
-    with stack.so_db.sessions() as session:
-        rows = session.scalars(select(Reservation).where(Reservation.instance_id == vcdn_id))
-        reserved = {}
-        for row in rows:
-            reserved[row.host_name] = reserved.get(row.host_name, 0) + row.vcpus
-        sigs = [session.get(Instance, vcdn_id).sig] + [
-            o.previous_sig for o in session.scalars(select(Operation).where(
-                Operation.instance_id == vcdn_id)) if o.previous_sig]
-    placed = {v["name"]: (v["host"], v["vcpus"]) for sig in sigs for v in sig["vnfs"]}
-    return reserved, placed
-
-
-def real_vnfs(vcdn_id):
-    """Names of the VNFs of ``vcdn_id`` that run here: its namespaces."""
-    return {parsed[2] for parsed in map(network.parse_namespace, network.list_namespaces())
-            if parsed and parsed[1] == vcdn_id}
-
-
-def per_host(names, placed):
-    hosts = {}
-    for name in names:
-        host, vcpus = placed[name]
-        hosts[host] = hosts.get(host, 0) + vcpus
-    return hosts
-
-
-def assert_covered(stack, vcdn_id):
-    """What runs is reserved: no host carries more of the vCDN than the SO holds for it."""
-    reserved, placed = so_view(stack, vcdn_id)
-    running = real_vnfs(vcdn_id)
-    assert running <= set(placed), f"VNFs the SO never planned run: {running - set(placed)}"
-    for host, vcpus in per_host(running, placed).items():
-        assert vcpus <= reserved.get(host, 0), (host, vcpus, reserved)
-
-
-def assert_agreed(stack, vcdn_id):
-    """SO's reservations = what RO says runs = what runs; nothing left of a vCDN gone."""
-    reserved, placed = so_view(stack, vcdn_id)
-    try:
-        deployment = stack.ro.get_deployment(vcdn_id)
-    except errors.NotFound:
-        deployment = {"status": "DELETED", "vnfs": []}
-    said = {v["name"] for v in deployment["vnfs"]}
-    assert deployment["status"] in ("ACTIVE", "DELETED", "ERROR"), deployment
-    assert real_vnfs(vcdn_id) == said
-    assert reserved == per_host(said, placed)
-    if not said:
-        assert [g for g in cgroups.names() if vcdn_id in g] == []
-        assert [b for b in network.list_bridges() if b[2] == vcdn_id] == []
-    return deployment
 
 
 def assert_serves(stack, vcdn_id):

@@ -15,6 +15,7 @@ from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
+from cdnaas.ro import reconciliation
 from cdnaas.ro.models import DeploymentRecord
 from cdnaas.ro.vim.base import RemovalIncomplete, VimError, no_progress
 from cdnaas.ro.vim.noop import NoopDriver
@@ -263,6 +264,46 @@ def test_restart_finishes_or_undoes_interrupted_work(make_app, database_url):
     assert "update was interrupted by a restart" in updating["last_error"]
     assert "noop-added" not in NoopDriver._running["updating"]
     assert NoopDriver().cleanup(set()) == ["serving", "updating"]
+
+
+class RestoreFailingDriver(NoopDriver):
+    """A noop driver that cannot bring deployment ``failing`` back to its record."""
+
+    def restore(self, deployment, sig, progress=no_progress):
+        if deployment.deployment_id == "failing":
+            raise VimError("the VIM refused to boot servers")
+        return super().restore(deployment, sig, progress)
+
+
+def test_after_a_restore_the_next_start_brings_what_runs_back_to_the_records(make_app,
+                                                                             database_url):
+    client = signed(make_app().test_client())
+    for vcdn_id in ("kept", "failing"):
+        put(client, sample_sig(vcdn_id))
+        wait_for(client, vcdn_id, "ACTIVE")
+    NoopDriver._running["kept"]["noop-later"] = "added-after-the-backup"
+    reconciliation.request(database_url, "the restore of a test backup")
+
+    client = signed(make_app(RestoreFailingDriver()).test_client())
+    report, = client.get("/ro/v1/reconciliations").get_json()["reconciliations"]
+    assert (report["status"], report["cause"]) == ("FAILED", "the restore of a test backup")
+    assert report["error"] == "deployment failing: the VIM refused to boot servers"
+    kept = client.get("/ro/v1/deployments/kept").get_json()
+    assert kept["status"] == "ACTIVE" and "noop-later" not in NoopDriver._running["kept"]
+    assert kept["steps"][-1] == {"name": "reconcile after restore", "done": 1, "total": 1,
+                                 "state": "COMPLETED"}
+    failing = client.get("/ro/v1/deployments/failing").get_json()
+    assert failing["status"] == "ERROR" and failing["error"] == (
+        "could not be brought back to its record after the restore of a test backup: "
+        "the VIM refused to boot servers")
+    done = {(a["deployment"], a["vnf"]): a["action"] for a in report["actions"]}
+    assert done == {**{(d["id"], v["name"]): "adopt" for d in (kept, failing)
+                       for v in d["vnfs"]}, ("kept", "added-after-the-backup"): "remove"}
+
+    client = signed(make_app().test_client())  # owed once: the next start changes nothing
+    assert [r["id"] for r in client.get("/ro/v1/reconciliations").get_json()[
+        "reconciliations"]] == [report["id"]]
+    assert client.get("/ro/v1/deployments/failing").get_json()["status"] == "ERROR"
 
 
 def test_cdnaas_ro_process(tmp_path):

@@ -253,8 +253,8 @@ def create_token(ctx, tenant, role, description, save):
 
 
 def _register_commands():
-    from cdnaas.cli import (api_commands, calibrate, catalog, demo, image, local, quota_commands,
-                            webhook)
+    from cdnaas.cli import (api_commands, backup, calibrate, catalog, demo, image, local,
+                            quota_commands, webhook)
 
     for command in api_commands.COMMANDS:
         cli.add_command(command)
@@ -265,6 +265,8 @@ def _register_commands():
     cli.add_command(calibrate.calibrate)
     cli.add_command(webhook.webhook)
     admin.add_command(catalog.register_service)
+    for command in (backup.backup, backup.restore, backup.reconciliations):
+        db.add_command(command)
 
 
 _register_commands()

@@ -3,6 +3,7 @@
 Tables and messages go to stdout; progress bars and notes go to stderr, so
 ``cdnaas --json ... | jq`` always sees JSON alone.
 """
+import contextlib
 import json
 import os
 import sys
@@ -299,6 +300,26 @@ def render_accepted(accepted):
                 f"{styled(vcdn.get('state'))}; operation {operation.get('id')} "
                 f"{styled(operation.get('state'))}")
     out().print(f"Follow it with: cdnaas op watch {operation.get('id')}")
+
+
+# -- progress of local work -------------------------------------------------------------------
+
+@contextlib.contextmanager
+def steps(title, quiet=False):
+    """Draw a bar per step on stderr; yield ``progress(step, done, total)`` to report with."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err(), transient=False,
+                  disable=quiet or wants_json()) as bars:
+        header = bars.add_task(title, total=None)
+        tasks = {}
+
+        def progress(step, done, total):
+            if step not in tasks:
+                tasks[step] = bars.add_task(f"  {step}", total=max(total, 1))
+            bars.update(tasks[step], total=max(total, 1), completed=min(done, total))
+
+        yield progress
+        bars.update(header, total=1, completed=1)
 
 
 # -- following an operation -------------------------------------------------------------------

@@ -220,6 +220,10 @@ class RoClient(JsonClient):
     def health(self, deployment_id):
         return self.get(f"/ro/v1/deployments/{deployment_id}/health")
 
+    def reconciliations(self):
+        """The reconciliations after restores of the databases, newest first."""
+        return self.get("/ro/v1/reconciliations")["reconciliations"]
+
     def invalidate(self, deployment_id, paths, prefixes):
         """Purge ``paths`` and ``prefixes`` from every cache of the deployment; answers once
         each cache confirmed or failed: ``{"id", "caches": [result per cache]}``."""

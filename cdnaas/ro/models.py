@@ -78,3 +78,38 @@ class SecretRecord(Base):
     ciphertext: Mapped[str | None] = mapped_column(Text, nullable=True)
     external_ref: Mapped[str | None] = mapped_column(String(512), nullable=True)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+#: statuses of a :class:`ReconciliationRecord`
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+DONE = "DONE"
+FAILED = "FAILED"
+
+
+class ReconciliationRecord(Base):
+    """A reconciliation of what runs with the deployment records, owed after a restore of
+    the databases (:mod:`cdnaas.ro.reconciliation`).
+
+    ``cause`` says what made it owed (the restore of which backup). It is ``PENDING``
+    until an RO starts, ``RUNNING`` while that RO (``claimed_by``, until
+    ``claim_expires``) brings every ACTIVE deployment back to its record, then ``DONE``,
+    or ``FAILED`` with ``error`` naming the deployments that could not be. ``actions``
+    lists what it did to each VNF: ``{deployment, vnf, role, action, detail}`` with
+    ``action`` ``adopt``, ``rebuild`` or ``remove``.
+    """
+
+    __tablename__ = "ro_reconciliations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cause: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    actions: Mapped[list] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                  nullable=True)
+    claimed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    claim_expires: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                    nullable=True)

@@ -30,7 +30,7 @@ from cdnaas.common import caching, challenges, config, errors
 from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.common.timeutil import isoformat
 from cdnaas.db import leases
-from cdnaas.ro import logstream_metrics, traffic
+from cdnaas.ro import logstream_metrics, reconciliation, traffic
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
 from cdnaas.ro.vim.base import Deployment, EntryPoint, RemovalIncomplete, VimError
@@ -338,8 +338,10 @@ class DeploymentService:
         (:meth:`VimDriver.restore`) and are ``ACTIVE`` again, still serving, with
         ``error`` saying the update was undone (``ERROR`` if that failed);
         ``DELETING`` ones finish as ``DELETED``. Then ``driver.cleanup`` gets the ids
-        that still own resources or are being worked on, and a thread starts that
-        does the same every half lease for replicas that die later (:meth:`take_over`).
+        that still own resources or are being worked on, a reconciliation a restore of
+        the databases left owed is carried out (:meth:`_reconcile_after_restore`), and a
+        thread starts that finishes, every half lease, the work of replicas that die
+        later (:meth:`take_over`).
 
         Only deployments nobody else works on are touched: at start, those this
         replica's previous process claimed (every one on SQLite: one process) or
@@ -375,14 +377,81 @@ class DeploymentService:
                     DeploymentRecord.status.in_(BUSY)),  # a peer's work: not a stray
                 DeploymentRecord.driver == self.driver.name)))
         self._watch()
+        removed = []
         try:
             removed = self.driver.cleanup(known)
         except VimError as exc:
             LOG.warning("driver %s could not remove stray deployments: %s", self.driver.name, exc)
-            return [r.id for r in interrupted]
         if removed:
             LOG.info("removed stray deployments %s", ", ".join(removed))
+        self._reconcile_after_restore(removed)
         return [r.id for r in interrupted]
+
+    def _reconcile_after_restore(self, removed):
+        """Carry out the reconciliations a restore of the databases left owed
+        (:mod:`cdnaas.ro.reconciliation`): every ACTIVE deployment of this driver, marked
+        UPDATING and claimed first, is brought back to its record as an interrupted
+        update is; ``removed`` (the stray deployments cleanup just removed) is reported.
+        One that fails is tried again once the others are done (its recorded addresses
+        may have been held by another's VNFs not recorded), then rests ERROR."""
+        with self.database.transaction() as session:
+            owed = reconciliation.take_owed(session, self.claims)
+            if not owed:
+                return
+            records = session.scalars(select(DeploymentRecord).where(
+                DeploymentRecord.status == ACTIVE, DeploymentRecord.driver == self.driver.name,
+                DeploymentRecord.deployment.is_not(None))
+                .order_by(DeploymentRecord.created_at).with_for_update(skip_locked=True)).all()
+            for record in records:
+                steps = [s for s in record.steps if s["name"] != reconciliation.STEP]
+                record.mark(UPDATING, steps=steps + [_step(reconciliation.STEP, 0, 1)])
+                self.claims.take(record)
+        cause = owed[0].cause
+        LOG.warning("reconciling what runs with the records after %s: %d deployment(s)", cause,
+                    len(records))
+        actions, plans = reconciliation.removed_deployments(removed), {}
+        for record in records:  # what each VNF undergoes, found before anything changes
+            try:
+                plans[record.id] = reconciliation.plan(self.driver,
+                                                       Deployment.from_dict(record.deployment))
+            except VimError as exc:  # restored all the same: restoring needs no plan
+                LOG.warning("deployment %s: could not tell what runs: %s", record.id, exc)
+            actions += plans.get(record.id, [])
+        rebuilding = [r for r in records if any(a["action"] == reconciliation.REBUILD
+                                                for a in plans.get(r.id, []))]
+        failures = {}
+        # in parallel, those that only keep and remove first: they free the addresses
+        # others rebuild at
+        for group in ([r for r in records if r not in rebuilding], rebuilding):
+            failures.update(zip([r.id for r in group], self.pool.map(
+                lambda r: self._reconcile_one(r, cause, final=False), group)))
+        for record in records:
+            if failures[record.id]:
+                failures[record.id] = self._reconcile_one(record, cause, final=True)
+        reconciliation.finish(self.database, [r.id for r in owed], actions,
+                              {k: v for k, v in failures.items() if v})
+
+    def _reconcile_one(self, record, cause, final):
+        """Bring ``record``'s deployment back to its record after ``cause`` (a restore) and
+        mark it ACTIVE; return None, or the error (then, if ``final``, it rests ERROR)."""
+        try:
+            restored = self._bring_back(record, self._progress(record.id))
+            steps = [s for s in self._load(record.id).steps if s["name"] != reconciliation.STEP]
+            self._save(record.id, ACTIVE, deployment=restored,
+                       steps=steps + [_step(reconciliation.STEP, 1, 1)])
+            return None
+        except Exception as exc:  # pylint: disable=broad-except
+            LOG.warning("deployment %s: could not be brought back to its record%s: %s",
+                        record.id, "" if final else " (tried again later)", exc)
+            if final:
+                try:
+                    self._save(record.id, ERROR, error=f"could not be brought back to its "
+                                                       f"record after {cause}: {exc}")
+                except Exception:  # pylint: disable=broad-except
+                    LOG.exception("deployment %s could not be marked ERROR", record.id)
+                finally:
+                    self.claims.drop(record.id)
+            return str(exc)
 
     def take_over(self):
         """Finish the work of replicas whose claim expired (see :meth:`recover`)."""
@@ -538,14 +607,7 @@ class DeploymentService:
         restored = record.deployment
         try:
             if record.status == UPDATING:
-                restored = self.driver.restore(Deployment.from_dict(record.deployment),
-                                               ServiceInstanceGraph.from_dict(record.sig),
-                                               progress)
-                try:
-                    restored = self._publish(restored, progress)
-                except ZoneError as exc:  # it serves; the next update publishes again
-                    LOG.warning("deployment %s: %s", record.id, exc)
-                restored = restored.to_dict()
+                restored = self._bring_back(record, progress)
             else:  # an interrupted deploy may have built VNFs it never recorded: all go
                 delegations.withdraw(ServiceInstanceGraph.from_dict(record.sig).hostname)
                 self.driver.terminate(Deployment.from_dict(record.deployment) if record.deployment
@@ -565,6 +627,20 @@ class DeploymentService:
             self._save(record.id, ERROR, deployment=None, steps=steps,
                        error=f"the {action} was interrupted by {cause}; its resources were "
                              "removed")
+
+    def _bring_back(self, record, progress):
+        """Have the driver run exactly ``record``'s deployment again
+        (:meth:`VimDriver.restore`) and publish its entry point; return it as a dict.
+
+        :raises VimError: the driver could not (what runs is unknown).
+        """
+        restored = self.driver.restore(Deployment.from_dict(record.deployment),
+                                       ServiceInstanceGraph.from_dict(record.sig), progress)
+        try:
+            restored = self._publish(restored, progress)
+        except ZoneError as exc:  # it serves; the next update publishes again
+            LOG.warning("deployment %s: %s", record.id, exc)
+        return restored.to_dict()
 
     # -- records ----------------------------------------------------------
 

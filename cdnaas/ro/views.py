@@ -2,7 +2,7 @@
 from flask import Blueprint, Response, current_app, request
 
 from cdnaas.common import clock, windows
-from cdnaas.ro import traffic
+from cdnaas.ro import reconciliation, traffic
 
 blueprint = Blueprint("ro", __name__, url_prefix="/ro/v1")
 
@@ -29,6 +29,11 @@ def get_deployment(deployment_id):
 @blueprint.delete("/deployments/<deployment_id>")
 def delete_deployment(deployment_id):
     return _service().delete(deployment_id)
+
+
+@blueprint.get("/reconciliations")
+def list_reconciliations():
+    return {"reconciliations": reconciliation.listing(_service().database)}
 
 
 @blueprint.get("/deployments/<deployment_id>/health")

@@ -453,6 +453,16 @@ class VimDriver(abc.ABC):
         :raises VimError: the VIM could not be brought back; what runs is unknown.
         """
 
+    def vnf_names(self, deployment: Deployment) -> set[str]:
+        """Names of the VNFs of ``deployment``'s id that have resources on the VIM, recorded
+        in ``deployment`` or not: what :meth:`restore` keeps, or removes when unrecorded.
+
+        The default knows only the record; drivers that can list what runs override it.
+
+        :raises VimError: the VIM could not be asked.
+        """
+        return {v.name for v in deployment.vnfs}
+
     @abc.abstractmethod
     def terminate(self, deployment: Deployment, progress: Progress = no_progress) -> None:
         """Remove every resource of ``deployment``. Removing what is gone is success."""

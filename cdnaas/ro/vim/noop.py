@@ -130,6 +130,13 @@ class NoopDriver(VimDriver):
             progress(REMOVE_STEP, done, len(strays))
         return deployment
 
+    def vnf_names(self, deployment):
+        """See :meth:`VimDriver.vnf_names`: what "runs" in memory (the record's after a
+        restart, when memory knows nothing of the deployment)."""
+        with self._lock:
+            running = self._running.get(deployment.deployment_id)
+            return set(running.values()) if running else super().vnf_names(deployment)
+
     def terminate(self, deployment, progress=no_progress):
         """See :meth:`VimDriver.terminate`: whatever the record or memory knows goes."""
         servers = dict(deployment.resources.get("servers", {}))

@@ -300,17 +300,18 @@ class LocalDriver(VimDriver):
     def _finding(self, owner, deployment, vnf):
         """What :mod:`.vnfhealth` finds of the recorded VNF ``vnf``: an nginx VNF asked at
         its recorded address, or the shield at any of its legs (an update that failed may
-        have moved it to another region's)."""
+        have moved it to another region's); one without its own namespace does not answer
+        (after a restore of the databases, another deployment's VNF may hold its address)."""
         deployment_id = deployment.deployment_id
         prefix = _vnf_root(owner, deployment_id) / vnf.name
         group = _group(owner, deployment_id, vnf.name)
         if vnf.role == "dns":
             return vnfhealth.dns(prefix, group, vnf.address, deployment.entry_point.hostname)
-        addresses = [vnf.address]
-        if vnf.role == "shield":
-            namespace = network.namespace_name(owner, deployment_id, vnf.name)
-            addresses = list(network.links_of(namespace)) \
-                if namespace in network.list_namespaces() else []
+        namespace = network.namespace_name(owner, deployment_id, vnf.name)
+        addresses = []
+        if namespace in network.list_namespaces():
+            addresses = list(network.links_of(namespace)) if vnf.role == "shield" \
+                else [vnf.address]
         return vnfhealth.nginx(prefix, group, addresses)
 
     def _restore_bridges(self, owner, deployment_id, layout):
@@ -325,6 +326,10 @@ class LocalDriver(VimDriver):
                 [(layout[r]["bridge"], network.bridge_alias(owner, deployment_id, r))
                  for r in missing], _pool(),
                 subnets={layout[r]["bridge"]: layout[r]["subnet"] for r in missing})
+
+    def vnf_names(self, deployment):
+        return self._vnf_names(deployment.resources.get("owner", network.owner()),
+                               deployment.deployment_id)
 
     def _vnf_names(self, owner, deployment_id):
         """Names of the VNFs of ``deployment_id`` with a namespace, CPU group or files here."""

@@ -25,9 +25,10 @@ NETNS_DIR = "/run/netns"  # where ``ip netns`` keeps named namespaces
 REGION_PREFIX_LEN = 24  # every region bridge's subnet is a /24 of the pool
 
 
-def owner():
-    """Short id of this RO (its database), stamped on everything it creates."""
-    return hashlib.sha1(config.database_url("ro").encode()).hexdigest()[:6]
+def owner(database_url=None):
+    """Short id of this RO (its database; or of the RO of ``database_url``), stamped on
+    everything it creates."""
+    return hashlib.sha1((database_url or config.database_url("ro")).encode()).hexdigest()[:6]
 
 
 def _short(*parts):
