@@ -254,3 +254,28 @@ def test_the_so_scales_a_region_and_heals_a_cache_as_operations(stack):
     vcdn = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")
     assert vcdn["state"] == "ACTIVE" and vcdn["regions"][0]["caches"] == 1
 
+
+
+def test_a_change_goes_on_while_sidr_restarts(stack):
+    """SIDR down (a restart): a vCDN changes with the template version it runs, read
+    before; a vCDN whose template SO never read gets a clear 502, and nothing changes."""
+    accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body("sidr-down", (("eu-west", 10),)))
+    vcdn_id = accepted["vcdn"]["id"]
+    assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+    first = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202,  # SO reads the version it runs
+                          json={"regions": [{"name": "eu-west", "demand": 20}]})
+    assert stack.acme.wait(first["operation"]["id"])["state"] == "COMPLETED"
+    stack.kill("sidr")
+    try:
+        changed = stack.acme.ok("PATCH", f"/vcdns/{vcdn_id}", 202,
+                                json={"regions": [{"name": "eu-west", "demand": 30}]})
+        assert stack.acme.wait(changed["operation"]["id"])["state"] == "COMPLETED"
+        refused = stack.acme.call("POST", "/vcdns",
+                                  json=vcdn_body("sidr-down-new", (("eu-west", 10),)))
+        assert refused.status_code == 502 and "sidr" in refused.json()["error"]["message"]
+    finally:
+        stack.restart("sidr")
+    regions = stack.acme.ok("GET", f"/vcdns/{vcdn_id}")["regions"]
+    assert regions[0]["demand"] == 30
+    ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn_id}", 202)
+    assert stack.acme.wait(ended["operation"]["id"])["state"] == "COMPLETED"

@@ -439,8 +439,33 @@ def _check_growth(session, instance, old_sig, sig, service, now):
         quotas.check(session, instance.tenant, grows, now, exclude_instance=instance.id)
 
 
+#: ``{(flavor, version): document}`` of the templates this process's vCDNs were last
+#: changed with: SIDR refuses to delete a version a vCDN uses, so while SIDR restarts a
+#: change to such a vCDN goes on with the copy read before
+_TEMPLATES_SEEN = {}
+
+
+def _template_of(instance):
+    """The document of the template version ``instance`` runs, from SIDR, or the copy read
+    before when SIDR is unreachable (:data:`_TEMPLATES_SEEN`).
+
+    :raises UpstreamError: SIDR is unreachable and no copy was read before.
+    """
+    key = (instance.flavor, instance.template_version)
+    try:
+        document = SidrClient().get_template(*key)["document"]
+    except errors.UpstreamError as exc:
+        if key not in _TEMPLATES_SEEN:
+            raise
+        LOG.warning("%s; vCDN %s changes with the copy of %s version %s read before",
+                    exc.message, instance.id, *key)
+        return _TEMPLATES_SEEN[key]
+    _TEMPLATES_SEEN[key] = document
+    return document
+
+
 def _load_flavor_version(instance):
-    document = SidrClient().get_template(instance.flavor, instance.template_version)["document"]
+    document = _template_of(instance)
     try:
         return document, plugins.load(plugins.FLAVORS, document["plugin"])
     except LookupError as exc:
