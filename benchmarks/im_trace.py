@@ -33,20 +33,28 @@ until the IM has RO switch them off, and draw their idle power while they shut
 down (30 s) and while they boot (120 s, until they take VNFs), nothing when off.
 The IM keeps a share of each region's demand spare on hosts that are on
 (``CDNAAS_IM_HEADROOM_SHARE``, default 0.12; at least ``CDNAAS_IM_HEADROOM_VCPUS``,
-default 0), plus what a rise adds while a host boots, and knows the
-hosts' boot time (``CDNAAS_IM_HOST_BOOT_SECONDS``, set here to the plant's).
+default 0), plus what a rise adds while a host boots, knows the hosts' boot time
+(``CDNAAS_IM_HOST_BOOT_SECONDS``, set here to the plant's) and changes no host's power
+twice within the dwell where it can help it (``CDNAAS_IM_POWER_DWELL_SECONDS``,
+default 1800: :mod:`cdnaas.im.hosts`).
 
-For scale, at every period, perfect foresight and no boot time:
+For scale, with perfect foresight:
 
-- **bound**: each region's fewest 4-vCPU caches that meet the target exactly,
-  packed with its balancer (and the DNS VNF) on the fewest hosts;
-- **bound, filled**: the same hosts filled with caches (more caches draw less
-  busy power in this model: fewer connections per vCPU): the least any policy
-  can draw in this plant;
-- **bound, switched**: bound, filled, paying the idle power of each host's shutdown
-  and boot (the plant's physics, with perfect foresight: no headroom);
-- **floor**: bound, switched, keeping the same headroom on hosts that are on as
-  the IM: the least a policy with the IM's constraints can draw.
+- **bound**: at every period, each region's fewest 4-vCPU caches that meet the
+  target exactly, packed with its balancer (and the DNS VNF) on the fewest hosts,
+  no boot time;
+- **bound, dwell**: the same caches, each region's hosts scheduled over the day
+  (a unit commitment solved exactly by HiGHS): each host's boot and shutdown paid
+  (idle power, the plant's physics) and no host changing power state twice within
+  the dwell. The reference of the target;
+- **filled**: the bound's hosts filled with caches (more caches draw less busy
+  power in this model: fewer connections per vCPU): the least any policy can draw
+  in this plant, no boot time;
+- **filled, switched** and **filled, dwell**: filled, scheduled as bound, dwell, with
+  no dwell and with it: the least a policy paying boots and shutdowns can draw, and
+  the least one keeping the dwell can;
+- **floor**: filled, dwell, keeping the same headroom on hosts that are on as the
+  IM: the least a policy with the IM's constraints can draw.
 
 An interval below target is a region and control period whose viewers get
 MOS < 4.0 from the model at the caches that serve them then. The surge figures
@@ -54,13 +62,14 @@ are when ours first decided to scale ``eu`` out after the flash crowd began, in
 control periods from its start and from when ``eu``'s caches of the moment first
 fell short (the MOS they give drops below the policy's scale-out threshold, 4.2;
 negative: ours acted before, on the rising trend). Ours also lists the power
-actions a real plant would have received (``POST /ro/v1/hosts/{host}/power``),
-and the energy the IM itself attributed to the vCDN (hosts carrying its VNFs),
-against the plant's truth (every host on, empty or booting included).
+actions a real plant would have received (``POST /ro/v1/hosts/{host}/power``), how
+many a day, the least time between two changes of one host, and the energy the IM
+itself attributed to the vCDN (hosts carrying its VNFs), against the plant's truth
+(every host on, empty or booting included).
 
-Targets: ours within 5% of the bound (of the floor where the bound is out of
-reach under the IM's constraints), no interval below target, scale out within 2
-control periods of the surge.
+Targets: ours within 5% of the bound under the dwell (bound, dwell), no interval
+below target, no host changing power state twice within the dwell, scale out within
+2 control periods of the surge.
 
     .venv/bin/python benchmarks/im_trace.py [--trace synthetic|bdew|both] [--period 10]
         [--hours 24] [--only ours] [--plugin qoe-video]
@@ -75,7 +84,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
+from scipy import optimize, sparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -195,43 +206,115 @@ def plan(document, peaks):
     return QoeVideoFlavor().plan(request)
 
 
-def bound(document, demand, period, fill=False, headroom=False, transitions=False):
-    """The energy (kWh) of the ideal plan of every period, perfect foresight, no boot time.
+def bound(document, demand, period, fill=False, headroom=False, dwell=None):
+    """The energy (kWh) of the ideal plan, with perfect foresight.
 
-    Default (**bound**): each region's fewest caches that meet the target exactly, packed
-    with its balancer (and the DNS VNF) on the fewest hosts. ``fill``: the same hosts
-    filled with caches, when more caches draw less busy power (fewer connections per
-    vCPU; **bound, filled** is the least any policy can draw in this plant).
-    ``headroom`` (the IM's spare vCPUs beyond the need on hosts that are on,
-    :func:`cdnaas.im.hosts.headroom`) and ``transitions`` (a host
-    switched on draws idle power for HOST_ON_SECONDS first, one switched off for
-    HOST_OFF_SECONDS) give the **floor** under the constraints the IM keeps.
+    Default (**bound**): at every period, each region's fewest caches that meet the
+    target exactly, packed with its balancer (and the DNS VNF) on the fewest hosts, no
+    boot time. ``fill``: the same hosts filled with caches, when more caches draw less
+    busy power (fewer connections per vCPU; **filled** is the least any policy can draw
+    in this plant). ``dwell`` (seconds): each region's hosts scheduled over the whole day
+    (:func:`schedule`), each boot and shutdown paid (a host switched on draws idle power
+    for HOST_ON_SECONDS first, one switched off for HOST_OFF_SECONDS) and, when ``dwell``
+    is not 0, no host changing power state twice within it (the IM's
+    CDNAAS_IM_POWER_DWELL_SECONDS); more hosts than the fewest carry more caches with
+    ``fill``, only their idle power without. ``headroom`` (the IM's spare vCPUs beyond
+    the need on hosts that are on, :func:`cdnaas.im.hosts.headroom`) with ``fill`` and
+    ``dwell`` gives the **floor** under the constraints the IM keeps.
     """
     model = QoeVideoFlavor.load_model(document)
     size = document["vnfs"]["cache"]["vcpus"]["max"]
     per_cache = model.max_load_for_mos(TARGET) * size
     host = SimHost("bound", "", 16)
     overhead = power.OVERHEAD[document["technology"]]
-    joules, before = 0.0, {}
-    for _at, viewers in demand:
-        for name, *_rest in REGIONS:
-            fixed = 1 + (name == REGIONS[0][0])  # balancer, DNS
+
+    def joules(viewers, hosts, caches):
+        busy = (model.utilisation(viewers, caches * size) * caches * size
+                + model.utilisation(viewers, 1)) * overhead
+        return (hosts * host.idle_watts
+                + (host.peak_watts - host.idle_watts) * busy / host.vcpus) * period
+
+    total = 0.0
+    for name, _peak, _offset, count in REGIONS:
+        fixed = 1 + (name == REGIONS[0][0])  # balancer, DNS
+        fewest, costs = [], []
+        for _at, viewers in demand:
             caches = max(1, math.ceil(viewers[name] / per_cache))
             room = hosts_power.headroom(caches * size + fixed, size) if headroom else 0
-            hosts = max(math.ceil((caches * size + fixed) / host.vcpus),
-                        math.ceil((caches * size + fixed + room) / host.vcpus))
-            if fill:
-                caches = (hosts * host.vcpus - fixed) // size
-            busy = (model.utilisation(viewers[name], caches * size) * caches * size
-                    + model.utilisation(viewers[name], 1)) * overhead
-            joules += (hosts * host.idle_watts
-                       + (host.peak_watts - host.idle_watts) * busy / host.vcpus) * period
-            if transitions and name in before:
-                change = hosts - before[name]
-                joules += host.idle_watts * (change * HOST_ON_SECONDS if change > 0
-                                             else -change * HOST_OFF_SECONDS)
-            before[name] = hosts
-    return joules / 3.6e6
+            least = math.ceil((caches * size + fixed + room) / host.vcpus)
+            fewest.append(least)
+            costs.append([joules(viewers[name], hosts,
+                                 (hosts * host.vcpus - fixed) // size if fill else caches)
+                          for hosts in range(least, max(count, least) + 1)])
+        if dwell is None:
+            total += sum(c[0] for c in costs)
+        else:
+            total += schedule(fewest, costs, host.idle_watts * HOST_ON_SECONDS,
+                              host.idle_watts * HOST_OFF_SECONDS, math.ceil(dwell / period))
+    return total / 3.6e6
+
+
+def schedule(fewest, costs, switch_on, switch_off, window):
+    """The least joules of a region's identical hosts over the day, with perfect foresight.
+
+    Period ``t`` needs ``fewest[t]`` hosts on at least and costs ``costs[t][k]`` with
+    ``fewest[t] + k`` on (convex in k: each more host costs more than the last);
+    switching a host on costs ``switch_on``, off ``switch_off``; with ``window`` > 0 no
+    host changes state twice within ``window`` periods. That is unit commitment with a
+    minimum up and down time, exact in aggregate for identical hosts: the hosts switched
+    on over the last ``window`` periods are all still on, and those switched off still
+    off. Cumulative counts of switches keep each window three coefficients wide; HiGHS
+    (``scipy.optimize.milp``) solves it, the count of hosts on integer.
+    """
+    periods = len(fewest)
+    most = max(f + len(c) - 1 for f, c in zip(fewest, costs))
+    # columns: hosts on, switched on so far, switched off so far (period by period), then
+    # each period's hosts beyond its fewest, one column a host (0..1, convex costs)
+    on, ups, downs, extra = 0, periods, 2 * periods, 3 * periods
+    starts = np.cumsum([0] + [len(c) - 1 for c in costs])
+    columns = extra + starts[-1]
+    objective = np.zeros(columns)
+    objective[ups + periods - 1], objective[downs + periods - 1] = switch_on, switch_off
+    for t, cost in enumerate(costs):
+        objective[extra + starts[t]:extra + starts[t + 1]] = np.diff(cost)
+    lower = np.zeros(columns)
+    upper = np.ones(columns)
+    lower[on:ups], upper[on:ups] = fewest, most
+    upper[ups:extra] = np.inf
+    upper[ups], upper[downs] = 0, 0  # no switch before the first period
+    rows, cols, values, low, high = [], [], [], [], []
+
+    def row(entries, floor, ceiling):
+        for column, value in entries:
+            rows.append(len(low))
+            cols.append(column)
+            values.append(value)
+        low.append(floor)
+        high.append(ceiling)
+
+    for t in range(periods):
+        row([(on + t, 1)] + [(extra + k, -1) for k in range(starts[t], starts[t + 1])],
+            fewest[t], fewest[t])
+        if t:
+            row([(on + t, 1), (on + t - 1, -1), (ups + t, -1), (ups + t - 1, 1),
+                 (downs + t, 1), (downs + t - 1, -1)], 0, 0)
+            row([(ups + t, 1), (ups + t - 1, -1)], 0, np.inf)
+            row([(downs + t, 1), (downs + t - 1, -1)], 0, np.inf)
+        if window:
+            before = [(ups + t - window, -1)] if t >= window else []
+            row([(ups + t, 1), (on + t, -1)] + before, -np.inf, 0)
+            before = [(downs + t - window, -1)] if t >= window else []
+            row([(downs + t, 1), (on + t, 1)] + before, -np.inf, most)
+    matrix = sparse.csr_array((values, (rows, cols)), shape=(len(low), columns))
+    integral = np.zeros(columns)
+    integral[on:ups] = 1
+    found = optimize.milp(objective, integrality=integral,
+                          bounds=optimize.Bounds(lower, upper),
+                          constraints=optimize.LinearConstraint(matrix, low, high),
+                          options={"mip_rel_gap": 1e-6})
+    if not found.success:
+        raise RuntimeError(f"the schedule of the bound was not solved: {found.message}")
+    return found.fun + sum(c[0] for c in costs)
 
 
 class CpuThreshold:
@@ -346,7 +429,9 @@ def main():
     os.environ.setdefault("CDNAAS_IM_HOST_BOOT_SECONDS", str(HOST_ON_SECONDS))
     print(f"hosts boot in {HOST_ON_SECONDS:g} s and shut down in {HOST_OFF_SECONDS:g} s; the IM "
           f"keeps {config.setting('CDNAAS_IM_HEADROOM_SHARE'):.0%} of a region's demand spare "
-          f"(at least {config.setting('CDNAAS_IM_HEADROOM_VCPUS')} vCPUs) on hosts that are on")
+          f"(at least {config.setting('CDNAAS_IM_HEADROOM_VCPUS')} vCPUs) on hosts that are on; "
+          f"no host changes power twice within "
+          f"{config.setting('CDNAAS_IM_POWER_DWELL_SECONDS'):g} s (the dwell) if it can help it")
     document = template(args.plugin)
     for shape in ("synthetic", "bdew") if args.trace == "both" else (args.trace,):
         run_trace(args, document, shape)
@@ -365,24 +450,28 @@ def run_trace(args, document, shape):
             results.append(replay(name, document, sig, demand, args.period,
                                   tmp if name == "ours" else None))
     static = next((r["kwh"] for r in results if r["policy"] == "static peak"), None)
+    dwell = config.setting("CDNAAS_IM_POWER_DWELL_SECONDS")
     floors = {"bound": bound(document, demand, args.period),
-              "bound, filled": bound(document, demand, args.period, fill=True),
-              "bound, switched": bound(document, demand, args.period, fill=True,
-                                       transitions=True),
-              "floor": bound(document, demand, args.period, fill=True,
-                             headroom=True,
-                             transitions=True)}
+              "bound, dwell": bound(document, demand, args.period, dwell=dwell),
+              "filled": bound(document, demand, args.period, fill=True),
+              "filled, switched": bound(document, demand, args.period, fill=True, dwell=0),
+              "filled, dwell": bound(document, demand, args.period, fill=True, dwell=dwell),
+              "floor": bound(document, demand, args.period, fill=True, headroom=True,
+                             dwell=dwell)}
     intervals = len(demand) * len(REGIONS)
-    print(f"\n{'policy':<16}{'energy kWh':>11}{'vs static':>10}{'/ bound':>9}{'/ floor':>9}"
-          f"{'below target':>14}{'lowest MOS':>12}{'actions':>9}")
+    print(f"\n{'policy':<18}{'energy kWh':>11}{'vs static':>10}{'/ bound':>9}{'/ b. dwell':>11}"
+          f"{'/ floor':>9}{'below target':>14}{'lowest MOS':>12}{'actions':>9}")
+
+    def ratios(kwh):
+        return (f"{kwh / floors['bound']:>9.3f}{kwh / floors['bound, dwell']:>11.3f}"
+                f"{kwh / floors['floor']:>9.3f}")
     for r in results:
-        print(f"{r['policy']:<16}{r['kwh']:>11.2f}"
-              + (f"{r['kwh'] / static:>10.0%}" if static else f"{'':>10}")
-              + f"{r['kwh'] / floors['bound']:>9.3f}{r['kwh'] / floors['floor']:>9.3f}"
-              f"{r['below']:>7}/{intervals:<6}{r['lowest']:>12.2f}{r['actions']:>9}")
+        print(f"{r['policy']:<18}{r['kwh']:>11.2f}"
+              + (f"{r['kwh'] / static:>10.0%}" if static else f"{'':>10}") + ratios(r["kwh"])
+              + f"{r['below']:>7}/{intervals:<6}{r['lowest']:>12.2f}{r['actions']:>9}")
     for name, kwh in floors.items():
-        print(f"{name:<16}{kwh:>11.2f}" + (f"{kwh / static:>10.0%}" if static else f"{'':>10}")
-              + f"{kwh / floors['bound']:>9.3f}{kwh / floors['floor']:>9.3f}")
+        print(f"{name:<18}{kwh:>11.2f}" + (f"{kwh / static:>10.0%}" if static else f"{'':>10}")
+              + ratios(kwh))
     ours = next((r for r in results if r["policy"] == "ours"), None)
     if ours is None:
         return
@@ -405,9 +494,16 @@ def run_trace(args, document, shape):
           f"{sum(a == 'on' for _t, _h, a, _r in log)} on; POST /ro/v1/hosts/<host>/power):")
     by_host = {}
     for at, host, action, _reason in log:
-        by_host.setdefault(host, []).append(f"{action} {at:%H:%M}")
+        by_host.setdefault(host, []).append((at, action))
     for host, actions in sorted(by_host.items()):
-        print(f"  {host:<8}" + ", ".join(actions))
+        print(f"  {host:<8}" + ", ".join(f"{action} {at:%H:%M}" for at, action in actions))
+    least = min(((b - a, host, a, b) for host, actions in by_host.items()
+                 for (a, _), (b, _) in zip(actions, actions[1:])), default=None)
+    print(f"ours: {len(log) * 24 / args.hours:.0f} power actions a day; the least time between "
+          "two changes of one host: " + (f"{least[0].total_seconds() / 60:.0f} min ({least[1]} "
+                                         f"{least[2]:%H:%M} and {least[3]:%H:%M})"
+                                         if least else "no host changed twice")
+          + f" (dwell {dwell / 60:g} min)")
     print(f"ours: the IM attributed {ours['estimated_kwh']:.2f} kWh to the vCDN "
           f"(the plant drew {ours['kwh']:.2f}); the replay took {ours['seconds']:.0f} s")
 

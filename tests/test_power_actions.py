@@ -2,8 +2,8 @@
 sysfs; openstack drives an Ironic node through a fake at the SDK edge, since the mini cloud
 has no Ironic: tests/test_power_openstack.py disables and enables its real nova-compute),
 RO's endpoint (409 on a host carrying VNFs, 404, 400, 401), and the IM's side: never a host
-with reservations or VNFs, woken before a lease needs it, every action a decision with
-its inputs."""
+with reservations or VNFs, woken before a lease needs it, none switched twice within the
+dwell where the region can help it, every action a decision with its inputs."""
 import dataclasses
 import datetime as dt
 import logging
@@ -439,3 +439,126 @@ def test_a_host_kept_on_only_by_a_fixed_headroom_is_switched_off(monkeypatch):
     assert off.details["headroom_vcpus"] == pytest.approx(0.6)
     monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "4")  # the former default
     assert plan() == []
+
+
+# -- the dwell: no host changes power state twice within it where the region can help it --------
+
+def test_a_host_switched_on_stays_on_for_the_dwell_and_the_wait_is_one_decision(
+        database, monkeypatch):
+    from cdnaas.im import hosts as host_power
+    from cdnaas.im import reconcile
+    monkeypatch.setenv("CDNAAS_IM_POWER_DWELL_SECONDS", "60")
+    world = power_world(database, monkeypatch, idle="0")
+    world.run(2, eu=8000)
+    asleep = {d["host"] for d in powered(world, "power_down")}
+    world.run(6, eu=8000)  # their dwell passes: any of them may be woken
+    need = {"eu": 20.0}
+    monkeypatch.setattr(reconcile, "region_needs", lambda *_args: {
+        "eu": host_power.RegionNeed(demand_vcpus=need["eu"], headroom_vcpus=0.0)})
+    world.step(eu=8000)
+    [woken] = powered(world, "power_up")
+    assert woken["host"] in asleep and "within_dwell" not in woken["details"]
+    need["eu"] = 4.0  # the rise fades: the host just woken carries nothing, nor is needed
+    world.run(5, eu=8000)
+    [waited] = [d for d in powered(world, "power_down") if d["outcome"] == "deferred"]
+    assert waited["host"] == woken["host"]
+    assert "stays on for the dwell of 60 s" in waited["reason"]
+    on_at = dt.datetime.fromisoformat(woken["created_at"])
+    assert waited["details"]["dwell_seconds"] == 60
+    assert waited["details"]["last_power_change"] == {"kind": "power_up",
+                                                      "at": woken["created_at"]}
+    assert dt.datetime.fromisoformat(waited["details"]["dwell_until"]) == on_at + 6 * PERIOD
+    assert world.plant.power[woken["host"]] == "booting"  # not switched off again
+    world.run(2, eu=8000)
+    *_, (off_at, host, action, _reason) = world.plant.power_log
+    assert (host, action) == (woken["host"], "off") and off_at - on_at >= 6 * PERIOD
+
+
+def _plan_with_dwell(changed, demand_vcpus, now, empty_since=None):
+    from cdnaas.im import hosts as host_power
+    from cdnaas.im.inventory import Host
+    inventory = {"eu-1": Host("eu-1", "eu", 16, 12, 115.0, 269.0, True),
+                 "eu-2": Host("eu-2", "eu", 32, 0, 115.0, 269.0, False),
+                 "eu-3": Host("eu-3", "eu", 16, 0, 115.0, 269.0, False)}
+    if empty_since:  # eu-3 on and empty instead
+        inventory["eu-3"] = dataclasses.replace(inventory["eu-3"], enabled=True)
+    need = host_power.RegionNeed(demand_vcpus=demand_vcpus, headroom_vcpus=0.0)
+    marked = {"eu-2"} | (set() if empty_since else {"eu-3"})
+    return host_power.plan(inventory, marked, {}, {"eu": need}, {}, now, empty_since,
+                           changed=changed)
+
+
+def test_a_host_switched_off_is_woken_within_the_dwell_only_when_no_other_will_do(monkeypatch):
+    from cdnaas.im import hosts as host_power
+    monkeypatch.setenv("CDNAAS_IM_POWER_DWELL_SECONDS", "1800")
+    now = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+    # eu-2 (the bigger) was switched off 5 minutes ago; eu-3 hours ago (no change within)
+    changed = {"eu-2": host_power.LastChange(host_power.POWER_DOWN,
+                                             now - dt.timedelta(minutes=5))}
+    [one] = _plan_with_dwell(changed, 20.0, now)
+    assert (one.host.name, one.state) == ("eu-3", host_power.ON)
+    assert one.details["dwell_seconds"] == 1800 and "within_dwell" not in one.details
+    third, second = _plan_with_dwell(changed, 40.0, now)  # viewers before wear: both
+    assert (third.host.name, second.host.name) == ("eu-3", "eu-2")
+    assert second.details["within_dwell"] is True
+    assert "within the dwell of 1800 s after it was switched off at" in second.reason
+    monkeypatch.setenv("CDNAAS_IM_POWER_DWELL_SECONDS", "0")  # no dwell: the biggest first
+    [biggest] = _plan_with_dwell(changed, 20.0, now)
+    assert biggest.host.name == "eu-2" and "within_dwell" not in biggest.details
+
+
+def test_the_dwell_setting_decides_whether_a_host_just_switched_on_may_sleep(monkeypatch):
+    from cdnaas.im import hosts as host_power
+    now = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+    on_at = now - dt.timedelta(minutes=10)
+    changed = {"eu-3": host_power.LastChange(host_power.POWER_UP, on_at)}
+    empty = {"eu-3": on_at}
+    monkeypatch.setenv("CDNAAS_IM_POWER_DWELL_SECONDS", "900")
+    [waits] = _plan_with_dwell(changed, 4.0, now, empty)
+    assert (waits.host.name, waits.state, waits.deferred) == ("eu-3", host_power.POWER_DOWN, True)
+    assert waits.details["dwell_until"] == "2026-01-01T12:05:00Z"
+    assert waits.details["capacity_on_vcpus"] == 32  # it stays on and counts
+    waited = {"eu-3": dataclasses.replace(changed["eu-3"], waited=True)}
+    assert _plan_with_dwell(waited, 4.0, now, empty) == []  # the wait is recorded once
+    monkeypatch.setenv("CDNAAS_IM_POWER_DWELL_SECONDS", "600")  # the dwell has passed
+    [sleeps] = _plan_with_dwell(changed, 4.0, now, empty)
+    assert (sleeps.host.name, sleeps.deferred) == ("eu-3", False)
+
+
+def test_a_host_sleeps_only_when_the_highest_demand_of_the_passes_it_waited_fits(monkeypatch):
+    """One pass of fewer viewers (noise) does not switch off a host that the next pass,
+    back at the usual level, would need: the dwell would then keep it off."""
+    from cdnaas.im import hosts as host_power
+    from cdnaas.im import reconcile, series
+    from cdnaas.im.inventory import Host
+    from tests.test_im_reconcile import MODEL
+    monkeypatch.setenv("CDNAAS_IM_HOST_IDLE_PASSES", "3")
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_SHARE", "0")
+    monkeypatch.setenv("CDNAAS_IM_HEADROOM_VCPUS", "0")
+    now = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+    per_vcpu = MODEL.max_load_for_mos(4.0 + reconcile.NEED_MARGIN)
+    # eu-1 carries 3 caches of 4 vCPUs, a balancer and the DNS (14 of 16: 14 usable)
+    inventory = {"eu-1": Host("eu-1", "eu", 16, 14, 115.0, 269.0, True),
+                 "eu-2": Host("eu-2", "eu", 8, 0, 115.0, 269.0, True)}
+    vnfs = [types.SimpleNamespace(role=role, region="eu", vcpus=vcpus)
+            for role, vcpus in (("cache", 4),) * 3 + (("lb", 1), ("dns", 1))]
+
+    def needs(*vcpus_of_viewers):
+        history = [series.Level(now - PERIOD * (len(vcpus_of_viewers) - i), v * per_vcpu,
+                                4.3, 12) for i, v in enumerate(vcpus_of_viewers)]
+        seen = types.SimpleNamespace(
+            readings=vnfs, model=MODEL, history={"eu": history},
+            vcdn={"regions": [{"name": "eu", "quality": {"min_mos": 4.0}, "demand": 10 ** 6}]})
+        return reconcile.region_needs([seen], inventory)
+
+    def plan(found):
+        return host_power.plan(inventory, set(), {}, found, {}, now,
+                               {"eu-2": now - dt.timedelta(hours=1)})
+    dip = needs(11.5, 11.5, 11.5, 10.5)  # demand 12.5 now, 13.5 at the highest of 3 passes
+    assert dip["eu"].demand_vcpus == pytest.approx(12.5)
+    assert dip["eu"].settled_vcpus == pytest.approx(13.5)
+    assert dip["eu"].details["recent_high_vcpus"] == pytest.approx(13.5)
+    assert plan(dip) == []  # 14 vCPUs left would hold 12.5 x 1.05, not 13.5 x 1.05
+    assert plan({"eu": dataclasses.replace(dip["eu"], settled_vcpus=None)})  # it would sleep
+    [off] = plan(needs(11.5, 10.5, 10.5, 10.5))  # the lower level has held 3 passes
+    assert (off.host.name, off.state) == ("eu-2", host_power.POWER_DOWN)

@@ -300,6 +300,10 @@ DECLARED = (
             "is not needed before the IM switches it off", "im"),
     Setting("CDNAAS_IM_HOST_BOOT_SECONDS", "number", 120.0, "how long a host takes from power "
             "on to taking VNFs: the IM wakes hosts this far ahead of a rising demand", "im"),
+    Setting("CDNAAS_IM_POWER_DWELL_SECONDS", "number", 1800.0, "least time between two power "
+            "changes of one host: one switched on is not switched off sooner, one switched "
+            "off is woken sooner only when no other host of its region will do (0: no dwell)",
+            "im"),
     Setting("CDNAAS_IM_USAGE_DAYS", "number", 400.0, "how long IM keeps each vCDN's usage "
             "per region and minute (traffic, viewer-, vCPU-hours, energy: the bills)", "im"),
     Setting("CDNAAS_IM_RAPL_DIR", "text", "/sys/class/powercap", "where RAPL counters are "

@@ -33,16 +33,32 @@ recorded the action: a host that stays on keeps taking VNFs). Each pass, per reg
   ``CDNAAS_IM_HOST_IDLE_PASSES`` passes (default 12: 2 minutes at 10 s), no lease
   needs it soon, and the hosts left on still hold demand + headroom with 5% to spare
   (:data:`SLEEP_BAND`: a dead band between waking and sleeping, so a demand near the
-  edge does not switch a host back and forth). Never a host with a reservation (SO's
-  figures) or a VNF of any deployment (RO's): both are checked before, and RO checks
-  again.
+  edge does not switch a host back and forth), the demand taken at the region's
+  highest viewers of those passes (``settled_vcpus``: one pass of noise below the
+  edge does not switch off a host the next pass needs). Never a host with a
+  reservation (SO's figures) or a VNF of any deployment (RO's): both are checked
+  before, and RO checks again;
+- **dwell** (``CDNAAS_IM_POWER_DWELL_SECONDS``, default 1800): a real server pays each
+  power cycle in boot energy and wear, so no host changes power state twice within
+  the dwell where the region can help it. A host switched on is not switched off
+  before the dwell has passed: it stays on, empty or not, and counts as capacity, so
+  the region does not wake another (that wait is a ``deferred`` power-down decision,
+  recorded once per wait, saying until when). A host switched off is woken again
+  within the dwell only when no other host of the region will do: hosts off for
+  longer than the dwell are woken first, and one within it only when the region's
+  capacity, a reservation, a VNF or a lease needs it (viewers before wear:
+  ``details.within_dwell``). The first rule removes the flaps (a host woken for a
+  rise that faded, switched off two minutes later and woken again); the headroom, the
+  dead band and the sleep on the highest demand of the passes waited keep a host just
+  switched off from being needed soon after.
 
 Every action is a decision with its inputs (demand, headroom, capacity, what SO and
-RO say is on the host, how long it was empty, the driver's answer). Outcomes:
-``applied`` (the driver changed the infrastructure), ``recorded`` (the driver could
-only record it: ``log``, ``noop``), ``refused`` (RO found VNFs on it), ``failed``
-(retried next pass). The marks (table ``im_hosts``) say which hosts the IM has
-switched off (``power_down``) and, for those on, since when they are empty.
+RO say is on the host, how long it was empty, the dwell and the host's last power
+change within it, the driver's answer). Outcomes: ``applied`` (the driver changed the
+infrastructure), ``recorded`` (the driver could only record it: ``log``, ``noop``),
+``deferred`` (the dwell keeps the host on), ``refused`` (RO found VNFs on it),
+``failed`` (retried next pass). The marks (table ``im_hosts``) say which hosts the IM
+has switched off (``power_down``) and, for those on, since when they are empty.
 """
 import dataclasses
 import datetime as dt
@@ -58,7 +74,12 @@ from cdnaas.im.models import Action, HostMark
 LOG = logging.getLogger(__name__)
 
 POWER_DOWN = "power_down"
+POWER_UP = "power_up"
 ON = "on"
+#: outcomes of a power decision that changed (or, for a driver that only records, would
+#: have changed) the host's power
+CHANGED = ("applied", "recorded")
+DEFERRED = "deferred"
 #: reason of an ``on`` mark of a host that carries nothing (its ``changed_at``: since when)
 EMPTY = "carries nothing"
 #: a host sleeps only when the hosts left on hold demand + headroom with this much more:
@@ -81,6 +102,9 @@ class RegionNeed:
     #: vCPUs of the region's biggest cache: free vCPUs of a host in a smaller piece hold
     #: no cache, so they are no capacity
     unit_vcpus: int = 1
+    #: demand + headroom at the highest viewers of the last passes a host waits before it
+    #: sleeps: what the hosts left on must hold (None: demand + headroom)
+    settled_vcpus: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +115,21 @@ class Change:
     state: str
     reason: str
     details: dict
+    #: the dwell defers this power-down: it is recorded (``deferred``), not carried out
+    deferred: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LastChange:
+    """A host's latest power change (``kind``: :data:`POWER_DOWN` or :data:`POWER_UP`)
+    less than the dwell ago; ``waited``: a power-down was deferred since."""
+
+    kind: str
+    at: dt.datetime
+    waited: bool = False
+
+    def view(self):
+        return {"kind": self.kind, "at": isoformat(self.at)}
 
 
 def headroom(demand_vcpus, biggest_cache_vcpus):
@@ -118,8 +157,28 @@ def switched_off(host, mark):
     return mark is not None and mark.state == POWER_DOWN and not host.enabled
 
 
+def dwell():
+    """The least time between two power changes of one host
+    (``CDNAAS_IM_POWER_DWELL_SECONDS``)."""
+    return dt.timedelta(seconds=config.setting("CDNAAS_IM_POWER_DWELL_SECONDS"))
+
+
+def last_changes(session, now):
+    """``{host: LastChange}`` of the hosts whose power the IM changed (or recorded a
+    change of) less than the dwell ago."""
+    found = {}
+    for action in session.scalars(select(Action).where(
+            Action.kind.in_((POWER_DOWN, POWER_UP)), Action.outcome.in_(CHANGED + (DEFERRED,)),
+            Action.host.is_not(None), Action.created_at > now - dwell()).order_by(Action.id)):
+        if action.outcome != DEFERRED:
+            found[action.host] = LastChange(action.kind, aware(action.created_at))
+        elif action.host in found:
+            found[action.host] = dataclasses.replace(found[action.host], waited=True)
+    return found
+
+
 def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refused=None,
-         waking=()):
+         waking=(), changed=None):
     """The :class:`Change` list for this pass (see the module docstring).
 
     :param inventory: ``{name: Host}`` from SO.
@@ -132,10 +191,33 @@ def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refus
     :param refused: ``{region: why}`` of regions where SO refused a scale out for capacity
         this pass (free vCPUs scattered over hosts hold no whole cache).
     :param waking: regions with a host still booting (woken within the boot time).
+    :param changed: ``{host name: LastChange}`` within the dwell (:func:`last_changes`).
     """
-    empty_since, refused = empty_since or {}, refused or {}
+    empty_since, refused, changed = empty_since or {}, refused or {}, changed or {}
     idle = dt.timedelta(seconds=config.setting("CDNAAS_IM_HOST_IDLE_PASSES")
                         * config.setting("CDNAAS_IM_INTERVAL"))
+    rest = dwell()
+
+    def within(host, kind):
+        """Whether ``host``'s last power change, ``kind``, was less than the dwell ago."""
+        last = changed.get(host.name)
+        return last is not None and last.kind == kind and now - last.at < rest
+
+    def host_facts(host):
+        last = changed.get(host.name)
+        return {**_host_facts(host, carried), **({"last_power_change": last.view()}
+                                                 if last else {})}
+
+    def wake(host, why, facts):
+        if within(host, POWER_DOWN):  # no other host of the region will do: viewers first
+            why += (f"; within the dwell of {rest.total_seconds():g} s after it was switched "
+                    f"off at {isoformat(changed[host.name].at)}")
+            facts = {**facts, "within_dwell": True}
+        changes.append(Change(host, ON, why, {**facts, **host_facts(host)}))
+
+    def wake_order(host):  # hosts off for longer than the dwell first, then the biggest
+        return within(host, POWER_DOWN), -host.vcpus, host.name
+
     changes = []
     for region in sorted({h.region for h in inventory.values()}):
         # hosts the IM may act on: enabled ones, and those it disabled itself to switch off
@@ -145,41 +227,39 @@ def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refus
         need = needs.get(region) or RegionNeed(
             reserved, headroom(reserved, 0), {"source": "reservations"}, hold=True)
         required = need.demand_vcpus + need.headroom_vcpus
+        settled = max(required, need.settled_vcpus or 0.0)
         down = {h.name for h in hosts if h.name in marked}
         facts = {"region_demand_vcpus": round(need.demand_vcpus, 2),
-                 "headroom_vcpus": round(need.headroom_vcpus, 2), **need.details}
+                 "headroom_vcpus": round(need.headroom_vcpus, 2),
+                 "dwell_seconds": rest.total_seconds(), **need.details}
         for host in hosts:
             if host.name in down and (host.reserved_vcpus or host.name in needed
                                       or carried.get(host.name)):
-                why = needed.get(host.name) or (
-                    f"{host.reserved_vcpus} vCPUs are reserved on it" if host.reserved_vcpus
-                    else f"VNFs run on it: {', '.join(carried[host.name][:5])}")
                 down.discard(host.name)
-                changes.append(Change(host, ON, why, {**facts, **_host_facts(host, carried)}))
+                wake(host, needed.get(host.name) or (
+                    f"{host.reserved_vcpus} vCPUs are reserved on it" if host.reserved_vcpus
+                    else f"VNFs run on it: {', '.join(carried[host.name][:5])}"), facts)
 
         def usable(host, unit=max(1, need.unit_vcpus)):
             return host.vcpus - host.free_vcpus % unit  # free pieces smaller than a cache
 
         capacity = sum(usable(h) for h in hosts if h.name not in down)
-        for host in sorted((h for h in hosts if h.name in down), key=lambda h: (-h.vcpus, h.name)):
+        for host in sorted((h for h in hosts if h.name in down), key=wake_order):
             if capacity >= required or need.hold:
                 break
             down.discard(host.name)
-            changes.append(Change(
-                host, ON, f"the region's hosts on hold {capacity} vCPUs, short of demand "
-                f"{need.demand_vcpus:.1f} + headroom {need.headroom_vcpus:.1f}",
-                {**facts, "capacity_on_vcpus": capacity, **_host_facts(host, carried)}))
+            wake(host, f"the region's hosts on hold {capacity} vCPUs, short of demand "
+                 f"{need.demand_vcpus:.1f} + headroom {need.headroom_vcpus:.1f}",
+                 {**facts, "capacity_on_vcpus": capacity})
             capacity += usable(host)
         if region in refused and region not in waking and \
                 not any(c.state == ON and c.host.region == region for c in changes):
-            host = next(iter(sorted((h for h in hosts if h.name in down),
-                                    key=lambda h: (-h.vcpus, h.name))), None)
+            host = next(iter(sorted((h for h in hosts if h.name in down), key=wake_order)),
+                        None)
             if host is not None:
                 down.discard(host.name)
-                changes.append(Change(host, ON, f"SO refused a scale out for capacity: "
-                                      f"{refused[region]}"[:500],
-                                      {**facts, "capacity_on_vcpus": capacity,
-                                       **_host_facts(host, carried)}))
+                wake(host, f"SO refused a scale out for capacity: {refused[region]}"[:500],
+                     {**facts, "capacity_on_vcpus": capacity})
                 capacity += usable(host)
         for host in sorted(hosts, key=lambda h: (h.vcpus, h.name)):
             if need.hold:
@@ -187,16 +267,26 @@ def plan(inventory, marked, needed, needs, carried, now, empty_since=None, refus
             since = empty_since.get(host.name)
             if (host.name in down or host.reserved_vcpus or carried.get(host.name)
                     or host.name in needed or since is None or now - since < idle
-                    or capacity - usable(host) < required * (1 + SLEEP_BAND)):
+                    or capacity - usable(host) < settled * (1 + SLEEP_BAND)):
+                continue
+            details = {**facts, "empty_since": isoformat(since),
+                       "idle_watts_saved": host.idle_watts, **host_facts(host)}
+            if within(host, POWER_UP):  # it stays on and counts as capacity
+                if not changed[host.name].waited:
+                    until = changed[host.name].at + rest
+                    changes.append(Change(
+                        host, POWER_DOWN, f"carries nothing since {isoformat(since)}, but was "
+                        f"switched on at {isoformat(changed[host.name].at)}: it stays on for "
+                        f"the dwell of {rest.total_seconds():g} s, until {isoformat(until)}",
+                        {**details, "capacity_on_vcpus": capacity,
+                         "dwell_until": isoformat(until)}, deferred=True))
                 continue
             capacity -= usable(host)
             down.add(host.name)
             changes.append(Change(
                 host, POWER_DOWN, f"carries nothing since {isoformat(since)}; the region's "
                 f"hosts left on hold {capacity} vCPUs for demand {need.demand_vcpus:.1f} + "
-                f"headroom {need.headroom_vcpus:.1f}",
-                {**facts, "capacity_on_vcpus": capacity, "empty_since": isoformat(since),
-                 "idle_watts_saved": host.idle_watts, **_host_facts(host, carried)}))
+                f"headroom {need.headroom_vcpus:.1f}", {**details, "capacity_on_vcpus": capacity}))
     return changes
 
 
@@ -204,7 +294,7 @@ def waking(session, now, seconds):
     """Regions with a host switched on less than ``seconds`` ago (still booting)."""
     since = now - dt.timedelta(seconds=seconds)
     return set(session.scalars(select(Action.region).where(
-        Action.kind == "power_up", Action.outcome.in_(("applied", "recorded")),
+        Action.kind == POWER_UP, Action.outcome.in_(CHANGED),
         Action.created_at > since)))
 
 
@@ -236,7 +326,8 @@ def track_empty(database, now, inventory, carried):
 
 
 def apply(database, now, changes, so, ro):
-    """Carry out each change through SO (placement) and RO (power); record each as a decision.
+    """Carry out each change through SO (placement) and RO (power); record each as a decision
+    (a change the dwell defers only as a decision).
 
     Switching off: SO stops placing on the host first, then RO switches it off; when RO
     refuses (VNFs on it), fails or only recorded the action, the host is given back to SO.
@@ -244,12 +335,15 @@ def apply(database, now, changes, so, ro):
     records (``log``, ``noop``), SO's placement is never touched: the host stays as the
     operator set it (enabled or not) and no placement sees it disabled for a moment.
     """
-    found = []
+    found = [decisions.record(database, now, POWER_DOWN, DEFERRED, c.reason, c.details,
+                              region=c.host.region, host=c.host.name)
+             for c in changes if c.deferred]
+    changes = [c for c in changes if not c.deferred]
     placement = changes and not ro.power_driver()["records_only"]
     for change in changes:
         host = change.host
         off = change.state == POWER_DOWN
-        kind = POWER_DOWN if off else "power_up"
+        kind = POWER_DOWN if off else POWER_UP
         details = dict(change.details)
         try:
             if off:

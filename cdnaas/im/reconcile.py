@@ -14,7 +14,8 @@ Orchestrator (the only component that reaches VNFs):
 4. asks the flavor's policy hook what to scale and carries out the most
    urgent decision through SO;
 5. switches off hosts that carry nothing and are not needed, and wakes hosts before
-   they are (:mod:`cdnaas.im.hosts`: decided here, carried out by RO's power driver);
+   they are, none twice within the dwell where it can help it (:mod:`cdnaas.im.hosts`:
+   decided here, carried out by RO's power driver);
 6. publishes the Prometheus gauges and drops points past their retention;
 7. records each vCDN's usage per region and minute: the traffic its balancers logged
    since its cursor (read in step 2; the rest of a long backlog from RO), its viewer-,
@@ -257,8 +258,9 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, refused):
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
         needs = region_needs(seen, hosts_now)
         waking = hosts.waking(session, now, config.setting("CDNAAS_IM_HOST_BOOT_SECONDS"))
+        changed = hosts.last_changes(session, now)
     changes = hosts.plan(hosts_now, marked, _soon_needed(so, now), needs, carried, now, since,
-                         refused, waking)
+                         refused, waking, changed)
     recorded = hosts.apply(database, now, changes, so, ro)
     with database.sessions() as session:
         off = sum(m.state == hosts.POWER_DOWN for m in hosts.marks(session).values())
@@ -303,9 +305,13 @@ def region_needs(seen, hosts_now):
     the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`: a share of
     that demand, at least the floor) and what a rise adds while a host boots; that rise
     counts no further than the vCDNs' declared demands (room beyond the contract is not
-    owed; a region past it is not capped)."""
+    owed; a region past it is not capped). The same at the highest viewers of the last
+    ``CDNAAS_IM_HOST_IDLE_PASSES`` passes is what the hosts left on must hold for one to
+    sleep (a dip of noise does not switch a host off that the next pass needs)."""
     boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
+    settle = max(1, config.setting("CDNAAS_IM_HOST_IDLE_PASSES"))
     reserved, surplus, biggest, growth, observed_vcpus, owed = {}, {}, {}, {}, {}, {}
+    dips = {}  # vCPUs the viewers needed at their highest of the last passes beyond now
     for host in hosts_now.values():
         reserved[host.region] = reserved.get(host.region, 0) + host.reserved_vcpus
     for observed in seen:
@@ -327,6 +333,8 @@ def region_needs(seen, hosts_now):
                 continue
             rise = _rise(points)
             needed = (points[-1].viewers or 0) / per_vcpu
+            highest = max(p.viewers or 0 for p in observed.history[name][-settle:]) / per_vcpu
+            dips[name] = dips.get(name, 0) + highest - needed
             # positive: surplus caches; negative: caches missing (a scale out to come)
             surplus[name] = surplus.get(name, 0) + sum(r.vcpus for r in caches) - needed
             growth[name] = growth.get(name, 0) + rise * boot / per_vcpu
@@ -335,11 +343,16 @@ def region_needs(seen, hosts_now):
             room = region.get("demand", 0) / per_vcpu - needed
             owed[name] = owed.get(name, 0) + room if room >= 0 else math.inf
     demands = {name: max(0.0, total - surplus.get(name, 0.0)) for name, total in reserved.items()}
+
+    def required(name, demand):
+        return demand + hosts.headroom(demand, biggest.get(name, 0)) \
+            + min(growth.get(name, 0.0), owed.get(name, math.inf))
     return {name: hosts.RegionNeed(
         demand_vcpus=demands[name],
-        headroom_vcpus=hosts.headroom(demands[name], biggest.get(name, 0))
-        + min(growth.get(name, 0.0), owed.get(name, math.inf)),
+        headroom_vcpus=required(name, demands[name]) - demands[name],
+        settled_vcpus=required(name, demands[name] + dips.get(name, 0.0)),
         details={"reserved_vcpus": total, "surplus_vcpus": round(surplus.get(name, 0.0), 2),
+                 "recent_high_vcpus": round(demands[name] + dips.get(name, 0.0), 2),
                  "growth_vcpus": round(growth.get(name, 0.0), 2), "host_boot_seconds": boot,
                  "declared_room_vcpus": round(owed[name], 2)
                  if math.isfinite(owed.get(name, math.inf)) else None},
