@@ -119,7 +119,8 @@ _WORKER_SECONDS = {}
 
 def pytest_runtest_logreport(report):
     """Add each test phase's duration to its group's and its worker's totals."""
-    group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else None
+    tail = report.nodeid.rpartition("@")[2]
+    group = tail if "@" in report.nodeid and not {"]", "/"} & set(tail) else None
     worker = getattr(report, "node", None)
     _GROUP_SECONDS[group] = _GROUP_SECONDS.get(group, 0.0) + report.duration
     if worker is not None:
