@@ -114,7 +114,8 @@ def ensure_tools():
                if not (shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin"))]
     if missing:
         log(f"installing {' '.join(missing)}")
-        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-q",
+                        "--no-install-recommends", *missing],
                        check=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
 
 
@@ -257,23 +258,30 @@ def run(image, timeout=None):
 def _serve(image, accel, timeout, origin_port):
     vnf, booting = cache_guest(image, accel, origin_port)
     with booting as cache:
-        port, management_port = cache.ports[80], cache.ports[MANAGEMENT_PORT]
-        status, headers, body = wait_for(lambda: fetch(f"http://127.0.0.1:{port}{OBJECT}"),
-                                         [cache], timeout, "the cache")
-        served = time.monotonic() - cache.started
-        second = fetch(f"http://127.0.0.1:{port}{OBJECT}")
-        log(f"first fetch after {served:.0f} s: {status}, X-Cache-Status "
-            f"{headers.get('X-Cache-Status')}, X-Served-By {headers.get('X-Served-By')}, "
-            f"{len(body)} bytes; second: X-Cache-Status {second[1].get('X-Cache-Status')}")
-        assert status == 200 and headers.get("X-Served-By") == vnf.name, headers
-        assert headers.get("X-Cache-Status") == "MISS"
-        assert second[0] == 200 and second[1].get("X-Cache-Status") == "HIT"
-        assert second[2] == body
-        assert status_of(f"http://127.0.0.1:{port}{STATUS_PATH}") == 404
-        status, _headers, figures = fetch(f"http://127.0.0.1:{management_port}{STATUS_PATH}")
-        assert status == 200 and figures.startswith(b"Active connections:"), figures
-        log("status page: 404 on port 80, figures on the management port")
-        return served
+        return serves(cache, vnf, [cache], timeout)
+
+
+def serves(cache, vnf, guests, timeout):
+    """Check the booted ``cache`` guest as the driver's cache ``vnf``: an object fetched
+    twice (MISS from the origin, then HIT), the status page refused on port 80 and served
+    on the management port; return the seconds from its power-on to the first object."""
+    port, management_port = cache.ports[80], cache.ports[MANAGEMENT_PORT]
+    status, headers, body = wait_for(lambda: fetch(f"http://127.0.0.1:{port}{OBJECT}"),
+                                     guests, timeout, "the cache")
+    served = time.monotonic() - cache.started
+    second = fetch(f"http://127.0.0.1:{port}{OBJECT}")
+    log(f"first fetch after {served:.0f} s: {status}, X-Cache-Status "
+        f"{headers.get('X-Cache-Status')}, X-Served-By {headers.get('X-Served-By')}, "
+        f"{len(body)} bytes; second: X-Cache-Status {second[1].get('X-Cache-Status')}")
+    assert status == 200 and headers.get("X-Served-By") == vnf.name, headers
+    assert headers.get("X-Cache-Status") == "MISS"
+    assert second[0] == 200 and second[1].get("X-Cache-Status") == "HIT"
+    assert second[2] == body
+    assert status_of(f"http://127.0.0.1:{port}{STATUS_PATH}") == 404
+    status, _headers, figures = fetch(f"http://127.0.0.1:{management_port}{STATUS_PATH}")
+    assert status == 200 and figures.startswith(b"Active connections:"), figures
+    log("status page: 404 on port 80, figures on the management port")
+    return served
 
 
 def run_load(image, timeout=None):
@@ -293,12 +301,11 @@ def run_load(image, timeout=None):
 def _load(image, accel, timeout, origin_port):
     user_data = userdata.load_generator("image-test", "loadgen-test", GUEST,
                                         [f"{HOST_ALIAS}/32"], [f"{HOST_ALIAS}/32"])
-    _vnf, booting = cache_guest(image, accel, origin_port)
+    vnf, booting = cache_guest(image, accel, origin_port)
     with booting as cache, \
             guest(image, accel, "boot-test-loadgen", user_data, [MANAGEMENT_PORT]) as generator:
         port, agent_port = cache.ports[80], generator.ports[MANAGEMENT_PORT]
-        wait_for(lambda: fetch(f"http://127.0.0.1:{port}{OBJECT}"), [cache, generator],
-                 timeout, "the cache")
+        serves(cache, vnf, [cache, generator], timeout)
         health = loadgen.wait_for_agent("127.0.0.1", timeout - (time.monotonic()
                                                                 - generator.started),
                                         port=agent_port)

@@ -45,7 +45,7 @@ done
 [ -e /usr/lib/syslinux/mbr/mbr.bin ] || missing+=(syslinux-common)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 WORK=$(mktemp -d /var/tmp/cdnaas-vnf-image.XXXXXX)
