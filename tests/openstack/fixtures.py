@@ -310,14 +310,10 @@ def pytest_collection_modifyitems(items):
 
     Tests that use the compute hosts share them (the failure injection disables them, an
     outage stops Barbican or Octavia) and run one after another in group ``openstack``, the
-    run's longest, moved to the front so one worker starts it at once (and waits for the
-    cloud's start alone). Tests of :data:`SERVICES_ONLY` use only Keystone and Designate,
-    each with projects, regions or zones of its own: their group ``openstack-services``
-    goes last, beside the end of ``openstack`` on the other worker, which meanwhile runs
-    the tests that need no cloud."""
-    groups = {item: minicloud_group(item) for item in items if on_minicloud(item)}
-    for item, group in groups.items():
-        item.add_marker(pytest.mark.xdist_group(group))
-    items[:] = [i for i in items if groups.get(i) == "openstack"] + \
-        [i for i in items if i not in groups] + \
-        [i for i in items if groups.get(i) == "openstack-services"]
+    run's longest, which pytest-xdist's ``loadgroup`` hands out first (it schedules the
+    groups with the most tests first). Tests of :data:`SERVICES_ONLY` use only Keystone
+    and Designate, each with projects, regions or zones of its own: their group
+    ``openstack-services``, the second largest, runs beside it on the other worker."""
+    for item in items:
+        if on_minicloud(item):
+            item.add_marker(pytest.mark.xdist_group(minicloud_group(item)))
