@@ -131,7 +131,7 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     """Where a whole run's time went: each xdist group (run serially on one worker) and
     each worker, so a run that grows shows which group is its critical path."""
-    if not _GROUP_SECONDS or sum(_GROUP_SECONDS.values()) < 60:
+    if not _WORKER_SECONDS or sum(_GROUP_SECONDS.values()) < 60:  # a run of pytest-xdist
         return
     terminalreporter.section("time per group and worker")
     for group, seconds in sorted(_GROUP_SECONDS.items(), key=lambda kv: -kv[1]):
