@@ -4,11 +4,13 @@ Viewers of a client namespace of the region hold kept-alive connections to its b
 (:class:`benchmarks.keepalive_viewers.Load`, a few hundred requests/s for a bounded time)
 while the driver reloads every cache of a 2-cache region (a rotation of the signing keys:
 the caches' config and then the balancers' change) or takes the region from 3 caches to 2
-and back. Every request must be answered 200; a request a viewer sends again on a new
-connection because the balancer closed its idle one (as browsers do) is counted apart.
+and back, or mends in place a balancer whose master was killed. Every request must be
+answered 200; a request a viewer sends again on a new connection because the balancer
+closed its idle one (as browsers do) is counted apart.
 """
 import dataclasses
 import os
+import signal
 import threading
 import time
 
@@ -16,7 +18,7 @@ import pytest
 
 from benchmarks.keepalive_viewers import Load
 from cdnaas.delivery import access
-from cdnaas.ro.vim.local import clients
+from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.test_local_driver import make_sig, state_dir  # noqa: F401 (this module's owner)
 
@@ -85,6 +87,33 @@ def test_scale_in_and_out_lose_no_request(origin, state_dir, monkeypatch):  # no
             assert names == {f"north-cache-{k + 1}" for k in range(caches)}
             assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
             assert load.lost == 0, (caches, dict(load.outcomes))
+    finally:
+        driver.terminate(deployment)
+
+
+
+def test_a_balancer_whose_master_died_is_mended_losing_no_request(origin, state_dir):  # noqa: F811
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        [pid_file] = state_dir.glob(f"local/*/{sig.vcdn_id}/north-lb/nginx.pid")
+        master = processes.pid_in(pid_file)
+        tree = [master, *cgroups.children(master)]
+
+        def kill_and_restore():
+            os.kill(master, signal.SIGKILL)  # its workers serve on alone
+            time.sleep(1)
+            return driver.restore(deployment, sig)
+        load, _deployment = under_load(deployment, sig, kill_and_restore)
+        assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
+        assert load.lost == 0, dict(load.outcomes)
+        assert not any(processes.running(pid) for pid in tree)  # the orphans ended
+        assert processes.pid_in(pid_file) != master
+        namespace = network.namespace_name(deployment.resources["owner"], sig.vcdn_id, "north-lb")
+        with netns.entered(namespace):  # what the old listeners queued moved to the new ones
+            assert open("/proc/sys/net/ipv4/tcp_migrate_req", encoding="ascii").read() == "1\n"
+        assert all(h.healthy for h in driver.health(deployment)), driver.health(deployment)
     finally:
         driver.terminate(deployment)
 

@@ -31,7 +31,7 @@ def nginx_of(user_data):
 
 
 def management_block(nginx):
-    return nginx[nginx.index(f":{vnfconfig.MANAGEMENT_PORT};"):]
+    return nginx[nginx.index(f":{vnfconfig.MANAGEMENT_PORT} reuseport;"):]
 
 
 def test_management_cidrs_are_read_at_call_time_and_checked(monkeypatch):

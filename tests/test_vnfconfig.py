@@ -173,7 +173,7 @@ def test_cache_config_says_what_the_design_asks(tmp_path):
                  "proxy_cache_valid 200 206 301 302 10m;",
                  "add_header X-Cache-Status $upstream_cache_status always;",
                  "add_header X-Served-By north-cache-1 always;", "stub_status;",
-                 f"listen 127.0.0.1:{vnfconfig.MANAGEMENT_PORT};"]:
+                 f"listen 127.0.0.1:{vnfconfig.MANAGEMENT_PORT} reuseport;"]:
         assert line in text
     assert "user " not in text
     assert "proxy_ignore_headers" not in text
@@ -185,7 +185,7 @@ def test_cache_config_ipv6_and_https(tmp_path):
         tmp_path, listen_address="fd00::1", origin=Origin("https", "2001:db8::7", 443),
         origin_address="2001:db8::7"))
     assert "listen [fd00::1]:8088 backlog=20000 reuseport;" in text
-    assert f"listen [fd00::1]:{vnfconfig.MANAGEMENT_PORT};" in text
+    assert f"listen [fd00::1]:{vnfconfig.MANAGEMENT_PORT} reuseport;" in text
     assert "server [2001:db8::7]:443;" in text
     assert "proxy_set_header Host [2001:db8::7];" in text
     assert "proxy_pass https://origin;" in text and "proxy_ssl_server_name on;" in text

@@ -272,9 +272,16 @@ class LocalDriver(VimDriver):
                        lambda name: self._remove_vnf(owner, deployment.deployment_id, name))
         self._restore_bridges(owner, deployment.deployment_id, layout)
         kept = [v for v in sig.vnfs if v.name in recorded]
-        gone = [v for v, found in zip(kept, self.pool.map(
+        broken = [(v, found) for v, found in zip(kept, self.pool.map(
             lambda v: self._finding(owner, deployment, recorded[v.name]), kept))
             if not found.healthy]
+        # a balancer whose workers serve on without their master is the entry point of its
+        # viewers: mended in place, never a moment without a listener
+        mended = [v for v, found in broken if v.role == "load_balancer" and not found.silent
+                  and _masterless(_vnf_root(owner, deployment.deployment_id) / v.name)]
+        self._parallel("restart load balancers in place", progress, mended,
+                       lambda v: self._restart_in_place(owner, deployment.deployment_id, v))
+        gone = [v for v, _found in broken if v not in mended]
         for vnf in gone:  # whatever is left of them (namespace, group, orphans) goes first
             LOG.info("rebuilding %s %s of %s", vnf.role, vnf.name, deployment.deployment_id)
             self._remove_vnf(owner, deployment.deployment_id, vnf.name)
@@ -296,6 +303,34 @@ class LocalDriver(VimDriver):
         self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
         return deployment
+
+    def _restart_in_place(self, owner, deployment_id, vnf):
+        """Start a new nginx master of the nginx VNF ``vnf``, whose master is gone, on the
+        config RO last wrote for it, beside the workers that still serve (its listeners take
+        SO_REUSEPORT, so both accept), then let those end gracefully: each closes its
+        listeners, answers what it has begun and closes its idle kept-alive connections,
+        and what the kernel had queued on their listeners moves to the new master's
+        (``net.ipv4.tcp_migrate_req``, :func:`.processes.tune_for_nginx`)."""
+        LOG.info("restarting %s %s of %s in place", vnf.role, vnf.name, deployment_id)
+        prefix = self._prefix(owner, deployment_id, vnf.name)
+        group = _group(owner, deployment_id, vnf.name)
+        others = [pid for pid in cgroups.pids(group) if processes.program(pid) == "nginx"]
+        processes.start_nginx(network.namespace_name(owner, deployment_id, vnf.name), prefix,
+                              str(prefix / "nginx.conf"))
+
+        def new_master():
+            """The new master once it has its workers, else None."""
+            try:
+                pid = processes.pid_in(prefix / "nginx.pid")
+            except VimError:  # not written yet
+                return None
+            fresh = pid not in others and processes.running(pid) and cgroups.children(pid)
+            return pid if fresh else None
+        processes.wait_until(new_master, f"the new master of {vnf.name}")
+        cgroups.adopt(group, new_master())
+        killed = processes.quit_gracefully(others)
+        LOG.info("%s has a new master; %d of its old workers killed for not ending "
+                 "gracefully", vnf.name, killed)
 
     def _finding(self, owner, deployment, vnf):
         """What :mod:`.vnfhealth` finds of the recorded VNF ``vnf``: an nginx VNF asked at
@@ -905,6 +940,16 @@ def _steering(sig, ports=None):
                                     rules=[(p, ports[r.name]) for r in sig.regions
                                            for p in r.client_prefixes],
                                     default_port=ports[sig.default_region])
+
+
+def _masterless(prefix):
+    """Whether the nginx VNF under ``prefix`` has no master: its pid file names no running
+    nginx (its workers may serve on alone)."""
+    try:
+        pid = processes.pid_in(prefix / "nginx.pid")
+    except VimError:
+        return True
+    return not processes.running(pid) or processes.program(pid) != "nginx"
 
 
 def _group(owner, deployment_id, vnf_name):

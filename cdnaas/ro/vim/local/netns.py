@@ -56,7 +56,9 @@ def entered(namespace):
 
 
 #: Kernel settings a VNF's namespace may tune: per network namespace (the host keeps its own).
-SYSCTLS = ("net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog")
+#: ``tcp_migrate_req``: the connections a closed listener had queued or half-open move to
+#: another listener of its SO_REUSEPORT group instead of being reset (Linux 5.14).
+SYSCTLS = ("net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.tcp_migrate_req")
 
 
 def raise_sysctls(namespace, values):

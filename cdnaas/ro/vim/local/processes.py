@@ -10,6 +10,7 @@ nginx starts with the limits its configuration is sized for (:func:`start_nginx`
 its namespace's listen queue (``net.core.somaxconn``) and its process's open-file
 limit (RLIMIT_NOFILE, which its workers raise further with ``worker_rlimit_nofile``).
 """
+import contextlib
 import functools
 import http.client
 import logging
@@ -85,12 +86,16 @@ def _may_raise_limits():
 
 def tune_for_nginx(namespace, conf):
     """Raise ``namespace``'s listen queue limits to the largest ``backlog=`` of ``conf``
-    (never lowering them); return the open-file limit its ``worker_rlimit_nofile`` asks."""
+    (never lowering them), let a closing listener hand its queued and half-open
+    connections to another of its reuseport group (a master started beside the workers of
+    a killed one, which then end); return
+    the open-file limit its ``worker_rlimit_nofile`` asks."""
     with open(conf, encoding="utf-8") as handle:
         wanted = host_limits(handle.read())
     backlog = wanted["somaxconn"]
     netns.raise_sysctls(namespace, {"net.core.somaxconn": backlog,
-                                  "net.ipv4.tcp_max_syn_backlog": backlog})
+                                  "net.ipv4.tcp_max_syn_backlog": backlog,
+                                  "net.ipv4.tcp_migrate_req": 1})
     return wanted["nofile"]
 
 
@@ -122,6 +127,24 @@ def reload_nginx(namespace, prefix, conf, timeout=10.0, settle=False):
                        f"the end of nginx's old workers in {namespace}", timeout)
         except VimError:
             LOG.info("old nginx workers in %s still serve after %.0f s", namespace, timeout)
+
+
+def quit_gracefully(pids, timeout=10.0):
+    """Ask the nginx processes ``pids`` to end gracefully (SIGQUIT: a worker stops
+    accepting, closes its idle connections and ends once its requests are answered); kill
+    those still running after ``timeout`` seconds. Returns how many had to be killed."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGQUIT)
+    try:
+        wait_until(lambda: not any(running(pid) for pid in pids), "graceful ends", timeout)
+        return 0
+    except VimError:
+        left = [pid for pid in pids if running(pid)]
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(left)
 
 
 def stop(pid, timeout=5.0):
