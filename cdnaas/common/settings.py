@@ -288,6 +288,9 @@ DECLARED = (
             "point per series and 10 minutes (means of the passes)", "im"),
     Setting("CDNAAS_IM_RETRY_SECONDS", "number", 60.0, "how long IM waits before asking SO "
             "again for a change SO refused", "im"),
+    Setting("CDNAAS_IM_HEAL_LIMIT", "integer", 3, "heals the IM starts per vCDN region "
+            "within an hour; past them it holds off and records it (a host that breaks every "
+            "VNF needs an operator)", "im"),
     Setting("CDNAAS_IM_WORKERS", "integer", 8, "threads on which an IM pass reads its vCDNs "
             "(RO's counters, health and traffic) at once", "im"),
     Setting("CDNAAS_IM_HEADROOM_SHARE", "number", 0.12, "share of each region's demand kept "

@@ -8,17 +8,17 @@ within two control periods of the fault. SO replaces a cache (a new cache of a n
 the same host, the old one removed) and rebuilds any other VNF in place, at its address
 (a balancer or DNS VNF is an entry point; the origin shield is where caches fetch): those
 go first, and one repair mends every one of them that is broken. A region gets at most
-``HEAL_LIMIT`` heals per hour: a host that breaks every VNF put on it needs an operator,
-and the IM then records that it holds off (once per VNF).
+``CDNAAS_IM_HEAL_LIMIT`` heals per hour (3): a host that breaks every VNF put on it needs
+an operator, and the IM then records that it holds off (once per VNF).
 """
 import datetime as dt
 
 from sqlalchemy import select
 
+from cdnaas.common import config
 from cdnaas.im import decisions
 from cdnaas.im.models import Action
 
-HEAL_LIMIT = 3
 HEAL_WINDOW = dt.timedelta(hours=1)
 
 
@@ -30,6 +30,7 @@ def heal(database, so, now, observed):
         recorded that it holds off).
     """
     vcdn_id = observed.vcdn["id"]
+    limit = config.setting("CDNAAS_IM_HEAL_LIMIT")
     for reading in sorted(observed.readings, key=lambda r: r.role == "cache"):
         if reading.healthy:
             continue
@@ -40,14 +41,14 @@ def heal(database, so, now, observed):
             continue
         details = {"vnf": reading.name, "role": reading.role, "host": reading.host,
                    "failed_passes": 2 if failed_before else 1, "lasting": reading.lasting,
-                   "limit_per_hour": HEAL_LIMIT}
+                   "limit_per_hour": limit}
         with database.sessions() as session:
             done = decisions.started_since(session, vcdn_id, reading.region, "heal",
                                            now - HEAL_WINDOW)
             held = session.scalar(select(Action.id).where(
                 Action.instance_id == vcdn_id, Action.kind == "heal", Action.outcome == "held",
                 Action.details["vnf"].as_string() == reading.name).limit(1))
-        if done >= HEAL_LIMIT:
+        if done >= limit:
             if held:
                 continue
             return decisions.record(database, now, "heal", "held",
