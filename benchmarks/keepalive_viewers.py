@@ -76,14 +76,16 @@ class Load:
     """``viewers`` viewers in the client namespace ``namespace``, each on its own kept-alive
     connection to ``address`` asking ``Host: host`` for one of ``paths`` (in turn) every
     ``interval`` seconds, from a thread's event loop, until :meth:`stop` or ``seconds``.
-    ``outcomes`` counts answers by status and losses by kind; ``reconnects`` the requests
-    sent again on a new connection."""
+    ``outcomes`` counts answers by status and losses by kind, ``losses`` lists each loss
+    as ``(monotonic time it was sent, outcome, path)``; ``reconnects`` the requests sent
+    again on a new connection."""
 
     def __init__(self, namespace, address, host, paths, viewers, interval, seconds):
         self.namespace, self.address, self.host, self.paths = namespace, address, host, paths
         self.viewers, self.interval = viewers, interval
         self.stop_at = time.monotonic() + seconds
         self.outcomes = collections.Counter()
+        self.losses = []
         self.reconnects = 0
 
     def run(self):
@@ -106,7 +108,11 @@ class Load:
             path = self.paths[(index + number) % len(self.paths)]
             request = (f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n"
                        "User-Agent: cdnaas-keepalive-viewer\r\n\r\n").encode("ascii")
-            self.outcomes[await connection.ask(request)] += 1
+            sent = time.monotonic()
+            outcome = await connection.ask(request)
+            self.outcomes[outcome] += 1
+            if outcome != 200:
+                self.losses.append((sent, outcome, path))
             number += 1
         connection.close()
         self.reconnects += connection.reconnects

@@ -50,6 +50,7 @@ SYSTEM_MODULES = {
     "test_compose_run",
     "test_vnf_health", "test_vnf_healing",
     "test_backup_local",
+    "test_chaos",
 }
 
 

@@ -34,9 +34,10 @@ def so_view(stack, vcdn_id):
         for row in rows:
             reserved[row.host_name] = reserved.get(row.host_name, 0) + row.vcpus
         instance = session.get(Instance, vcdn_id)
-        sigs = ([instance.sig] if instance is not None and instance.sig else []) + [
-            o.previous_sig for o in session.scalars(select(Operation).where(
-                Operation.instance_id == vcdn_id)) if o.previous_sig]
+        sigs = [o.previous_sig for o in session.scalars(select(Operation).where(
+            Operation.instance_id == vcdn_id).order_by(Operation.created_at)) if o.previous_sig]
+        sigs += [instance.sig] if instance is not None and instance.sig else []
+    # the latest SIG places a VNF: a name a scale-in freed may come back on another host
     placed = {v["name"]: (v["host"], v["vcpus"]) for sig in sigs for v in sig["vnfs"]}
     return reserved, placed
 
@@ -100,20 +101,43 @@ def running(stack):
         parts = group.split("_")
         if len(parts) == 3 and parts[0] == own:
             found["cgroups"].setdefault(parts[1], set()).add(parts[2])
-    root = re.escape(str(Path(stack.env["CDNAAS_STATE_DIR"]) / "local" / own))
+    for pid, vcdn_id, vnf in vnf_processes(stack):
+        if pid in cgroups.pids(f"{own}_{vcdn_id}_{vnf}"):
+            found["processes"].setdefault(vcdn_id, set()).add(vnf)
+    for _name, bridge_owner, deployment_id, region in network.list_bridges():
+        if bridge_owner == own:
+            found["bridges"].setdefault(deployment_id, set()).add(region)
+    return found
+
+
+def vnf_processes(stack):
+    """``[(pid, vcdn id, vnf name)]`` of the processes whose command line names a VNF folder
+    of the stack's RO (nginx masters and dnsmasq), in a CPU group or not."""
+    root = re.escape(str(Path(stack.env["CDNAAS_STATE_DIR"]) / "local" / owner(stack)))
     folder = re.compile(rf"{root}/([^/\s]+)/([^/\s]+)/")
+    found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:  # ended meanwhile
             continue
         match = folder.search(text)
-        if match and int(cmdline.parent.name) in cgroups.pids(f"{own}_{match[1]}_{match[2]}"):
-            found["processes"].setdefault(match[1], set()).add(match[2])
-    for _name, bridge_owner, deployment_id, region in network.list_bridges():
-        if bridge_owner == own:
-            found["bridges"].setdefault(deployment_id, set()).add(region)
+        if match:
+            found.append((int(cmdline.parent.name), match[1], match[2]))
     return found
+
+
+def leftovers(stack):
+    """What runs here of the stack's RO, whatever RO says: ``{"namespaces", "cgroups",
+    "bridges", "processes"}``, each a sorted list of names (processes: ``pid vcdn/vnf``).
+    Empty lists once every vCDN is deleted: anything else leaked."""
+    own = owner(stack)
+    return {"namespaces": sorted(ns for ns in network.list_namespaces()
+                                 if (parsed := network.parse_namespace(ns)) and parsed[0] == own),
+            "cgroups": sorted(g for g in cgroups.names() if g.startswith(f"{own}_")),
+            "bridges": sorted(b[0] for b in network.list_bridges() if b[1] == own),
+            "processes": sorted(f"{pid} {vcdn_id}/{vnf}"
+                                for pid, vcdn_id, vnf in vnf_processes(stack))}
 
 
 def assert_ledger(stack):
@@ -139,5 +163,7 @@ def assert_ledger(stack):
     assert here["bridges"] == {vcdn_id: set(d["region_endpoints"]) for vcdn_id, d in said.items()}
     for vcdn_id, deployment in said.items():
         reserved, placed = so_view(stack, vcdn_id)
-        assert reserved == per_host(vnfs[vcdn_id], placed), (vcdn_id, reserved, deployment)
+        assert reserved == per_host(vnfs[vcdn_id], placed), (
+            f"{vcdn_id}: SO reserves {reserved}, RO's VNFs take "
+            f"{per_host(vnfs[vcdn_id], placed)}", deployment["vnfs"])
     return vnfs

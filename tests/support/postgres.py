@@ -6,6 +6,7 @@ in a temporary directory (as the ``postgres`` user when running as root),
 stopped again at the end of the session.
 """
 import contextlib
+import dataclasses
 import os
 import pwd
 import shutil
@@ -44,9 +45,29 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+@dataclasses.dataclass
+class Cluster:
+    """A private PostgreSQL cluster: its admin ``url``, data folder and log."""
+
+    url: str
+    data: Path
+    log: Path
+    run_as: list
+
+    def pg_ctl(self, *args):
+        """Run ``pg_ctl`` on the cluster (as the ``postgres`` user when running as root)."""
+        subprocess.run(self.run_as + [_pg_bin("pg_ctl"), "-D", str(self.data), *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def restart(self, mode="immediate"):
+        """Stop the server (``immediate``: as a crash, no checkpoint) and start it again,
+        with the options it ran with; return once it accepts connections."""
+        self.pg_ctl("-w", "-l", str(self.log), "-m", mode, "restart")
+
+
 @contextlib.contextmanager
-def throwaway_cluster():
-    """Start a private PostgreSQL cluster; yield its admin URL; stop and remove it."""
+def cluster():
+    """Start a private PostgreSQL cluster; yield its :class:`Cluster`; stop and remove it."""
     workdir = Path(tempfile.mkdtemp(prefix="cdnaas-pg-"))
     data, port = workdir / "data", _free_port()
     run_as = []
@@ -56,15 +77,23 @@ def throwaway_cluster():
         run_as = ["runuser", "-u", "postgres", "--"]
     subprocess.run(run_as + [_pg_bin("initdb"), "-D", str(data), "-U", "postgres",
                              "--auth=trust", "-E", "UTF8"], check=True, capture_output=True)
-    subprocess.run(run_as + [_pg_bin("pg_ctl"), "-D", str(data), "-w", "-l", str(workdir / "log"),
-                             "-o", f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1", "start"],
-                   check=True, capture_output=True)
+    started = Cluster(f"postgresql://postgres@127.0.0.1:{port}/postgres", data,
+                      workdir / "log", run_as)
+    started.pg_ctl("-w", "-l", str(started.log), "-o",
+                   f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1", "start")
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield started
     finally:
-        subprocess.run(run_as + [_pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
-                       capture_output=True)
+        with contextlib.suppress(subprocess.SubprocessError):
+            started.pg_ctl("-m", "fast", "stop")
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def throwaway_cluster():
+    """Start a private PostgreSQL cluster; yield its admin URL; stop and remove it."""
+    with cluster() as started:
+        yield started.url
 
 
 @contextlib.contextmanager
