@@ -3,12 +3,13 @@
 unbound) in a region's client namespace follows that delegation to the region's
 balancer, before, during and after regions are removed and added. Real nginx, dnsmasq,
 knotd and unbound (root only)."""
+import ipaddress
 import os
 import time
 
 import pytest
 
-from cdnaas.ro.vim.local import clients
+from cdnaas.ro.vim.local import clients, network
 from tests.support.api import populate, vcdn_body
 from tests.support.stack import running_stack
 from tests.support.zones import (CLIENT, Resolving, add_record, assert_answered_throughout,
@@ -86,6 +87,36 @@ def test_the_name_answers_through_the_delegation_while_regions_go_and_come(
     ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn['id']}", 202)
     assert stack.acme.wait(ended["operation"]["id"], 120)["state"] == "COMPLETED"
     assert referral(("127.0.0.1", int(stack.env["CDNAAS_LOCAL_ZONE_PORT"])), name)[1] == {}
+
+
+def test_a_client_asking_again_from_the_same_port_keeps_its_region_while_others_change(
+        stack, origin):
+    """The kernel sends a UDP flow on to the port its first query was steered to for 30 s
+    after its last packet: a region's dnsmasq keeps its port while others go and come,
+    or a client asking again from the same port would get another region's balancer."""
+    body = vcdn_body("ports", (("eu-west", 10), ("us-east", 10)),
+                     origin=f"http://127.0.0.1:{origin.server_address[1]}")
+    vcdn = completed(stack, stack.acme.ok("POST", "/vcdns", 202, json=body))
+    with clients.client(vcdn["id"], "us-east", CLIENT["us-east"]) as client:
+        server = _leg_in(vcdn, "us-east")
+        assert client.resolve(server, vcdn["entry_point"]["hostname"], source_port=40053) \
+            == [balancers(vcdn)["us-east"]]
+        changed = completed(stack, stack.acme.ok("PATCH", f"/vcdns/{vcdn['id']}", 202, json={
+            "remove_regions": ["eu-west"],
+            "regions": [{"name": "doomed", "demand": 10, "quality": {"min_mos": 4.0}}]}))
+        assert [r["name"] for r in changed["regions"]] == ["us-east", "doomed"]
+        assert _leg_in(changed, "us-east") == server
+        assert client.resolve(server, vcdn["entry_point"]["hostname"], source_port=40053) \
+            == [balancers(changed)["us-east"]]
+    ended = stack.acme.ok("DELETE", f"/vcdns/{vcdn['id']}", 202)
+    assert stack.acme.wait(ended["operation"]["id"], 120)["state"] == "COMPLETED"
+
+
+def _leg_in(vcdn, region):
+    """The DNS VNF's address on ``region``'s bridge."""
+    subnet = ipaddress.ip_network(network.find_bridge(vcdn["id"], region)[1], strict=False)
+    return next(a for a in vcdn["entry_point"]["dns_servers"]
+                if ipaddress.ip_address(a) in subnet)
 
 
 def _hostname_status(stack, vcdn_id):

@@ -46,10 +46,12 @@ class Client:
         """Run ``command`` on the client; return its stdout."""
         return run(command, check=check, timeout=timeout, namespace=self.namespace)
 
-    def resolve(self, server, hostname):
-        """A addresses ``server`` gives this client for ``hostname`` (real ``dig``)."""
-        out = self.run(["dig", "+short", "+time=1", "+tries=2", f"@{server}", hostname, "A"],
-                       check=False)
+    def resolve(self, server, hostname, source_port=None):
+        """A addresses ``server`` gives this client for ``hostname`` (real ``dig``), asked
+        from ``source_port`` (None: one the kernel picks)."""
+        source = [f"-b{self.address}#{source_port}"] if source_port else []
+        out = self.run(["dig", "+short", "+time=1", "+tries=2", *source, f"@{server}",
+                        hostname, "A"], check=False)
         return [line for line in out.split() if _is_ipv4(line)]
 
     def fetch(self, url, resolve=None, timeout=10, headers=(), cacert=None):

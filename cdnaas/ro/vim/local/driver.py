@@ -20,6 +20,7 @@ on terminate, or as a stray after a crash) needs no record beyond its id.
 import concurrent.futures
 import dataclasses
 import ipaddress
+import json
 import logging
 import os
 import shutil
@@ -46,8 +47,9 @@ LOG = logging.getLogger(__name__)
 TOOLS = ("ip", "nginx", "dnsmasq", "nft", "dig", "curl")
 HTTP_PORT = 80
 HTTPS_PORT = 443
-DNS_BASE_PORT = 5300
-SPARE_DNS_PORT = 5400  # + index: a region's spare dnsmasq while its own restarts
+DNS_BASE_PORT = 5300  # to 5399: each region's dnsmasq on the DNS VNF (:func:`_dns_ports`)
+SPARE_DNS_PORT = 5400  # + (port - 5300): a region's spare dnsmasq while its own restarts
+DNS_PORTS = 100
 #: how long a new deployment's check from each region may keep asking its DNS for an answer
 VERIFY_SECONDS = 15.0
 VNF_USER = "root"  # the namespace is the VNF's machine; its files live under the state dir
@@ -594,20 +596,20 @@ class LocalDriver(VimDriver):
             lambda host, port: _origin_address(Origin(scheme="tcp", host=host, port=port),
                                                layout[vnf.region]))
 
-    def _dns_configs(self, sig, vnf, prefix, addresses, base=DNS_BASE_PORT, suffix=""):
+    def _dns_configs(self, sig, vnf, prefix, addresses, ports, suffix=""):
         """``{region: (config path, text)}`` of the DNS VNF's dnsmasq of each region, each
-        answering every name of the vCDN with its region's balancer (checked), on port
-        ``base`` + the region's index (``suffix`` names a spare: :meth:`_restart_dns`)."""
+        answering every name of the vCDN with its region's balancer (checked), on its port
+        of ``ports`` (``suffix`` names a spare: :meth:`_restart_dns`)."""
         configs = {}
         flavor = vnfconfig.flavor_config(sig, vnf)
-        for index, region in enumerate(r.name for r in sig.regions):
+        for region in (r.name for r in sig.regions):
             lb = sig.vnfs_in(region, "load_balancer")[0]
             text = vnfconfig.dns_config(name=f"{vnf.name}-{region}{suffix}",
                                         hostname=sig.hostname,
                                         aliases=served_names(sig)[1:],
                                         answer_address=addresses[lb.name],
                                         listen_addresses=addresses[vnf.name],
-                                        port=base + index, prefix_dir=str(prefix),
+                                        port=ports[region], prefix_dir=str(prefix),
                                         flavor=flavor)
             vnfconfig.check_dnsmasq(text)
             configs[region] = (prefix / f"dnsmasq-{region}{suffix}.conf", text)
@@ -623,12 +625,11 @@ class LocalDriver(VimDriver):
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         group = _group(owner, sig.vcdn_id, vnf.name)
-        regions = [r.name for r in sig.regions]
 
-        def start(path, region, index, base, suffix=""):
+        def start(path, region, port, suffix=""):
             processes.start_daemon(namespace, ["dnsmasq", f"--conf-file={path}"])
             processes.wait_until(lambda: dnsprobe.resolves(
-                addresses[vnf.name][0], served_names(sig)[-1], port=base + index),
+                addresses[vnf.name][0], served_names(sig)[-1], port=port),
                 f"DNS {vnf.name} for {region}")
             cgroups.adopt(group, processes.pid_in(prefix / f"{vnf.name}-{region}{suffix}.pid"))
 
@@ -640,35 +641,37 @@ class LocalDriver(VimDriver):
                     processes.stop(pid)
                 pid_file.unlink(missing_ok=True)  # dnsmasq removes it as it exits
 
-        configs = self._dns_configs(sig, vnf, prefix, addresses)
-        changed = [r for i, (r, (path, text)) in enumerate(configs.items())
+        ports = _dns_ports(prefix, sig)
+        spare_ports = {r: SPARE_DNS_PORT + p - DNS_BASE_PORT for r, p in ports.items()}
+        configs = self._dns_configs(sig, vnf, prefix, addresses, ports)
+        changed = [r for r, (path, text) in configs.items()
                    if not (path.exists() and path.read_text() == text and dnsprobe.resolves(
-                       addresses[vnf.name][0], served_names(sig)[-1], port=DNS_BASE_PORT + i))]
-        spares = self._dns_configs(sig, vnf, prefix, addresses, SPARE_DNS_PORT, "-spare")
+                       addresses[vnf.name][0], served_names(sig)[-1], port=ports[r]))]
+        spares = self._dns_configs(sig, vnf, prefix, addresses, spare_ports, "-spare")
         for region in changed:
             path, text = spares[region]
             stop(f"{vnf.name}-{region}-spare")  # one an interrupted change left
             path.write_text(text)
-            start(path, region, regions.index(region), SPARE_DNS_PORT, "-spare")
-        self._steer(namespace, prefix, sig, {r: SPARE_DNS_PORT + regions.index(r)
-                                             for r in changed})
+            start(path, region, spare_ports[region], "-spare")
+        self._steer(namespace, prefix, sig, ports | {r: spare_ports[r] for r in changed})
         for stale in prefix.glob("dnsmasq-*.conf"):  # regions the DNS VNF no longer serves
             region = stale.name[len("dnsmasq-"):-len(".conf")]
-            if region not in regions and not region.endswith("-spare"):
+            if region not in ports and not region.endswith("-spare"):
                 stop(f"{vnf.name}-{region}")
                 stale.unlink()
         for region in changed:
             path, text = configs[region]
             stop(f"{vnf.name}-{region}")
             path.write_text(text)
-            start(path, region, regions.index(region), DNS_BASE_PORT)
-        self._steer(namespace, prefix, sig)
+            start(path, region, ports[region])
+        self._steer(namespace, prefix, sig, ports)
         for region in changed:
             stop(f"{vnf.name}-{region}-spare")
             spares[region][0].unlink()
 
-    def _steer(self, namespace, prefix, sig, ports=None):
-        """Load the DNS VNF's steering for ``sig`` (``ports``: regions sent elsewhere)."""
+    def _steer(self, namespace, prefix, sig, ports):
+        """Load the DNS VNF's steering for ``sig``: each region's clients to its port of
+        ``ports``."""
         ruleset = _steering(sig, ports)
         vnfconfig.check_nft(ruleset)
         (prefix / "steering.nft").write_text(ruleset)
@@ -696,16 +699,17 @@ class LocalDriver(VimDriver):
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
         regions = [r.name for r in sig.regions]
         own = addresses[vnf.name]
-        ports = {r: DNS_BASE_PORT + i for i, r in enumerate(regions)}
+        ports = _dns_ports(prefix, sig)
         configs = {}
-        for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses).items():
+        for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses,
+                                                      ports).items():
             path.write_text(text)
             configs[region] = path
         links = _legs(sig, layout, own, lambda r: r.client_prefixes
                       + (["default"] if r.name == sig.default_region else []))
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         network.create_namespace(namespace, links)
-        self._steer(namespace, prefix, sig)
+        self._steer(namespace, prefix, sig, ports)
         group = _group(owner, sig.vcdn_id, vnf.name)
         cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
         for region in regions:
@@ -932,10 +936,29 @@ def _managed_address(sig, vnf, addresses):
     return _leg(sig, address, vnf.region) if isinstance(address, list) else address
 
 
-def _steering(sig, ports=None):
-    """The DNS VNF's nftables ruleset: each region's clients to its dnsmasq's port (or the
-    one ``ports`` gives it), the rest to the default region's."""
-    ports = {r.name: DNS_BASE_PORT + i for i, r in enumerate(sig.regions)} | (ports or {})
+def _dns_ports(prefix, sig):
+    """``{region: port}``: the port of each region's dnsmasq on the DNS VNF under
+    ``prefix``. A region keeps the port it has (``dns-ports.json``) while it stays; a new
+    one takes the next port after the last one given (round the :data:`DNS_PORTS` ports),
+    so that a port does not go to another region while the kernel may still send it a
+    client's earlier query flow (NAT of a UDP flow holds 30 s after its last packet): a
+    client would get another region's balancer."""
+    path = prefix / "dns-ports.json"
+    known = json.loads(path.read_text()) if path.exists() else {"ports": {}, "next": 0}
+    ports = {r.name: known["ports"][r.name] for r in sig.regions if r.name in known["ports"]}
+    offset = known["next"]
+    for region in (r.name for r in sig.regions if r.name not in ports):
+        while DNS_BASE_PORT + offset % DNS_PORTS in ports.values():
+            offset += 1
+        ports[region] = DNS_BASE_PORT + offset % DNS_PORTS
+        offset += 1
+    path.write_text(json.dumps({"ports": ports, "next": offset % DNS_PORTS}))
+    return ports
+
+
+def _steering(sig, ports):
+    """The DNS VNF's nftables ruleset: each region's clients to its port of ``ports``,
+    the rest to the default region's."""
     return vnfconfig.steering_rules(table="cdnaas-geo",
                                     rules=[(p, ports[r.name]) for r in sig.regions
                                            for p in r.client_prefixes],
