@@ -70,8 +70,8 @@ LOGGED_ERRORS = 40
 _LOG_MARKS = pytest.StashKey[dict]()
 #: the origin of contract SIGs: TEST-NET-1 (the fake servers never fetch from it)
 ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
-#: parameters whose value puts a test on the mini cloud (beside node ids naming openstack)
-MINICLOUD_PARAMS = {"zone": "designate"}
+#: parameters whose value puts a test on the mini cloud (beside the ``minicloud`` fixture)
+MINICLOUD_PARAMS = {"zone": "designate", "driver_name": "openstack"}
 #: modules on the mini cloud that touch neither its compute hosts nor the services the
 #: fault fixtures stop (Keystone and Designate only, with projects, regions, zones of their own)
 SERVICES_ONLY = {"test_openstack_identity", "test_openstack_catalog",
@@ -232,9 +232,11 @@ def _openstack_contract_env(request):
 
 
 def on_minicloud(item):
-    """Whether test ``item`` runs on the mini cloud (and so in its xdist group)."""
+    """Whether test ``item`` runs on the mini cloud (and so in its xdist group): it uses
+    the ``minicloud`` fixture, or is parametrized with a driver that gets it at run time
+    (:data:`MINICLOUD_PARAMS`)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return "openstack" in item.nodeid or any(
+    return "minicloud" in getattr(item, "fixturenames", ()) or any(
         params.get(name) == value for name, value in MINICLOUD_PARAMS.items())
 
 
