@@ -8,8 +8,9 @@ and for every VNF at once writes its files in a new folder (as a deployment writ
 configs it rendered), sets its addresses (one ``ip`` run in its namespace), starts
 its daemons (nginx, or each region's dnsmasq after loading the steering) and waits
 until they answer (nginx's status page, each dnsmasq a query for the vCDN's name):
-what any deployment of those configs must do. Nothing of ours runs in it: no CPU
-groups, no process limits, no verification from a client, no records.
+what any deployment of those configs must do. Of ours it uses only the driver's way
+of entering a namespace from a thread and its probes (polled as the driver polls):
+no CPU groups, no process limits, no verification from a client, no records.
 """
 import concurrent.futures
 import dataclasses
@@ -21,7 +22,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from cdnaas.common import config
 from cdnaas.ro.vim import dnsprobe
 from cdnaas.ro.vim.local import netns, network, processes
 
@@ -39,6 +39,7 @@ class Vnf:
 
 @dataclasses.dataclass
 class Snapshot:
+    """What :func:`start` starts: the VNFs and the vCDN's name their dnsmasq answer."""
     vnfs: list
     hostname: str
     made: tuple = ({}, ())  # the bridges and namespaces of its last start
