@@ -38,7 +38,8 @@ from cdnaas.ro.zones import delegations
 from cdnaas.ro.zones.base import ZoneError
 
 LOG = logging.getLogger(__name__)
-PROGRESS_INTERVAL = 0.1  # seconds between two recorded reports of a step in progress
+PROGRESS_INTERVAL = 0.5  # seconds between two recorded reports of a step in progress
+PROGRESS_ANSWER_SECONDS = 0.5  # the soonest a long poll answers a change of progress only
 ROW_POLL_SECONDS = 0.2  # how often a long poll reads a row another replica works on
 INSERT_RETRIES = 3  # tries of a request racing another replica to create one record
 
@@ -65,6 +66,7 @@ class DeploymentService:
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ro-work")
         self._changed = threading.Condition()  # notified whenever a record is written
         self._version = 0  # how many writes this replica notified
+        self._saved = 0  # how many of them were outcomes (:meth:`_save`), not progress
         self._stop = threading.Event()
         self._watcher = None
 
@@ -111,21 +113,35 @@ class DeploymentService:
         """The representation of ``deployment_id``. :raises NotFound: unknown id.
 
         :param wait: while the deployment is being worked on, wait up to this many
-            seconds for its next change (status or progress) before answering, so a
-            follower learns of it at once without polling.
+            seconds for its next change before answering, so a follower learns of it
+            without polling: a change of status at once, one of progress only once
+            :data:`PROGRESS_ANSWER_SECONDS` have passed since the question (a follower
+            mirroring the progress of many VNFs asks a few times a second, not once a VNF).
+            The record is read again only when it may have changed so (this replica's
+            progress reports wake no early reader); a peer's work is polled for.
         """
-        seen = self._version
+        seen, saved = self._version, self._saved
         view, local = self._read(deployment_id)
-        deadline = time.monotonic() + wait
+        latest, moved = view, False
+        asked = time.monotonic()
+        deadline, progressed = asked + wait, asked + PROGRESS_ANSWER_SECONDS
         while view["status"] in BUSY and (left := deadline - time.monotonic()) > 0:
+            early = time.monotonic() < progressed
+            timeout = min(left, progressed - time.monotonic()) if early else left
             with self._changed:  # this replica's writes wake us; a peer's are polled for
-                if self._version == seen:
-                    self._changed.wait(left if local else min(left, ROW_POLL_SECONDS))
-                seen = self._version
-            current, local = self._read(deployment_id)
-            if _moved(view, current):
-                return current
-        return view
+                self._changed.wait_for(lambda: self._saved != saved or (
+                    not early and self._version != seen),
+                    timeout if local else min(timeout, ROW_POLL_SECONDS))
+                moved = moved or self._version != seen
+                resaved = self._saved != saved
+                seen, saved = self._version, self._saved
+            ripe = time.monotonic() >= progressed
+            if local and not resaved and not (moved and ripe):
+                continue
+            latest, local = self._read(deployment_id)
+            if latest["status"] != view["status"] or (ripe and _moved(view, latest)):
+                return latest
+        return latest
 
     def _read(self, deployment_id):
         """``(representation, whether this replica does its work)``."""
@@ -133,9 +149,11 @@ class DeploymentService:
             record = _find(session, deployment_id)
             return represent(record), self.claims.mine(record)
 
-    def _notify(self):
+    def _notify(self, saved=False):
+        """Wake the long polls (:meth:`get`) after a write (``saved``: of :meth:`_save`)."""
         with self._changed:
             self._version += 1
+            self._saved += saved
             self._changed.notify_all()
 
     def list(self, live=False):
@@ -674,7 +692,7 @@ class DeploymentService:
             record.mark(status, **changes)
             if status not in BUSY:
                 self.claims.give_back(record)
-        self._notify()
+        self._notify(saved=True)
 
     def _progress(self, deployment_id, interval=PROGRESS_INTERVAL):
         """A driver progress callback recording ``step`` in the deployment's steps.

@@ -267,8 +267,7 @@ class OperationRunner:
             except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
                 self._begin_rollback(operation_id, S.DEPLOY, f"deployment failed: {exc}")
             else:
-                self._record_deployment(operation_id, instance_id, deployment)
-                self._finish(operation_id, S.COMPLETED, None, S.ACTIVE)
+                self._finish(operation_id, S.COMPLETED, None, S.ACTIVE, deployment)
                 return
         error = self._error(operation_id)
         try:
@@ -323,8 +322,7 @@ class OperationRunner:
             instance = session.get(Instance, instance_id)
             capacity.reserve(session, instance_id, sig, aware(instance.lease_start),
                              aware(instance.lease_end))
-        self._record_deployment(operation_id, instance_id, deployment)
-        self._finish(operation_id, S.COMPLETED, None, S.ACTIVE)
+        self._finish(operation_id, S.COMPLETED, None, S.ACTIVE, deployment)
         with self.database.sessions() as session:
             previous = session.get(Operation, operation_id).previous_sig
         rotated = tls.superseded_ref(ServiceInstanceGraph.from_record(previous), sig)
@@ -417,8 +415,7 @@ class OperationRunner:
             except errors.Conflict:
                 LOG.info("RO already works on %s; following it", instance_id)
         deployment = self._follow(operation_id, ro, instance_id, step, until=(S.RO_ACTIVE,))
-        self._set_step(operation_id, step, S.COMPLETED)
-        self._set_step(operation_id, S.SERVE, S.COMPLETED)
+        self._set_step(operation_id, step, S.COMPLETED, S.SERVE)
         return deployment
 
     def _remove(self, operation_id, instance_id, step):
@@ -512,10 +509,13 @@ class OperationRunner:
                     step.update(state=S.PROCESSING, done=done, total=total, detail=detail)
         self._edit_steps(operation_id, change)
 
-    def _set_step(self, operation_id, name, state):
+    def _set_step(self, operation_id, name, state, *others):
+        """Put step ``name`` (and the steps ``others``) in ``state``, in one write."""
+        names = {name, *others}
+
         def change(steps):
             for step in steps:
-                if step["name"] == name:
+                if step["name"] in names:
                     step["state"] = state
                     if state == S.COMPLETED:
                         step["done"] = step.get("total", 1)
@@ -548,12 +548,6 @@ class OperationRunner:
         with self.database.sessions() as session:
             return session.get(Operation, operation_id).error
 
-    def _record_deployment(self, operation_id, instance_id, deployment):
-        with self._claimed(operation_id) as session:
-            instance = session.get(Instance, instance_id)
-            instance.entry_point = deployment.get("entry_point")
-            instance.region_endpoints = deployment.get("region_endpoints")
-
     def _restore_previous(self, operation_id, instance_id):
         with self._claimed(operation_id) as session:
             operation = session.get(Operation, operation_id)
@@ -577,10 +571,11 @@ class OperationRunner:
         if abandoned:  # the change's new certificate never served
             tls.release(abandoned, f"operation {operation_id} was rolled back", self._ro().call)
 
-    def _finish(self, operation_id, state, error, instance_state):
+    def _finish(self, operation_id, state, error, instance_state, deployment=None):
         """End the operation in ``state``; the instance goes to ``instance_state`` (None:
-        left as it is, as a cache operation leaves it). Its ``operation.ended`` event is
-        put in the webhook outbox in the same transaction."""
+        left as it is, as a cache operation leaves it), with the entry point and region
+        endpoints of RO's ``deployment`` if given. Its ``operation.ended`` event is put in
+        the webhook outbox in the same transaction."""
         with self._claimed(operation_id) as session:
             operation = session.get(Operation, operation_id)
             operation.state, operation.error = state, error
@@ -591,6 +586,9 @@ class OperationRunner:
                     step["state"] = S.COMPLETED if state == S.COMPLETED else S.FAILED
             operation.steps = steps
             instance = session.get(Instance, operation.instance_id)
+            if deployment is not None:
+                instance.entry_point = deployment.get("entry_point")
+                instance.region_endpoints = deployment.get("region_endpoints")
             webhooks.operation_ended(session, instance.tenant, operation)  # with its end
             if instance_state is None:
                 LOG.info("operation %s %s: %s", operation_id, state, error or "ok")

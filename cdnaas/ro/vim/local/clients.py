@@ -7,6 +7,7 @@ sees where it comes from) and reaches the region's VNF subnet on-link.
 """
 import contextlib
 import hashlib
+import http.client
 import ipaddress
 import itertools
 import os
@@ -15,6 +16,7 @@ import threading
 import time
 
 from cdnaas.calibration import agent
+from cdnaas.ro.vim import dnsprobe
 from cdnaas.ro.vim.local import netns, network
 from cdnaas.ro.vim.local.system import run
 
@@ -53,6 +55,25 @@ class Client:
         out = self.run(["dig", "+short", "+time=1", "+tries=2", *source, f"@{server}",
                         hostname, "A"], check=False)
         return [line for line in out.split() if _is_ipv4(line)]
+
+    def lookup(self, server, hostname):
+        """A addresses ``server`` gives this client for ``hostname``, asked from this
+        process (a thread in the client's namespace; no ``dig``)."""
+        with netns.entered(self.namespace):
+            return dnsprobe.resolves(server, hostname, timeout=1.0)
+
+    def status(self, hostname, address, timeout=10):
+        """The HTTP status of this client's ``GET /`` of ``hostname`` at ``address`` (port
+        80), asked from this process (no ``curl``); 0 when it got no answer."""
+        with netns.entered(self.namespace):
+            connection = http.client.HTTPConnection(address, 80, timeout=timeout)
+            try:
+                connection.request("GET", "/", headers={"Host": hostname})
+                return connection.getresponse().status
+            except (OSError, http.client.HTTPException):
+                return 0
+            finally:
+                connection.close()
 
     def fetch(self, url, resolve=None, timeout=10, headers=(), cacert=None):
         """GET ``url`` with curl; return ``(status, headers, body bytes)``. An ``https``
@@ -119,16 +140,43 @@ def client(deployment_id, region, address, prefix_len=None):
     :param prefix_len: prefix length of the client's subnet (default: /32 plus routes).
     """
     bridge, subnet = network.find_bridge(deployment_id, region)
-    with _counter_lock:
-        serial = next(_counter)
-    tag = hashlib.sha1(f"{region}/{address}/{serial}/{os.getpid()}".encode()).hexdigest()[:10]
-    namespace = f"{CLIENT_PREFIX}{deployment_id}_{tag}"
+    namespace = _namespace(deployment_id, region, address)
     own = f"{address}/{prefix_len or 32}"
     network.create_namespace(namespace, [(bridge, own, [str(subnet)])])
     try:
         yield Client(namespace, str(address))
     finally:
         network.delete_namespace(namespace)
+
+
+def viewers(deployment_id, places):
+    """Client hosts made at once (one ``ip`` run plugs them all): ``places`` is
+    ``{key: (bridge, subnet, address)}``; returns ``{key: Client}``. Remove them with
+    :func:`remove`."""
+    made = {key: (_namespace(deployment_id, key, address),
+                  [(bridge, f"{address}/32", [str(subnet)])])
+            for key, (bridge, subnet, address) in places.items()}
+    network.create_namespaces(list(made.values()))
+    try:
+        for namespace, links in made.values():
+            network.configure_namespace(namespace, links)
+    except Exception:
+        network.delete_namespaces([namespace for namespace, _links in made.values()])
+        raise
+    return {key: Client(namespace, str(places[key][2])) for key, (namespace, _l) in made.items()}
+
+
+def remove(hosts):
+    """Remove the client ``hosts`` (:class:`Client`) in one ``ip`` run."""
+    network.delete_namespaces([host.namespace for host in hosts])
+
+
+def _namespace(deployment_id, key, address):
+    """A new client namespace's name: the deployment's client prefix and a unique tag."""
+    with _counter_lock:
+        serial = next(_counter)
+    tag = hashlib.sha1(f"{key}/{address}/{serial}/{os.getpid()}".encode()).hexdigest()[:10]
+    return f"{CLIENT_PREFIX}{deployment_id}_{tag}"
 
 
 def remove_clients(deployment_id):

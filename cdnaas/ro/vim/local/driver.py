@@ -19,6 +19,7 @@ on terminate, or as a stray after a crash) needs no record beyond its id.
 """
 import concurrent.futures
 import dataclasses
+import functools
 import ipaddress
 import json
 import logging
@@ -53,6 +54,9 @@ DNS_PORTS = 100
 #: how long a new deployment's check from each region may keep asking its DNS for an answer
 VERIFY_SECONDS = 15.0
 VNF_USER = "root"  # the namespace is the VNF's machine; its files live under the state dir
+LOCAL_ADDRESSES_SECONDS = 1.0  # how long :func:`_local_addresses` keeps what it read
+_LOCAL_ADDRESSES = [float("-inf"), []]
+_LOCAL_ADDRESSES_LOCK = threading.Lock()
 
 
 def _pool():
@@ -101,18 +105,28 @@ class LocalDriver(VimDriver):
             raise DeploymentFailed(f"{exc}; everything created was removed") from exc
 
     def _build(self, owner, sig, progress):
+        """Bridges first; then at once, each step in parallel over its VNFs: the origin
+        shield, the caches, the balancers and the DNS VNF started (none needs another to
+        start: caches and balancers name their upstreams by address), and each region's
+        viewer plugged in; then a check from each region (:func:`_verify_region`)."""
         layout = self._add_regions(owner, sig.vcdn_id, [r.name for r in sig.regions])
         addresses = _assign(sig, layout, {})
-
-        self._boot_caches(owner, sig, sig.vnfs_in(role="shield"), addresses, layout, progress,
-                          "boot origin shield")
-        self._boot_caches(owner, sig, sig.vnfs_in(role="cache"), addresses, layout, progress)
-        self._boot_balancers(owner, sig, addresses, layout, progress)
-        dns_vnfs = sig.vnfs_in(role="dns")
-        self._parallel("configure DNS", progress, dns_vnfs,
-                       lambda v: self._start_dns(owner, sig, v, layout, addresses))
+        viewers = {}
+        steps = [
+            lambda: self._boot_caches(owner, sig, sig.vnfs_in(role="shield"), addresses,
+                                      layout, progress, "boot origin shield"),
+            lambda: self._boot_caches(owner, sig, sig.vnfs_in(role="cache"), addresses,
+                                      layout, progress),
+            lambda: self._boot_balancers(owner, sig, addresses, layout, progress),
+            lambda: self._parallel("configure DNS", progress, sig.vnfs_in(role="dns"),
+                                   lambda v: self._start_dns(owner, sig, v, layout, addresses)),
+            lambda: viewers.update(_viewers(sig, layout))]
+        with concurrent.futures.ThreadPoolExecutor(len(steps)) as steps_pool:
+            run_all(steps_pool, lambda step: step(), steps)
         self._parallel("verify from each region", progress, sig.regions,
-                       lambda r: _verify_region(sig, r, addresses))
+                       lambda r: _verify_region(sig, r, addresses, viewers.get(r.name)))
+        # nothing waits for the viewers to go (a failure above removes them with the rest)
+        self.pool.submit(clients.remove, list(viewers.values()))
         return self._deployment(owner, sig, layout, addresses)
 
     def update(self, deployment, sig, progress=no_progress, previous=None):
@@ -177,8 +191,13 @@ class LocalDriver(VimDriver):
             if reshaped:
                 self._parallel("reshape DNS", progress, sig.vnfs_in(role="dns"),
                                lambda v: self._reshape_dns(owner, sig, v, layout, addresses))
-                self._parallel("verify from each region", progress, sig.regions,
-                               lambda r: _verify_region(sig, r, addresses))
+                viewers = _viewers(sig, layout)
+                try:
+                    self._parallel("verify from each region", progress, sig.regions,
+                                   lambda r: _verify_region(sig, r, addresses,
+                                                            viewers.get(r.name)))
+                finally:
+                    clients.remove(viewers.values())
         except Exception as exc:
             LOG.warning("update of %s failed, putting the deployment back: %s", sig.vcdn_id, exc)
             self.restore(deployment, previous)
@@ -502,9 +521,13 @@ class LocalDriver(VimDriver):
         """Start ``caches`` (or the origin shield) in parallel; each answers HTTP before
         this returns. A shield has a leg on every region's bridge, where that region's
         caches reach it."""
+        # every cache of a region reaches the origins at the same address: resolved and
+        # checked against the origin policy once per region, not once per cache
+        reach = functools.cache(lambda origin, region: _origin_address(origin, layout[region]))
+
         def config(vnf, prefix):
             _write_cache_files(sig, prefix)
-            return _cache_text(sig, vnf, addresses, layout, prefix)
+            return _cache_text(sig, vnf, addresses, layout, prefix, reach)
 
         def legs(vnf):
             if vnf.role == "shield":
@@ -596,10 +619,12 @@ class LocalDriver(VimDriver):
             lambda host, port: _origin_address(Origin(scheme="tcp", host=host, port=port),
                                                layout[vnf.region]))
 
-    def _dns_configs(self, sig, vnf, prefix, addresses, ports, suffix=""):
+    def _dns_configs(self, sig, vnf, prefix, addresses, ports, suffix="", check=True):
         """``{region: (config path, text)}`` of the DNS VNF's dnsmasq of each region, each
-        answering every name of the vCDN with its region's balancer (checked), on its port
-        of ``ports`` (``suffix`` names a spare: :meth:`_restart_dns`)."""
+        answering every name of the vCDN with its region's balancer, on its port of
+        ``ports`` (``suffix`` names a spare: :meth:`_restart_dns`); with ``check``, each
+        checked by ``dnsmasq --test`` (before a running one is replaced; a dnsmasq that
+        starts checks its config itself and runs nothing on one it rejects)."""
         configs = {}
         flavor = vnfconfig.flavor_config(sig, vnf)
         for region in (r.name for r in sig.regions):
@@ -611,7 +636,8 @@ class LocalDriver(VimDriver):
                                         listen_addresses=addresses[vnf.name],
                                         port=ports[region], prefix_dir=str(prefix),
                                         flavor=flavor)
-            vnfconfig.check_dnsmasq(text)
+            if check:
+                vnfconfig.check_dnsmasq(text)
             configs[region] = (prefix / f"dnsmasq-{region}{suffix}.conf", text)
         return configs
 
@@ -647,7 +673,9 @@ class LocalDriver(VimDriver):
         changed = [r for r, (path, text) in configs.items()
                    if not (path.exists() and path.read_text() == text and dnsprobe.resolves(
                        addresses[vnf.name][0], served_names(sig)[-1], port=ports[r]))]
-        spares = self._dns_configs(sig, vnf, prefix, addresses, spare_ports, "-spare")
+        # a spare differs from its region's config (checked) only by its name and port
+        spares = self._dns_configs(sig, vnf, prefix, addresses, spare_ports, "-spare",
+                                   check=False)
         for region in changed:
             path, text = spares[region]
             stop(f"{vnf.name}-{region}-spare")  # one an interrupted change left
@@ -671,9 +699,9 @@ class LocalDriver(VimDriver):
 
     def _steer(self, namespace, prefix, sig, ports):
         """Load the DNS VNF's steering for ``sig``: each region's clients to its port of
-        ``ports``."""
+        ``ports`` (``nft -f`` loads a ruleset whole or not at all, so it needs no check
+        first)."""
         ruleset = _steering(sig, ports)
-        vnfconfig.check_nft(ruleset)
         (prefix / "steering.nft").write_text(ruleset)
         run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
 
@@ -701,8 +729,8 @@ class LocalDriver(VimDriver):
         own = addresses[vnf.name]
         ports = _dns_ports(prefix, sig)
         configs = {}
-        for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses,
-                                                      ports).items():
+        for region, (path, text) in self._dns_configs(sig, vnf, prefix, addresses, ports,
+                                                      check=False).items():
             path.write_text(text)
             configs[region] = path
         links = _legs(sig, layout, own, lambda r: r.client_prefixes
@@ -824,7 +852,7 @@ class LocalDriver(VimDriver):
                                      "service": dict(sig.service)})
 
 
-def _cache_text(sig, vnf, addresses, layout, prefix):
+def _cache_text(sig, vnf, addresses, layout, prefix, reach=None):
     """The nginx config of the cache or origin shield ``vnf`` of ``sig``, under ``prefix``.
 
     The shield fetches from the origins (the primary and any secondary, each resolved
@@ -833,8 +861,12 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
     name as Host), else from the origins.
     A cache trusts its region's balancer for the viewer's address (X-Forwarded-For); the
     files of the vCDN's access control are written first
-    (:func:`cdnaas.delivery.access.write_vnf_files`).
+    (:func:`cdnaas.delivery.access.write_vnf_files`). ``reach(origin, region)`` gives
+    where the VNFs of ``region`` reach ``origin`` (:func:`_origin_address` by default).
     """
+    if reach is None:
+        def reach(origin, region):
+            return _origin_address(origin, layout[region])
     address = _managed_address(sig, vnf, addresses)
     [shield] = sig.vnfs_in(role="shield") or [None]
     origin, also_listen, secondary_address = sig.origin, [], None
@@ -845,10 +877,10 @@ def _cache_text(sig, vnf, addresses, layout, prefix):
     else:
         if vnf.role == "shield":
             also_listen = [a for a in addresses[vnf.name] if a != address]
-        origin_address = _origin_address(sig.origin, layout[vnf.region])
+        origin_address = reach(sig.origin, vnf.region)
         secondary = origins.secondary_origin(sig.service)
         if secondary is not None:
-            secondary_address = _origin_address(secondary, layout[vnf.region])
+            secondary_address = reach(secondary, vnf.region)
     viewers_facing = vnf.role == "cache"
     access.write_vnf_files(prefix, vnfconfig.access_files(sig.service if viewers_facing
                                                           else None))
@@ -1032,8 +1064,15 @@ def _origin_address(origin, region_layout):
 
 
 def _local_addresses():
-    out = run(["ip", "-o", "-4", "addr", "show"])
-    return [ipaddress.ip_interface(line.split()[3]).ip for line in out.splitlines()]
+    """This machine's IPv4 addresses, read again at most every :data:`LOCAL_ADDRESSES_SECONDS`
+    (each of a deployment's caches asks)."""
+    with _LOCAL_ADDRESSES_LOCK:
+        read_at, addresses = _LOCAL_ADDRESSES
+        if time.monotonic() - read_at > LOCAL_ADDRESSES_SECONDS:
+            out = run(["ip", "-o", "-4", "addr", "show"])
+            addresses = [ipaddress.ip_interface(line.split()[3]).ip for line in out.splitlines()]
+            _LOCAL_ADDRESSES[:] = [time.monotonic(), addresses]
+        return addresses
 
 
 def _injected_failures():
@@ -1060,35 +1099,37 @@ def _idle(address):
     return status is None or status["active"] <= 1  # the status request itself
 
 
-def _fetch_status(viewer, hostname, lb):
-    """The status of ``viewer``'s GET of ``hostname``'s root through balancer ``lb``."""
-    return viewer.fetch(f"http://{hostname}/", resolve=(hostname, lb))[0]
+def _viewers(sig, layout):
+    """``{region: Client}``: a viewer of each region of ``sig`` that has client prefixes,
+    at its probe address (:func:`.clients.probe_address`), all plugged in at once."""
+    return clients.viewers(sig.vcdn_id, {
+        r.name: (layout[r.name]["bridge"], layout[r.name]["subnet"],
+                 clients.probe_address(r.client_prefixes[0]))
+        for r in sig.regions if r.client_prefixes})
 
 
-def _verify_region(sig, region, addresses):
-    """A client of ``region`` resolves the vCDN to its balancer and fetches through it."""
+def _verify_region(sig, region, addresses, viewer):
+    """``viewer``, a client of ``region`` (None: the region has no client prefix, so no
+    client of it can exist), resolves the vCDN to its balancer and fetches through it."""
+    if viewer is None:
+        return
     lb = addresses[sig.vnfs_in(region.name, "load_balancer")[0].name]
-    if not region.client_prefixes:
-        return  # no client of this region can exist
     dns_server = _leg(sig, addresses[sig.vnfs_in(role="dns")[0].name], region.name)
-    probe = clients.probe_address(region.client_prefixes[0])
-    with clients.client(sig.vcdn_id, region.name, probe) as viewer:
-        # asked again for a while: one lost UDP answer on a loaded host is not a failure
-        deadline = time.monotonic() + VERIFY_SECONDS
-        answer = viewer.resolve(dns_server, sig.hostname)
-        while lb not in answer and time.monotonic() < deadline:
-            time.sleep(0.2)
-            answer = viewer.resolve(dns_server, sig.hostname)
-        if lb not in answer:
-            raise VimError(f"a client of {region.name} got {answer or 'no answer'} for "
-                           f"{sig.hostname}, not its balancer {lb}")
-        # fetched again too: a cache's first fetch from the origin may fail on a loaded
-        # host, or the origin come up meanwhile
-        status = _fetch_status(viewer, sig.hostname, lb)
-        while not 0 < status < 500 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            status = _fetch_status(viewer, sig.hostname, lb)
-        if not 0 < status < 500:
-            raise VimError(f"a client of {region.name} could not fetch through the vCDN "
-                           f"(HTTP {status or 'no answer'}); is the origin {sig.origin.url} up?")
-
+    # asked again for a while: one lost UDP answer on a loaded host is not a failure
+    deadline = time.monotonic() + VERIFY_SECONDS
+    answer = viewer.lookup(dns_server, sig.hostname)
+    while lb not in answer and time.monotonic() < deadline:
+        time.sleep(0.2)
+        answer = viewer.lookup(dns_server, sig.hostname)
+    if lb not in answer:
+        raise VimError(f"a client of {region.name} got {answer or 'no answer'} for "
+                       f"{sig.hostname}, not its balancer {lb}")
+    # fetched again too: a cache's first fetch from the origin may fail on a loaded
+    # host, or the origin come up meanwhile
+    status = viewer.status(sig.hostname, lb)
+    while not 0 < status < 500 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = viewer.status(sig.hostname, lb)
+    if not 0 < status < 500:
+        raise VimError(f"a client of {region.name} could not fetch through the vCDN "
+                       f"(HTTP {status or 'no answer'}); is the origin {sig.origin.url} up?")
