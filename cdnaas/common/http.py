@@ -1,5 +1,6 @@
 """Thin JSON-over-HTTP client that every inter-service client builds on."""
 import logging
+import threading
 
 import requests
 from flask import current_app, has_app_context
@@ -11,6 +12,21 @@ LOG = logging.getLogger(__name__)
 
 #: the most items one page of a list holds (its ``limit``)
 PAGE_MAX = 1000
+
+_local = threading.local()
+
+
+def thread_session(trust_env=True):
+    """This thread's ``requests.Session``: its connections to each peer are kept alive
+    from one client to the next (a connection per call cost a TCP handshake and a new
+    server channel on both sides). ``trust_env=False``: one that reads no proxy variables
+    and no ``.netrc`` at each request (calls between the services)."""
+    sessions = _local.__dict__.setdefault("sessions", {})
+    found = sessions.get(trust_env)
+    if found is None:
+        found = sessions[trust_env] = requests.Session()
+        found.trust_env = trust_env
+    return found
 
 
 class JsonClient:
@@ -25,7 +41,9 @@ class JsonClient:
     :param session: what sends the requests: an object with ``requests.Session``'s
         ``request(method, url, **kwargs)`` and ``get(url, **kwargs)`` returning
         ``requests.Response`` (a keystoneauth session behind an adapter such as
-        :class:`cdnaas.osc.client.KeystoneTransport`); a new ``requests.Session`` when omitted.
+        :class:`cdnaas.osc.client.KeystoneTransport`); this thread's kept-alive
+        :func:`thread_session` when omitted (between services, one that reads no proxy
+        settings from the environment).
     """
 
     service = None  # set by subclasses to find their URL in the environment
@@ -34,10 +52,9 @@ class JsonClient:
         self.base_url = (base_url or config.service_url(self.service)).rstrip("/")
         self.timeout = timeout
         self.key_file = key_file
-        self.session = session or requests.Session()
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
         self.signed = not token and self.service in config.INTERNAL_SERVICES
+        self.session = session or thread_session(trust_env=not self.signed)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def request(self, method, path, json=None, params=None, data=None, headers=None,
                 expect=(200, 201, 202, 204)):
@@ -47,8 +64,7 @@ class JsonClient:
             (same status) or could not be reached (502).
         """
         url = f"{self.base_url}{path}"
-        if self.signed:
-            headers = {**(headers or {}), **service_auth.headers(_caller(), self.key_file)}
+        headers = {**(headers or {}), **self._credentials()}
         try:
             response = self.session.request(method, url, json=json, params=params, data=data,
                                             headers=headers, timeout=self.timeout)
@@ -67,7 +83,7 @@ class JsonClient:
         :raises cdnaas.common.errors.CdnaasError: as :meth:`request`, before the first chunk.
         """
         url = f"{self.base_url}{path}"
-        headers = service_auth.headers(_caller(), self.key_file) if self.signed else None
+        headers = self._credentials()
         try:
             response = self.session.get(url, params=params, headers=headers,
                                         timeout=self.timeout, stream=True)
@@ -86,6 +102,12 @@ class JsonClient:
             finally:
                 response.close()
         return chunks()
+
+    def _credentials(self):
+        """The headers that say who calls: the token given, or a service token."""
+        if self.signed:
+            return service_auth.headers(_caller(), self.key_file)
+        return self.headers
 
     def get(self, path, **kwargs):
         return self.request("GET", path, **kwargs)
