@@ -399,7 +399,8 @@ def main():
     parser.add_argument("--profile", help="directory for py-spy profiles of API and SO")
     args = parser.parse_args()
     env = {"CDNAAS_IM_INTERVAL": "86400", "CDNAAS_LOG_LEVEL": "WARNING",
-           "CDNAAS_DEPLOY_TIMEOUT": "600"}
+           "CDNAAS_DEPLOY_TIMEOUT": "600",  # the zone server beside any other stack's:
+           "CDNAAS_LOCAL_ZONE_PORT": str(free_loopback_ports(1)[0])}
     runs = {}
     with postgres.server() as admin, postgres.fresh_database(admin) as url, \
             tempfile.TemporaryDirectory(prefix="cdnaas-control-plane-") as tmp:

@@ -1,6 +1,5 @@
 """Thin JSON-over-HTTP client that every inter-service client builds on."""
 import logging
-import threading
 
 import requests
 from flask import current_app, has_app_context
@@ -12,21 +11,6 @@ LOG = logging.getLogger(__name__)
 
 #: the most items one page of a list holds (its ``limit``)
 PAGE_MAX = 1000
-
-_local = threading.local()
-
-
-def thread_session(trust_env=True):
-    """This thread's ``requests.Session``: its connections to each peer are kept alive
-    from one client to the next (a connection per call cost a TCP handshake and a new
-    server channel on both sides). ``trust_env=False``: one that reads no proxy variables
-    and no ``.netrc`` at each request (calls between the services)."""
-    sessions = _local.__dict__.setdefault("sessions", {})
-    found = sessions.get(trust_env)
-    if found is None:
-        found = sessions[trust_env] = requests.Session()
-        found.trust_env = trust_env
-    return found
 
 
 class JsonClient:
@@ -41,9 +25,9 @@ class JsonClient:
     :param session: what sends the requests: an object with ``requests.Session``'s
         ``request(method, url, **kwargs)`` and ``get(url, **kwargs)`` returning
         ``requests.Response`` (a keystoneauth session behind an adapter such as
-        :class:`cdnaas.osc.client.KeystoneTransport`); this thread's kept-alive
-        :func:`thread_session` when omitted (between services, one that reads no proxy
-        settings from the environment).
+        :class:`cdnaas.osc.client.KeystoneTransport`); a new ``requests.Session`` when
+        omitted (between services, one that reads no proxy settings or ``.netrc`` from
+        the environment at each request).
     """
 
     service = None  # set by subclasses to find their URL in the environment
@@ -53,7 +37,10 @@ class JsonClient:
         self.timeout = timeout
         self.key_file = key_file
         self.signed = not token and self.service in config.INTERNAL_SERVICES
-        self.session = session or thread_session(trust_env=not self.signed)
+        if session is None:
+            session = requests.Session()
+            session.trust_env = not self.signed
+        self.session = session
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def request(self, method, path, json=None, params=None, data=None, headers=None,
