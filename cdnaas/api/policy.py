@@ -89,6 +89,9 @@ BASE_RULES = [
 _DECLARED = {}  # endpoint -> DocumentedRuleDefault, in the order routes are declared
 _ENFORCERS = {}  # policy file ("" for none) -> Enforcer
 _LOCK = threading.Lock()
+#: the most decisions kept per set of rules (:func:`_decision`)
+DECISIONS_KEPT = 10_000
+_decisions = {"rules": None, "made": {}}  # the rules they were made with, and the decisions
 
 
 class Routes:
@@ -199,18 +202,40 @@ def authorize(endpoint, caller):
     if rule is None:
         raise errors.Forbidden(f"no policy rule is declared for {endpoint}")
     what = rule.description.rstrip(".")
-    try:
-        enforcer().enforce(rule.name, {"project_id": caller.tenant}, credentials(caller),
-                           do_raise=True)
-    except oslo_policy.InvalidScope:
+    refused = _decision(enforcer(), rule.name, caller)
+    if refused == "scope":
         scope = SYSTEM if caller.system else PROJECT
         raise errors.Forbidden(f"{what}: this route takes a {' or '.join(rule.scope_types)}"
-                               f"-scoped token, not a {scope}-scoped one (policy {rule.name})"
-                               ) from None
-    except oslo_policy.PolicyNotAuthorized:
+                               f"-scoped token, not a {scope}-scoped one (policy {rule.name})")
+    if refused == "roles":
         roles = ", ".join(sorted(caller.roles)) or "none"
         raise errors.Forbidden(f"{what}: not allowed to roles {roles} (policy {rule.name}: "
-                               f"{enforcer().rules.get(rule.name, rule.check)})") from None
+                               f"{enforcer().rules.get(rule.name, rule.check)})")
+
+
+def _decision(found, name, caller):
+    """None if ``found`` (an Enforcer) lets ``caller`` pass rule ``name`` for its own project,
+    else why not: ``"scope"`` (the token's) or ``"roles"``. A decision depends only on the
+    rules and the credentials, so it is made once per rules loaded (a changed policy file
+    is new rules) and caller: oslo.policy's enforcement cost 0.3-1.7 ms of CPU a request."""
+    key = (name, caller)
+    with _LOCK:
+        if _decisions["rules"] is not found.rules or len(_decisions["made"]) > DECISIONS_KEPT:
+            _decisions.update(rules=found.rules, made={})
+        made = _decisions["made"]
+        if key in made:
+            return made[key]
+    try:
+        found.enforce(name, {"project_id": caller.tenant}, credentials(caller), do_raise=True)
+        refused = None
+    except oslo_policy.InvalidScope:
+        refused = "scope"
+    except oslo_policy.PolicyNotAuthorized:
+        refused = "roles"
+    with _LOCK:
+        if _decisions["rules"] is found.rules:
+            _decisions["made"][key] = refused
+    return refused
 
 
 def authorize_request():

@@ -25,7 +25,9 @@ class JsonClient:
     :param session: what sends the requests: an object with ``requests.Session``'s
         ``request(method, url, **kwargs)`` and ``get(url, **kwargs)`` returning
         ``requests.Response`` (a keystoneauth session behind an adapter such as
-        :class:`cdnaas.osc.client.KeystoneTransport`); a new ``requests.Session`` when omitted.
+        :class:`cdnaas.osc.client.KeystoneTransport`); a new ``requests.Session`` when
+        omitted (between services, one that reads no proxy settings or ``.netrc`` from
+        the environment at each request).
     """
 
     service = None  # set by subclasses to find their URL in the environment
@@ -34,10 +36,12 @@ class JsonClient:
         self.base_url = (base_url or config.service_url(self.service)).rstrip("/")
         self.timeout = timeout
         self.key_file = key_file
-        self.session = session or requests.Session()
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
         self.signed = not token and self.service in config.INTERNAL_SERVICES
+        if session is None:
+            session = requests.Session()
+            session.trust_env = not self.signed
+        self.session = session
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def request(self, method, path, json=None, params=None, data=None, headers=None,
                 expect=(200, 201, 202, 204)):
@@ -47,8 +51,7 @@ class JsonClient:
             (same status) or could not be reached (502).
         """
         url = f"{self.base_url}{path}"
-        if self.signed:
-            headers = {**(headers or {}), **service_auth.headers(_caller(), self.key_file)}
+        headers = {**(headers or {}), **self._credentials()}
         try:
             response = self.session.request(method, url, json=json, params=params, data=data,
                                             headers=headers, timeout=self.timeout)
@@ -67,7 +70,7 @@ class JsonClient:
         :raises cdnaas.common.errors.CdnaasError: as :meth:`request`, before the first chunk.
         """
         url = f"{self.base_url}{path}"
-        headers = service_auth.headers(_caller(), self.key_file) if self.signed else None
+        headers = self._credentials()
         try:
             response = self.session.get(url, params=params, headers=headers,
                                         timeout=self.timeout, stream=True)
@@ -86,6 +89,12 @@ class JsonClient:
             finally:
                 response.close()
         return chunks()
+
+    def _credentials(self):
+        """The headers that say who calls: the token given, or a service token."""
+        if self.signed:
+            return service_auth.headers(_caller(), self.key_file)
+        return self.headers
 
     def get(self, path, **kwargs):
         return self.request("GET", path, **kwargs)
