@@ -314,19 +314,20 @@ def test_the_metrics_window_lists_each_series_oldest_first(database):
 
 @pytest.mark.parametrize("workers, overlap", [("8", True), ("1", False)])
 def test_a_pass_reads_its_vcdns_at_once(database, monkeypatch, workers, overlap):
-    """Two vCDNs (the plant's, and a twin of it under another id): with workers their reads
-    (RO's counters and health) are in flight together; with one they come one by one.
-    Either way each is read and recorded."""
-    from cdnaas.im import reconcile
+    """Two vCDNs (the plant's, and a twin of it under another id), one per chunk: with
+    workers their chunks' reads (RO's counters and health) are in flight together; with one
+    they come one by one. Either way each is read and recorded."""
+    from cdnaas.im import reading
 
     monkeypatch.setenv("CDNAAS_IM_WORKERS", workers)
+    monkeypatch.setattr(reading, "CHUNK", 1)
     world = World(database, [("eu", 20000), ("us", 5000)], TWO_REGIONS)
     view = world.plant.view
     monkeypatch.setattr(world.plant.so, "instances", lambda state=None: [
         view(), {**view(), "id": "vcdn-twin"}] if state in (None, "ACTIVE") else [])
     both = threading.Barrier(2, timeout=2)
     met = []
-    observe = reconcile._observe
+    read = reading.read
 
     def meet(*args):
         try:
@@ -334,8 +335,8 @@ def test_a_pass_reads_its_vcdns_at_once(database, monkeypatch, workers, overlap)
             met.append(True)
         except threading.BrokenBarrierError:
             met.append(False)
-        return observe(*args)
-    monkeypatch.setattr(reconcile, "_observe", meet)
+        return read(*args)
+    monkeypatch.setattr(reading, "read", meet)
     found = world.step(eu=10000, us=3000)
     assert met == [overlap, overlap]
     assert not [d for d in found if d["kind"] == "reconcile"]

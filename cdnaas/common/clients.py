@@ -253,6 +253,12 @@ class RoClient(JsonClient):
         params = {"cursor": cursor} if cursor else None
         return self.get(f"/ro/v1/deployments/{deployment_id}/readings", params=params)
 
+    def readings_many(self, asked):
+        """:meth:`readings` of many deployments (``[{"id", "cursor"}]``, at most 500) in
+        one call: an answer per entry, in order, ``{"id", "error": {"status", "message"}}``
+        for one that could not be read."""
+        return self.post("/ro/v1/readings", json={"deployments": asked})["readings"]
+
     def access_log(self, deployment_id, **params):
         """The deployment's logged requests as NDJSON, streamed: an iterator of byte chunks
         (``since``, ``until``, ``limit``: see ``api-spec/ro.yaml``)."""

@@ -146,3 +146,30 @@ class UsageCursor(Base):
     vcdn_id: Mapped[str] = mapped_column(String(36), primary_key=True)
     cursor: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Share(Base):
+    """One of the :data:`cdnaas.im.shares.SHARES` parts of the vCDNs (a vCDN's part is a
+    hash of its id), observed by the IM replica that claims it (``claimed_by``) until
+    ``claim_expires`` (:class:`cdnaas.db.leases.Claims`)."""
+
+    __tablename__ = "im_shares"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    claimed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    claim_expires: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True),
+                                                              nullable=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Replica(Base):
+    """An IM replica that lives until ``expires_at`` (each pass pushes it on), and what its
+    latest pass (``at``) saw of hosts and regions: the leader's host decisions add up
+    every replica's ``summary`` (:mod:`cdnaas.im.shares`)."""
+
+    __tablename__ = "im_replicas"
+
+    owner: Mapped[str] = mapped_column(String(128), primary_key=True)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    summary: Mapped[dict] = mapped_column(JSON, default=dict)

@@ -5,8 +5,8 @@ vCDN and, through the Service Orchestrator (changes) and the Resource
 Orchestrator (the only component that reaches VNFs):
 
 1. ends the vCDNs whose lease has passed;
-2. reads each VNF's counters and health (RO: one request per vCDN, which also
-   brings the traffic of step 7), turns them into rates, the QoE estimate and
+2. reads each VNF's counters and health (RO: one request per :data:`~cdnaas.im.reading.CHUNK`
+   vCDNs, which also brings the traffic of step 7), turns them into rates, the QoE estimate and
    each VNF's share of its host's power (RAPL where this machine has it, the
    host's power model otherwise), and appends the points of every cache,
    region, vCDN and host to the time series (one bulk insert);
@@ -21,8 +21,12 @@ Orchestrator (the only component that reaches VNFs):
    since its cursor (read in step 2; the rest of a long backlog from RO), its viewer-,
    vCPU-seconds and energy (:mod:`cdnaas.im.usage`).
 
-Readings (2, 7) of different vCDNs overlap on ``CDNAAS_IM_WORKERS`` threads: they
-mostly wait for RO and the database. Decisions (3-5) are taken one vCDN after the
+Readings (2, 7) of different chunks of vCDNs overlap on ``CDNAAS_IM_WORKERS`` threads:
+they mostly wait for RO and the database; points and usage are written in bulk.
+
+Replicas share the vCDNs (:mod:`cdnaas.im.shares`): a pass observes its replica's share
+(steps 1-4, 6, 7 for those vCDNs); step 5, the host points and the purge of old points
+are the leader's, which adds up the other replicas' latest summaries of their vCDNs. Decisions (3-5) are taken one vCDN after the
 other, each on the hosts as the previous one left them.
 
 Every change is an SO operation, recorded as a decision with the figures
@@ -37,92 +41,116 @@ import datetime as dt
 import logging
 import math
 import threading
+import time
 
 from cdnaas.common import clock, config, errors
 from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
-from cdnaas.im import (decisions, figures, flavors, gauges, healing, hosts, inventory, monitoring,
-                       policy_hook, power, qoe, quality_events, series, usage)
+from cdnaas.im import (decisions, figures, gauges, healing, hosts, inventory, policy_hook, power,
+                       qoe, quality_events, reading, series, shares, usage)
+from cdnaas.im.reading import Seen  # noqa: F401 (what tests and plugins build)
 from cdnaas.im.rapl import RaplMeter
 
 LOG = logging.getLogger(__name__)
 
-#: passes of history read per vCDN: with this pass's own, the policy's samples
-HISTORY_PASSES = policy_hook.HISTORY_SAMPLES - 1
 
-
-@dataclasses.dataclass
-class Seen:
-    """One ACTIVE vCDN as this pass read it."""
-
-    vcdn: dict
-    flavor: flavors.Flavor
-    model: object
-    readings: list
-    previous: dict
-    points: list = dataclasses.field(default_factory=list)
-    #: RO's first traffic answer of this pass (:class:`cdnaas.im.usage.TrafficRead`)
-    traffic: usage.TrafficRead | None = None
-    #: ``{region: [series.Level, ...]}`` of its latest passes, oldest first; the pass
-    #: adds its own once its points are taken (:func:`_close_histories`)
-    history: dict = dataclasses.field(default_factory=dict)
-
-
-def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None):
+def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, share=None,
+                   memory=None):
     """One pass at ``now`` (default: the services' clock); return the decisions it recorded.
 
     :param so: :class:`SoClient`-like, ``ro``: :class:`RoClient`-like, ``sidr``:
         :class:`SidrClient`-like (defaults: the configured services).
     :param meter: a :class:`~cdnaas.im.rapl.RaplMeter` for this machine's power, if any.
+    :param share: the :class:`~cdnaas.im.shares.Share` of the vCDNs this pass observes,
+        whether it decides about hosts, and its peers' summaries (default: everything);
+        its ``summary`` is set to what this pass saw (:func:`summary`).
+    :param memory: this replica's :class:`~cdnaas.im.reading.Memory` of its previous
+        pass, used for the vCDNs of shares it held then (None: read from the database).
     """
     now = now or clock.now()
     so, ro, sidr = so or SoClient(), ro or RoClient(), sidr or SidrClient()
+    share = share or shares.everything()
     recorded, seen = [], []
     with database.sessions() as session:
         health_before = decisions.latest(session, "health")
         changed = decisions.last_changes(session)
+    current = []
+    for vcdn in so.instances(state="ACTIVE"):
+        if not share.covers(vcdn["id"]):
+            continue
+        if parse(vcdn["lease"]["end"]) <= now:
+            recorded.append(_end_lease(database, so, vcdn, now))
+        else:
+            current.append(vcdn)
 
-    def read(vcdn):
-        """``(Seen or None, decision or None)`` of one vCDN; its failure is recorded."""
-        try:
-            if parse(vcdn["lease"]["end"]) <= now:
-                return None, _end_lease(database, so, vcdn, now)
-            return _observe(database, ro, sidr, vcdn, now, health_before.get(vcdn["id"]))
-        except (errors.CdnaasError, LookupError) as exc:  # one vCDN must not stop the pass
-            LOG.warning("reconcile of %s failed: %s", vcdn["id"], exc)
-            return None, decisions.record(database, now, "reconcile", "error", str(exc), {},
-                                          vcdn_id=vcdn["id"])
+    def remembered(vcdn_id):
+        return memory.recall(vcdn_id) if memory and share.continued(vcdn_id) else None
 
+    chunks = [current[i:i + reading.CHUNK] for i in range(0, len(current), reading.CHUNK)]
+    models = {}
     with _readers() as workers:
-        for observed, decision in workers.map(read, so.instances(state="ACTIVE")):
-            if observed is not None:
+        for found in workers.map(
+                lambda chunk: reading.read(database, ro, sidr, chunk, remembered, models),
+                chunks):
+            for vcdn, observed in found:
+                if isinstance(observed, str):  # one vCDN must not stop the pass
+                    LOG.warning("reconcile of %s failed: %s", vcdn["id"], observed)
+                    recorded.append(decisions.record(database, now, "reconcile", "error",
+                                                     observed, {}, vcdn_id=vcdn["id"]))
+                    continue
                 seen.append(observed)
-            if decision is not None:
-                recorded.append(decision)
+                health = _health_change(database, vcdn, observed.health, now,
+                                        health_before.get(vcdn["id"]))
+                if health is not None:
+                    recorded.append(health)
     hosts_now = inventory.hosts(so)
     measured = {}
-    if meter is not None and (watts := meter.watts()) is not None:
+    if share.leads and meter is not None and (watts := meter.watts()) is not None:
         measured[meter.host] = watts
-    host_points, host_power = _power(database, seen, hosts_now, measured, now)
+    host_points, host_power = _power(database, seen, hosts_now, measured, now, share.peers)
     _close_histories(seen, now)
     quality_events.report(so, seen)
     with database.transaction() as session:
-        series.write(session, now, [p for s in seen for p in s.points] + host_points)
-        series.purge(session, now)
-        usage.purge(session, now)
+        series.write(session, now, [p for s in seen for p in s.points]
+                     + (host_points if share.leads else []))
+        if share.leads:
+            series.purge(session, now)
+            usage.purge(session, now)
+    if memory is not None:
+        memory.keep(seen, now)
+    chunks = [seen[i:i + reading.CHUNK] for i in range(0, len(seen), reading.CHUNK)]
     with _readers() as workers:
-        list(workers.map(lambda observed: usage.record(database, ro, observed, now), seen))
+        list(workers.map(lambda chunk: usage.record_many(database, ro, chunk, now), chunks))
+    states = policy_hook.HostStates(hosts_now, host_power)
     for observed in seen:
         recorded += _act(database, so, now, observed, changed.get(observed.vcdn["id"], {}),
-                         hosts_now, host_power)
+                         hosts_now, host_power, states)
     refused = {d["region"]: d["details"].get("error", "") for d in recorded
                if d["kind"] == "scale_out" and d["outcome"] == "refused" and d["region"]
                and d["details"].get("refused_for") == "capacity"}
-    marks, marked = _power_hosts(database, so, ro, now, hosts_now, seen, refused)
+    share.summary = summary(seen, hosts_now, refused)
+    marks, marked = [], None
+    if share.leads:
+        marks, marked = _power_hosts(database, so, ro, now, hosts_now, seen, share.peers,
+                                     {k: v for peer in share.peers
+                                      for k, v in peer.get("refused", {}).items()} | refused)
     gauges.publish([p for s in seen for p in s.points if p["scope"] in ("vcdn", "region")],
-                   [(p["key"], hosts_now[p["key"]].region, p) for p in host_points], marked)
+                   [(p["key"], hosts_now[p["key"]].region, p) for p in host_points]
+                   if share.leads else None, marked)
     return recorded + marks
+
+
+def summary(seen, hosts_now, refused):
+    """What a pass saw of hosts and regions, for the leader of another pass to add up:
+    ``{"hosts": {host: [vCPUs, weighted busy cores]}, "regions": region_parts(seen),
+    "refused": {region: SO's answer}}``."""
+    loads = {}
+    for load in _loads(seen, hosts_now):
+        found = loads.setdefault(load[0], [0, 0.0])
+        found[0] += load[1].vcpus
+        found[1] += load[1].weighted_cpu
+    return {"hosts": loads, "regions": region_parts(seen), "refused": refused}
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -131,26 +159,6 @@ def _readers():
     """The threads on which a pass reads its vCDNs (``CDNAAS_IM_WORKERS``)."""
     return concurrent.futures.ThreadPoolExecutor(max(1, config.setting("CDNAAS_IM_WORKERS")),
                                                   thread_name_prefix="im-read")
-
-
-def _observe(database, ro, sidr, vcdn, now, health_before):
-    """Read one vCDN (one RO request: health, figures and the first traffic since its
-    usage cursor); return its :class:`Seen` and the health decision, if health changed
-    since ``health_before`` (the latest recorded, an :class:`Action` or None)."""
-    flavor = flavors.of(vcdn, sidr)
-    with database.sessions() as session:
-        previous = series.previous(session, vcdn["id"])
-        history = series.region_history(session, vcdn["id"], HISTORY_PASSES)
-        cursor = usage.cursor(session, vcdn["id"])
-    answer = ro.readings(vcdn["id"], cursor)
-    health = answer["health"]
-    changed = _health_change(database, vcdn, health, now, health_before)
-    by_name = {key: row for (scope, key), row in previous.items() if scope in ("cache", "vnf")}
-    readings = monitoring.readings(answer["metrics"]["vnfs"],
-                                   {v["name"]: v for v in health["vnfs"]}, by_name)
-    return Seen(vcdn=vcdn, flavor=flavor, model=flavor.model(), readings=readings,
-                previous=previous, history=history, traffic=usage.TrafficRead(
-                    cursor, answer["traffic"], answer["traffic_error"])), changed
 
 
 def _close_histories(seen, now):
@@ -174,19 +182,29 @@ def _health_change(database, vcdn, health, now, last):
                             {"unhealthy": unhealthy, "vnfs": health["vnfs"]}, vcdn_id=vcdn["id"])
 
 
-def _power(database, seen, hosts_now, measured, now):
+def _loads(seen, hosts_now):
+    """``[(host, VnfLoad)]`` of every VNF of ``seen`` on a host of ``hosts_now``."""
+    return [(reading.host, power.VnfLoad(
+        key=(observed.vcdn["id"], reading.name), vcpus=reading.vcpus, cpu=reading.cpu or 0.0,
+        technology=observed.flavor.technology))
+        for observed in seen for reading in observed.readings if reading.host in hosts_now]
+
+
+def _power(database, seen, hosts_now, measured, now, peers=()):
     """Each host's power and each VNF's share; fills every ``Seen.points``. A host the IM
     has switched off (marked, and disabled in SO: the driver applied it) draws nothing.
+    The VNFs other replicas observe count as their latest ``peers`` summaries say.
 
     :returns: ``(host points, {host: HostPower})``.
     """
     loads = {}
-    for observed in seen:
-        for reading in observed.readings:
-            if reading.host in hosts_now:
-                loads.setdefault(reading.host, []).append(power.VnfLoad(
-                    key=(observed.vcdn["id"], reading.name), vcpus=reading.vcpus,
-                    cpu=reading.cpu or 0.0, technology=observed.flavor.technology))
+    for host, load in _loads(seen, hosts_now):
+        loads.setdefault(host, []).append(load)
+    for number, peer in enumerate(peers):
+        for host, (vcpus, busy) in peer.get("hosts", {}).items():
+            if host in hosts_now:  # weighted already: no technology's overhead again
+                loads.setdefault(host, []).append(power.VnfLoad(
+                    key=("peer", number), vcpus=vcpus, cpu=busy, technology="weighted"))
     with database.sessions() as session:
         before = series.previous_hosts(session)
         marks = hosts.marks(session)
@@ -212,7 +230,7 @@ def _power(database, seen, hosts_now, measured, now):
 
 # -- acting -------------------------------------------------------------------------------------
 
-def _act(database, so, now, observed, changed, hosts_now, host_power):
+def _act(database, so, now, observed, changed, hosts_now, host_power, states):
     """Heal first; otherwise carry out the policy's most urgent decision (``changed``: its
     regions' latest started changes). Return what was recorded."""
     vcdn_id = observed.vcdn["id"]
@@ -220,7 +238,8 @@ def _act(database, so, now, observed, changed, hosts_now, host_power):
     if healed:
         return [healed]
     try:
-        chosen = policy_hook.decisions_for(now, observed, changed, hosts_now, host_power)
+        chosen = policy_hook.decisions_for(now, observed, changed, hosts_now, host_power,
+                                           states)
     except Exception as exc:  # a plugin's bug must not stop the pass
         LOG.exception("policy of flavor %s failed for %s", observed.vcdn["flavor"], vcdn_id)
         return [decisions.record(database, now, "reconcile", "error",
@@ -247,16 +266,17 @@ def _end_lease(database, so, vcdn, now):
         f"lease ended at {vcdn['lease']['end']}", details)
 
 
-def _power_hosts(database, so, ro, now, hosts_now, seen, refused):
+def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
     """This pass's power actions; return their decisions and how many hosts are off.
 
+    :param peers: the other replicas' latest summaries (their vCDNs' region needs).
     :param refused: ``{region: SO's answer}`` of scale outs SO refused this pass.
     """
     carried = _carried(ro)
     since = hosts.track_empty(database, now, hosts_now, carried)
     with database.sessions() as session:
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
-        needs = region_needs(seen, hosts_now)
+        needs = region_needs(seen, hosts_now, [peer.get("regions", {}) for peer in peers])
         waking = hosts.waking(session, now, config.setting("CDNAAS_IM_HOST_BOOT_SECONDS"))
         changed = hosts.last_changes(session, now)
     changes = hosts.plan(hosts_now, marked, _soon_needed(so, now), needs, carried, now, since,
@@ -299,30 +319,25 @@ def _rise(points):
     return max(0.0, min(rises)) / seconds if seconds > 0 else 0.0
 
 
-def region_needs(seen, hosts_now):
-    """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
-    :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
-    the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`: a share of
-    that demand, at least the floor) and what a rise adds while a host boots; that rise
-    counts no further than the vCDNs' declared demands (room beyond the contract is not
-    owed; a region past it is not capped). The same at the highest viewers of the last
-    ``CDNAAS_IM_HOST_IDLE_PASSES`` passes is what the hosts left on must hold for one to
-    sleep (a dip of noise does not switch a host off that the next pass needs)."""
+def region_parts(seen):
+    """``{region: {figure: value}}``: what the vCDNs ``seen`` add to their regions' needs
+    (:func:`region_needs`), as JSON: vCPUs observed, the biggest cache, surplus caches,
+    growth while a host boots, room owed up to the declared demands (None: unbounded),
+    the recent highs beyond now. Parts of disjoint vCDNs add up (:func:`_add_parts`)."""
     boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
     settle = max(1, config.setting("CDNAAS_IM_HOST_IDLE_PASSES"))
-    reserved, surplus, biggest, growth, observed_vcpus, owed = {}, {}, {}, {}, {}, {}
-    dips = {}  # vCPUs the viewers needed at their highest of the last passes beyond now
-    for host in hosts_now.values():
-        reserved[host.region] = reserved.get(host.region, 0) + host.reserved_vcpus
+    parts = {}
     for observed in seen:
         for reading in observed.readings:
-            observed_vcpus[reading.region] = observed_vcpus.get(reading.region, 0) + reading.vcpus
+            part = parts.setdefault(reading.region, {})
+            part["observed"] = part.get("observed", 0) + reading.vcpus
         for region in observed.vcdn["regions"]:
             name = region["name"]
             caches = [r for r in observed.readings if r.region == name and r.role == "cache"]
             if not caches:
                 continue
-            biggest[name] = max(biggest.get(name, 0), max(r.vcpus for r in caches))
+            part = parts.setdefault(name, {})
+            part["biggest"] = max(part.get("biggest", 0), max(r.vcpus for r in caches))
             target = region["quality"].get("min_mos")
             model = observed.model
             if target is None or model is None:
@@ -334,14 +349,63 @@ def region_needs(seen, hosts_now):
             rise = _rise(points)
             needed = (points[-1].viewers or 0) / per_vcpu
             highest = max(p.viewers or 0 for p in observed.history[name][-settle:]) / per_vcpu
-            dips[name] = dips.get(name, 0) + highest - needed
+            # vCPUs the viewers needed at their highest of the last passes beyond now
+            part["dips"] = part.get("dips", 0) + highest - needed
             # positive: surplus caches; negative: caches missing (a scale out to come)
-            surplus[name] = surplus.get(name, 0) + sum(r.vcpus for r in caches) - needed
-            growth[name] = growth.get(name, 0) + rise * boot / per_vcpu
+            part["surplus"] = part.get("surplus", 0) + sum(r.vcpus for r in caches) - needed
+            part["growth"] = part.get("growth", 0) + rise * boot / per_vcpu
             # no vCDN is owed room beyond the demand its customer declared (past it, the
             # region is served as best it can be: no cap)
             room = region.get("demand", 0) / per_vcpu - needed
-            owed[name] = owed.get(name, 0) + room if room >= 0 else math.inf
+            owed = part.get("owed", 0)
+            part["owed"] = None if room < 0 or owed is None else owed + room
+    return parts
+
+
+def _add_parts(all_parts):
+    """The :func:`region_parts` of several disjoint sets of vCDNs added up."""
+    total = {}
+    for parts in all_parts:
+        for name, part in parts.items():
+            into = total.setdefault(name, {})
+            for figure, value in part.items():
+                if figure == "biggest":
+                    into[figure] = max(into.get(figure, 0), value)
+                elif figure == "owed":
+                    before = into.get(figure, 0)
+                    into[figure] = None if value is None or before is None else before + value
+                else:
+                    into[figure] = into.get(figure, 0) + value
+    return total
+
+
+def region_needs(seen, hosts_now, peers=()):
+    """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
+    :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
+    the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`: a share of
+    that demand, at least the floor) and what a rise adds while a host boots; that rise
+    counts no further than the vCDNs' declared demands (room beyond the contract is not
+    owed; a region past it is not capped). The same at the highest viewers of the last
+    ``CDNAAS_IM_HOST_IDLE_PASSES`` passes is what the hosts left on must hold for one to
+    sleep (a dip of noise does not switch a host off that the next pass needs).
+
+    :param peers: the :func:`region_parts` of the vCDNs other replicas observe.
+    """
+    boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
+    parts = _add_parts([region_parts(seen), *peers])
+
+    def figure(name, key, default=0.0):
+        return parts.get(name, {}).get(key, default)
+    reserved = {}
+    for host in hosts_now.values():
+        reserved[host.region] = reserved.get(host.region, 0) + host.reserved_vcpus
+    surplus = {name: figure(name, "surplus") for name in parts if "surplus" in parts[name]}
+    growth = {name: figure(name, "growth") for name in parts if "growth" in parts[name]}
+    biggest = {name: figure(name, "biggest", 0) for name in parts if "biggest" in parts[name]}
+    dips = {name: figure(name, "dips") for name in parts if "dips" in parts[name]}
+    observed_vcpus = {name: figure(name, "observed", 0) for name in parts}
+    owed = {name: math.inf if parts[name]["owed"] is None else parts[name]["owed"]
+            for name in parts if "owed" in parts[name]}
     demands = {name: max(0.0, total - surplus.get(name, 0.0)) for name, total in reserved.items()}
 
     def required(name, demand):
@@ -373,45 +437,57 @@ def _soon_needed(so, now):
     return needed
 
 
-#: seconds ``POST /im/v1/reconcile`` waits for a pass running on another replica to end
-PASS_WAIT_SECONDS = 300.0
-
-
 class ReconcileLoop:
-    """Runs :func:`reconcile_once` every ``CDNAAS_IM_INTERVAL`` seconds in a thread, on the
-    services' clock (:mod:`cdnaas.common.clock`).
+    """Runs :func:`reconcile_once` at the start of every period of ``CDNAAS_IM_INTERVAL``
+    seconds (periods counted from the epoch, so replicas share them) in a thread, over
+    this replica's share of the vCDNs (:mod:`cdnaas.im.shares`); a pass that ends in a
+    later period starts the next at once, the periods in between counted as missed
+    (``cdnaas_im_periods_missed_total``).
 
-    Replicas: of the IMs sharing one PostgreSQL only the leader (the holder of an
-    advisory lock, :class:`cdnaas.db.leases.Leadership`) runs the periodic pass, so a
-    pass runs once per period whatever the number of replicas; when the leader dies its
-    connection, and so the lock, goes, and the next replica to look leads. Every pass,
-    periodic or asked for, holds a second lock, so none overlaps another replica's.
+    Replicas: every IM sharing one PostgreSQL observes its share each period; of them
+    only the leader (the holder of an advisory lock, :class:`cdnaas.db.leases.Leadership`)
+    decides about hosts; when the leader dies its connection, and so the lock, goes, and
+    the next replica to look leads.
     """
 
     def __init__(self, database):
         self.database = database
         self.meter = RaplMeter()
         self.leadership = leases.Leadership(database, "im-reconcile")
+        self.shares = shares.Shares(database)
+        self.memory = reading.Memory()
         self.passes = 0  # passes this replica ran
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
     def run_once(self):
-        """One pass, never two at once (the loop and ``POST /im/v1/reconcile`` share it,
-        across replicas too)."""
+        """One pass over this replica's share, never two at once (the loop and
+        ``POST /im/v1/reconcile`` share it)."""
         with self._lock:
-            try:
-                with self.leadership.exclusive(PASS_WAIT_SECONDS):
-                    self.passes += 1
-                    return reconcile_once(self.database, meter=self.meter)
-            except TimeoutError as exc:
-                raise errors.CdnaasError(f"no reconcile pass now: {exc}") from exc
+            share = self.shares.begin(self.leadership.lead())
+            began, now = time.monotonic(), clock.now()
+            found = reconcile_once(self.database, now=now, meter=self.meter, share=share,
+                                   memory=self.memory)
+            self.shares.end(share, now)
+            self.passes += 1
+            gauges.passed(time.monotonic() - began, len(self.memory), len(share.held))
+            return found
 
     def start(self):
         def loop():
-            while not self._stop.wait(config.setting("CDNAAS_IM_INTERVAL")):
-                if not self.leadership.lead():
-                    continue  # another replica leads: its passes are this period's
+            period = None
+            while not self._stop.is_set():
+                interval = config.setting("CDNAAS_IM_INTERVAL")
+                current = math.floor(time.time() / interval)
+                if period is not None and current > period + 1:
+                    LOG.warning("the pass of period %d ended %d period(s) late: none missed "
+                                "but the last", period, current - period)
+                    gauges.PERIODS_MISSED.inc(current - period - 1)
+                if period is None or current == period:  # wait for the next period
+                    if self._stop.wait((current + 1) * interval - time.time()):
+                        break
+                    current += 1
+                period = current
                 try:
                     self.run_once()
                 except Exception:  # a peer may be down; the next pass retries
@@ -421,3 +497,5 @@ class ReconcileLoop:
     def stop(self):
         self._stop.set()
         self.leadership.resign()
+        with self._lock:
+            self.shares.leave()

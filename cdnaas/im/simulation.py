@@ -311,6 +311,9 @@ class _Ro:
         return {"id": deployment_id, "health": {"vnfs": health}, "metrics": {"vnfs": metrics},
                 "traffic": self.traffic(deployment_id, cursor), "traffic_error": None}
 
+    def readings_many(self, asked):
+        return [self.readings(entry["id"], entry.get("cursor")) for entry in asked]
+
     def traffic(self, _deployment_id, cursor=None):  # requests are not simulated one by one
         return {"cursor": cursor or "", "more": False, "regions": []}
 

@@ -29,6 +29,7 @@ import logging
 import math
 
 from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from cdnaas.common import config, errors
 from cdnaas.common.timeutil import aware, isoformat, parse
@@ -67,18 +68,40 @@ def cursor(session, vcdn_id):
     return stored.cursor if stored else None
 
 
+def cursors(session, vcdn_ids):
+    """``{vcdn_id: cursor}`` of those of ``vcdn_ids`` that have one."""
+    return dict(session.execute(select(UsageCursor.vcdn_id, UsageCursor.cursor)
+                                .where(UsageCursor.vcdn_id.in_(vcdn_ids))).all())
+
+
 def record(database, ro, observed, now):
-    """Add one pass's usage of the vCDN ``observed`` (a reconcile ``Seen`` whose points
-    are filled) at ``now``: its new traffic (``observed.traffic``, RO's first answer of
-    this pass, then through ``ro`` while RO has more; all through ``ro`` without it), and
-    its levels since its previous pass. A traffic read that fails is logged and retried
-    next pass. (Passes never overlap, across replicas too: the cursor read first is still
-    the stored one when the figures read from it are written.)"""
-    vcdn_id = observed.vcdn["id"]
-    first = observed.traffic
-    if first is None:
-        with database.sessions() as session:
-            first = TrafficRead(cursor(session, vcdn_id), None)
+    """:func:`record_many` of one vCDN."""
+    record_many(database, ro, [observed], now)
+
+
+def record_many(database, ro, seen, now):
+    """Add one pass's usage of the vCDNs ``seen`` (reconcile ``Seen`` objects whose points
+    are filled) at ``now``, in one transaction: each one's new traffic (``observed.traffic``,
+    RO's first answer of this pass, then through ``ro`` while RO has more; all through
+    ``ro`` without it), and its levels since its previous pass. A traffic read that fails
+    is logged and retried next pass. (A vCDN is observed by one pass at a time: the cursor
+    read first is still the stored one when the figures read from it are written.)"""
+    read = {}
+    for observed in seen:
+        vcdn_id = observed.vcdn["id"]
+        first = observed.traffic
+        if first is None:
+            with database.sessions() as session:
+                first = TrafficRead(cursor(session, vcdn_id), None)
+        read[vcdn_id] = (*_traffic(ro, vcdn_id, first), _levels(observed, now))
+    with database.transaction() as session:
+        _merge(session, {v: (added, levels) for v, (added, _p, _r, levels) in read.items()})
+        _store_cursors(session, {v: position for v, (_a, position, read_any, _l)
+                                 in read.items() if read_any}, now)
+
+
+def _traffic(ro, vcdn_id, first):
+    """``(added, cursor, whether any was read)``: the vCDN's new traffic from ``first``."""
     position, answer = first.cursor, first.answer
     added, read_any = {}, False
     try:
@@ -99,15 +122,27 @@ def record(database, ro, observed, now):
             answer = None
     except errors.CdnaasError as exc:
         LOG.warning("vCDN %s: traffic not read this pass: %s", vcdn_id, exc)
-    levels = _levels(observed, now)
-    with database.transaction() as session:
-        _merge(session, vcdn_id, added, levels)
-        if read_any:
-            row = session.get(UsageCursor, vcdn_id, with_for_update=True)
-            if row is None:
-                session.add(UsageCursor(vcdn_id=vcdn_id, cursor=position, updated_at=now))
-            else:
-                row.cursor, row.updated_at = position, now
+    return added, position, read_any
+
+
+def _store_cursors(session, positions, now):
+    """Store ``{vcdn_id: cursor}`` (one upsert)."""
+    _upsert(session, UsageCursor.__table__, [
+        {"vcdn_id": v, "cursor": c, "updated_at": now} for v, c in positions.items()],
+        ["vcdn_id"], lambda excluded: {"cursor": excluded.cursor,
+                                       "updated_at": excluded.updated_at})
+
+
+def _upsert(session, table, rows, keys, changes):
+    """Insert ``rows`` into ``table``; a row whose ``keys`` are taken sets ``changes(excluded)``
+    instead (``INSERT ... ON CONFLICT DO UPDATE``, PostgreSQL's or SQLite's; one statement
+    compiled once, its rows sent together)."""
+    if not rows:
+        return
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(table)
+    session.execute(statement.on_conflict_do_update(index_elements=keys,
+                                                    set_=changes(statement.excluded)), rows)
 
 
 def purge(session, now):
@@ -166,23 +201,18 @@ def split(start, end):
     return pieces
 
 
-def _merge(session, vcdn_id, added, levels):
-    """Add ``added`` counters and ``levels`` to the vCDN's rows (created as needed)."""
-    keys = set(added) | set(levels)
-    if not keys:
-        return
-    minutes = [minute for _region, minute in keys]
-    rows = {(row.region, aware(row.minute)): row for row in session.scalars(
-        select(Usage).where(Usage.vcdn_id == vcdn_id, Usage.minute >= min(minutes),
-                            Usage.minute <= max(minutes)).with_for_update())}
-    for key in sorted(keys):
-        row = rows.get(key)
-        if row is None:
-            row = Usage(vcdn_id=vcdn_id, region=key[0], minute=key[1],
-                        **dict.fromkeys(COUNTERS, 0), **dict.fromkeys(LEVELS, 0.0))
-            session.add(row)
-        for name, amount in {**added.get(key, {}), **levels.get(key, {})}.items():
-            setattr(row, name, getattr(row, name) + amount)
+def _merge(session, found):
+    """Add each vCDN's ``(added counters, levels)`` of ``found`` to its rows (created as
+    needed): upserts adding the amounts in SQL."""
+    rows = []
+    for vcdn_id, (added, levels) in sorted(found.items()):
+        for key in sorted(set(added) | set(levels)):
+            rows.append({"vcdn_id": vcdn_id, "region": key[0], "minute": key[1],
+                         **dict.fromkeys(COUNTERS, 0), **dict.fromkeys(LEVELS, 0.0),
+                         **added.get(key, {}), **levels.get(key, {})})
+    table = Usage.__table__
+    _upsert(session, table, rows, ["vcdn_id", "region", "minute"], lambda excluded: {
+        name: table.c[name] + excluded[name] for name in COUNTERS + LEVELS})
 
 
 # -- reading ------------------------------------------------------------------------------

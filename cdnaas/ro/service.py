@@ -221,7 +221,41 @@ class DeploymentService:
 
         :raises NotFound, Conflict, UpstreamError: as :meth:`health` and :meth:`metrics`.
         """
-        deployment = self._active(deployment_id, "readings are taken")
+        return self._readings(deployment_id, self._active(deployment_id, "readings are taken"),
+                              cursor)
+
+    def readings_many(self, asked):
+        """:meth:`readings` of many deployments, their records read in one query.
+
+        :param asked: ``[{"id", "cursor"?}, ...]``.
+        :returns: one answer per entry, in order: :meth:`readings`' answer, or
+            ``{"id", "error": {"status", "message"}}`` where that call would have raised.
+        """
+        ids = [entry["id"] for entry in asked]
+        with self.database.transaction() as session:
+            records = {r.id: r for r in session.execute(  # not the SIGs: not needed here
+                select(DeploymentRecord.id, DeploymentRecord.status, DeploymentRecord.driver,
+                       DeploymentRecord.deployment).where(DeploymentRecord.id.in_(ids)))}
+            found = {}
+            for deployment_id in ids:
+                try:
+                    found[deployment_id] = self._active_record(
+                        deployment_id, records.get(deployment_id), "readings are taken")
+                except errors.CdnaasError as exc:
+                    found[deployment_id] = exc
+        answers = []
+        for entry in asked:
+            deployment = found[entry["id"]]
+            try:
+                if isinstance(deployment, errors.CdnaasError):
+                    raise deployment
+                answers.append(self._readings(entry["id"], deployment, entry.get("cursor")))
+            except errors.CdnaasError as exc:
+                answers.append({"id": entry["id"],
+                                "error": {"status": exc.status, "message": exc.message}})
+        return answers
+
+    def _readings(self, deployment_id, deployment, cursor):
         found = {"id": deployment_id, "health": self._health(deployment_id, deployment),
                  "metrics": self._metrics(deployment_id, deployment), "traffic": None,
                  "traffic_error": None}
@@ -338,12 +372,18 @@ class DeploymentService:
     def _active(self, deployment_id, what):
         """The driver's record of an ACTIVE deployment of this driver."""
         with self.database.transaction() as session:
-            record = _find(session, deployment_id)
-            if record.status != ACTIVE:
-                raise errors.Conflict(f"deployment {deployment_id} is {record.status}; "
-                                      f"{what} only while it is ACTIVE")
-            self._check_driver(record)
-            return Deployment.from_dict(record.deployment)
+            return self._active_record(deployment_id, _find(session, deployment_id), what)
+
+    def _active_record(self, deployment_id, record, what):
+        """The driver's :class:`Deployment` of ``record`` (None: unknown; or a row of its
+        ``id``, ``status``, ``driver`` and ``deployment``) if ACTIVE."""
+        if record is None:
+            raise errors.NotFound(f"no deployment {deployment_id}")
+        if record.status != ACTIVE:
+            raise errors.Conflict(f"deployment {deployment_id} is {record.status}; "
+                                  f"{what} only while it is ACTIVE")
+        self._check_driver(record)
+        return Deployment.from_dict(record.deployment)
 
     # -- start-up ---------------------------------------------------------
 

@@ -71,6 +71,11 @@ def deployment_readings(deployment_id):
     return _service().readings(deployment_id, request.args.get("cursor"))
 
 
+@blueprint.post("/readings")
+def many_readings():
+    return {"readings": _service().readings_many(request.get_json()["deployments"])}
+
+
 @blueprint.get("/deployments/<deployment_id>/access-log")
 def deployment_access_log(deployment_id):
     since, until = windows.window(request.args, "since", "until", clock.now(),

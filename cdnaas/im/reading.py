@@ -1,0 +1,119 @@
+"""A pass's readings of its vCDNs, many per request: RO's (health, figures, first
+traffic) and what the previous pass left of each (its points, its regions' recent levels,
+its traffic cursor).
+
+vCDNs are read in chunks of :data:`CHUNK`: one ``POST /ro/v1/readings`` and one query
+for the cursors per chunk, chunks on the pass's threads. What a replica's previous pass
+wrote of a vCDN it still observes is kept in its :class:`Memory`, so only vCDNs new to
+it (its first pass, a share it took over) are read back from the database, one by one.
+"""
+import dataclasses
+import logging
+import types
+
+from cdnaas.common import errors
+from cdnaas.im import flavors, monitoring, policy_hook, series, usage
+from cdnaas.im.models import Sample
+
+LOG = logging.getLogger(__name__)
+
+#: vCDNs per request to RO (its limit is 500)
+CHUNK = 100
+#: passes of history read per vCDN: with this pass's own, the policy's samples
+HISTORY_PASSES = policy_hook.HISTORY_SAMPLES - 1
+_COLUMNS = dict.fromkeys(c.name for c in Sample.__table__.columns)
+
+
+@dataclasses.dataclass
+class Seen:
+    """One ACTIVE vCDN as this pass read it."""
+
+    vcdn: dict
+    flavor: flavors.Flavor
+    model: object
+    readings: list
+    previous: dict
+    points: list = dataclasses.field(default_factory=list)
+    #: RO's first traffic answer of this pass (:class:`cdnaas.im.usage.TrafficRead`)
+    traffic: usage.TrafficRead | None = None
+    #: ``{region: [series.Level, ...]}`` of its latest passes, oldest first; the pass
+    #: adds its own once its points are taken
+    history: dict = dataclasses.field(default_factory=dict)
+    #: RO's health answer of this pass (``{"healthy", "vnfs"}``)
+    health: dict = dataclasses.field(default_factory=dict)
+
+
+class Memory:
+    """What this replica's latest pass wrote of each vCDN it observed: its points (as the
+    :class:`Sample` rows read back would be) and its regions' latest levels."""
+
+    def __init__(self):
+        self._kept = {}
+
+    def __len__(self):
+        return len(self._kept)
+
+    def recall(self, vcdn_id):
+        """``(previous, history)`` of ``vcdn_id``, or None if not kept."""
+        return self._kept.get(vcdn_id)
+
+    def keep(self, seen, at):
+        """Remember the points of ``seen`` (each a :class:`Seen`, its history closed) as
+        written ``at``; forget every other vCDN."""
+        self._kept = {
+            observed.vcdn["id"]: (
+                {(p["scope"], p["key"]): types.SimpleNamespace(**{**_COLUMNS, **p, "at": at})
+                 for p in observed.points},
+                {region: levels[-HISTORY_PASSES:] for region, levels in observed.history.items()})
+            for observed in seen}
+
+
+def read(database, ro, sidr, vcdns, remembered, models):
+    """``[(vcdn, Seen or error text)]`` of ``vcdns`` (SO views), read through ``ro``.
+
+    :param remembered: ``remembered(vcdn_id)``: ``(previous, history)`` or None.
+    :param models: ``{(flavor, version): model}`` read so far this pass (filled here: a
+        model file is looked up once a pass).
+    """
+    found = []
+    for start in range(0, len(vcdns), CHUNK):
+        chunk = vcdns[start:start + CHUNK]
+        ids = [v["id"] for v in chunk]
+        known = {i: remembered(i) for i in ids}
+        with database.sessions() as session:
+            cursors = usage.cursors(session, ids)
+            for vcdn_id in ids:
+                if known[vcdn_id] is None:
+                    known[vcdn_id] = (series.previous(session, vcdn_id),
+                                      series.region_history(session, vcdn_id, HISTORY_PASSES))
+        try:
+            answers = ro.readings_many([{"id": i, "cursor": cursors.get(i)} for i in ids])
+        except errors.CdnaasError as exc:
+            found += [(v, str(exc)) for v in chunk]
+            continue
+        for vcdn, answer in zip(chunk, answers):
+            if "error" in answer:
+                found.append((vcdn, answer["error"]["message"]))
+                continue
+            try:
+                found.append((vcdn, _seen(vcdn, sidr, answer, *known[vcdn["id"]],
+                                          cursors.get(vcdn["id"]), models)))
+            except (errors.CdnaasError, LookupError) as exc:
+                found.append((vcdn, str(exc)))
+    return found
+
+
+def _seen(vcdn, sidr, answer, previous, history, cursor, models):
+    """:param models: ``{flavor key: model}`` read so far (a model is read once a chunk)."""
+    flavor = flavors.of(vcdn, sidr)
+    key = (vcdn["flavor"], vcdn["template_version"])
+    if key not in models:
+        models[key] = flavor.model()
+    health = answer["health"]
+    by_name = {key: row for (scope, key), row in previous.items() if scope in ("cache", "vnf")}
+    readings = monitoring.readings(answer["metrics"]["vnfs"],
+                                   {v["name"]: v for v in health["vnfs"]}, by_name)
+    return Seen(vcdn=vcdn, flavor=flavor, model=models[key], readings=readings,
+                previous=previous, history={r: list(levels) for r, levels in history.items()},
+                traffic=usage.TrafficRead(cursor, answer["traffic"], answer["traffic_error"]),
+                health=health)
