@@ -29,6 +29,8 @@ import datetime
 import json
 import math
 import os
+import re
+import signal
 import sys
 import tempfile
 import time
@@ -57,6 +59,7 @@ TEMPLATE = {"flavor": "imbench", "version": 1, "plugin": "qoe-video", "technolog
                             "vcpus": {"min": 1, "max": 1}, "ram_mb": {"min": 256, "max": 256},
                             "config_templates": []}
                      for role in ("cache", "load_balancer", "dns")}}
+HOST = re.compile(r'"host": "([a-z]+-[0-9]+)"')
 #: tables copied per vCDN, and the column holding its id
 COPIED = (("so_instances", "id"), ("so_reservations", "instance_id"),
           ("so_operations", "instance_id"), ("ro_deployments", "id"))
@@ -155,18 +158,22 @@ def _copied(value, replace, number, hosts):
         text = json.dumps(value)
         for old, new in replace.items():
             text = text.replace(old, new)
-        for region, names in hosts.items():  # the seed's hosts are each region's first
-            text = text.replace(f'"host": "{region}-0"',
-                                f'"host": "{names[number % len(names)]}"')
+        text = HOST.sub(lambda m: f'"host": "{_host(m[1], number, hosts)}"', text)
         text = text.replace('"noop-', f'"noop{number}-')
         return Json(json.loads(text))
     if isinstance(value, str):
         for old, new in replace.items():
             value = value.replace(old.strip('"'), new.strip('"'))
-        if value.endswith("-0") and value.split("-")[0] in hosts:
-            names = hosts[value.split("-")[0]]
-            value = names[number % len(names)]
+        if value.rpartition("-")[0] in hosts:  # a reservation's host
+            value = _host(value, number, hosts)
     return value
+
+
+def _host(name, number, hosts):
+    """The host of copy ``number`` in place of the seed's ``name``: every host of the region
+    in turn (none left empty, which the IM would switch off during the measurement)."""
+    names = hosts[name.rpartition("-")[0]]
+    return names[(number + names.index(name)) % len(names)]
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -247,7 +254,7 @@ def measure(core, cluster, url, tmp, count, replicas, args):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no warm-up: {found}")
-            time.sleep(0.5)
+            time.sleep(2)
         start = until_boundary(args.interval)
         before = snapshot(pids, pg, im.replicas)
         time.sleep(max(0.0, start + args.periods * args.interval - 0.2 - time.time()))
@@ -256,14 +263,13 @@ def measure(core, cluster, url, tmp, count, replicas, args):
         per_period = [n for (n,) in conn.execute(
             "SELECT count(DISTINCT vcdn_id) FROM im_samples WHERE scope = 'vcdn' "
             "AND at >= to_timestamp(%s) AND at < to_timestamp(%s) "
-            "GROUP BY floor(extract(epoch FROM at) / %s) ORDER BY 1",
+            "GROUP BY floor(extract(epoch FROM at) / %s) ORDER BY min(at)",
             [start, start + args.periods * args.interval, args.interval])]
         points = conn.execute("SELECT count(*) FROM im_samples WHERE at >= to_timestamp(%s) "
                               "AND at < to_timestamp(%s) AND scope <> 'host'",
                               [start, start + args.periods * args.interval]).fetchone()[0]
-    observed = sum(per_period)
-    found = {"per period": per_period, "points per vCDN": points / max(1, observed),
-             "observed": observed, "postgres": after[1] - before[1]}
+    found = {"per period": per_period, "points per vCDN": points / max(1, sum(per_period)),
+             "postgres": after[1] - before[1]}
     for name in pids:
         found[name] = after[0][name] - before[0][name]
     found["replicas"] = []
@@ -276,6 +282,9 @@ def measure(core, cluster, url, tmp, count, replicas, args):
             / max(1, passes),
             "missed": two["cdnaas_im_periods_missed_total"]
             - one["cdnaas_im_periods_missed_total"]})
+    # observations of the passes that ended in the window (a pass longer than the period
+    # may start before it)
+    found["observed"] = sum(r["vcdns"] for r in found["replicas"])
     print(f"measured {count} vCDNs, {replicas} IM replica(s): {found}", flush=True)
     return found
 
@@ -342,6 +351,7 @@ def main():
     parser.add_argument("--hosts", type=int, default=300)
     parser.add_argument("--seed", type=int, default=6, help="vCDNs made through the API")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # clusters stopped
     env = {"CDNAAS_LOG_LEVEL": "WARNING", "CDNAAS_IM_INTERVAL": "86400"}
     runs, floors = {}, {}
     with postgres.cluster() as cluster, postgres.fresh_database(cluster.url) as url, \
@@ -379,8 +389,8 @@ def report(runs, floors, args):
     row("periods missed", [f"{sum(r['missed'] for r in f['replicas']):.0f}" for f in figures])
     row("observed every period", [
         "yes" if len(f["per period"]) == args.periods and min(f["per period"]) >= count
-        else f"no {min(f['per period'], default=0)}/{count}"
-        for (count, _r), f in runs.items()])
+        else f"no: {len(f['per period'])} of {args.periods}" if len(f["per period"]) < args.periods
+        else f"no: {min(f['per period'])}/{count}" for (count, _r), f in runs.items()])
     row("IM CPU per vCDN (ms)", [f"{_im(f) / f['observed'] * 1000:.2f}" for f in figures])
     row("  per replica, per period (s)", [
         "/".join(f"{f[f'im{n}'] / args.periods:.1f}" for n in range(replicas))

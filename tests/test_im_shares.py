@@ -1,6 +1,7 @@
 """The IM pass shared by replicas: two replicas on one PostgreSQL split the vCDNs between
 them, every vCDN observed each period; a replica that dies has its share taken over once
 its lease expired. And RO's readings of many deployments in one call."""
+import concurrent.futures
 import datetime as dt
 import time
 
@@ -132,3 +133,19 @@ def test_ro_reads_many_deployments_in_one_call(database_url):
             [v["name"] for v in one["metrics"]["vnfs"]]
         for body in ({"deployments": []}, {"deployments": [{"id": "vcdn-1", "x": 1}]}, {}):
             assert client.post("/ro/v1/readings", json=body).status_code == 400
+
+
+def test_replicas_beginning_together_keep_their_shares(database, replica):
+    """Periods are shared: replicas begin their passes at the same instant. One waits for
+    the other's rows rather than skipping them (and finding none of its own)."""
+    first, second = replica("im-a"), replica("im-b")
+    for found in (first, second):
+        found.end(found.begin(leads=False), None)
+    first.end(first.begin(leads=False), None)  # A gives back what B takes next
+    for _ in range(5):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            began = list(pool.map(lambda r: r.begin(leads=False), (first, second)))
+        assert [len(s.held) for s in began] == [shares.SHARES // 2] * 2
+        assert not began[0].held & began[1].held
+        for found, share in zip((first, second), began):
+            found.end(share, None)

@@ -108,7 +108,9 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     measured = {}
     if share.leads and meter is not None and (watts := meter.watts()) is not None:
         measured[meter.host] = watts
-    host_points, host_power = _power(database, seen, hosts_now, measured, now, share.peers)
+    loads = _loads(seen, hosts_now)
+    host_points, host_power = _power(database, seen, loads, hosts_now, measured, now,
+                                     share.peers)
     _close_histories(seen, now)
     quality_events.report(so, seen)
     with database.transaction() as session:
@@ -129,7 +131,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     refused = {d["region"]: d["details"].get("error", "") for d in recorded
                if d["kind"] == "scale_out" and d["outcome"] == "refused" and d["region"]
                and d["details"].get("refused_for") == "capacity"}
-    share.summary = summary(seen, hosts_now, refused)
+    share.summary = summary(seen, loads, refused)
     marks, marked = [], None
     if share.leads:
         marks, marked = _power_hosts(database, so, ro, now, hosts_now, seen, share.peers,
@@ -141,16 +143,16 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     return recorded + marks
 
 
-def summary(seen, hosts_now, refused):
+def summary(seen, loads, refused):
     """What a pass saw of hosts and regions, for the leader of another pass to add up:
     ``{"hosts": {host: [vCPUs, weighted busy cores]}, "regions": region_parts(seen),
-    "refused": {region: SO's answer}}``."""
-    loads = {}
-    for load in _loads(seen, hosts_now):
-        found = loads.setdefault(load[0], [0, 0.0])
-        found[0] += load[1].vcpus
-        found[1] += load[1].weighted_cpu
-    return {"hosts": loads, "regions": region_parts(seen), "refused": refused}
+    "refused": {region: SO's answer}}`` (``loads``: :func:`_loads` of ``seen``)."""
+    hosts_seen = {}
+    for host, load in loads:
+        found = hosts_seen.setdefault(host, [0, 0.0])
+        found[0] += load.vcpus
+        found[1] += load.weighted_cpu
+    return {"hosts": hosts_seen, "regions": region_parts(seen), "refused": refused}
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -190,15 +192,16 @@ def _loads(seen, hosts_now):
         for observed in seen for reading in observed.readings if reading.host in hosts_now]
 
 
-def _power(database, seen, hosts_now, measured, now, peers=()):
+def _power(database, seen, own, hosts_now, measured, now, peers=()):
     """Each host's power and each VNF's share; fills every ``Seen.points``. A host the IM
     has switched off (marked, and disabled in SO: the driver applied it) draws nothing.
-    The VNFs other replicas observe count as their latest ``peers`` summaries say.
+    ``own``: :func:`_loads` of ``seen``; the VNFs other replicas observe count as their
+    latest ``peers`` summaries say.
 
     :returns: ``(host points, {host: HostPower})``.
     """
     loads = {}
-    for host, load in _loads(seen, hosts_now):
+    for host, load in own:
         loads.setdefault(host, []).append(load)
     for number, peer in enumerate(peers):
         for host, (vcpus, busy) in peer.get("hosts", {}).items():

@@ -113,8 +113,10 @@ class Shares:
             session.flush()
             live = session.scalars(select(Replica)).all()
             fair = math.ceil(SHARES / max(1, len(live)))
+            # every row, waiting for a peer's begin or end (not SKIP LOCKED: a replica that
+            # skipped the rows a peer held locked would see none of its own); in id order
             rows = session.scalars(select(ShareRow).order_by(ShareRow.id)
-                                   .with_for_update(skip_locked=True)).all()
+                                   .with_for_update()).all()
             mine = [r for r in rows if self.claims.mine(r)]
             free = [r for r in rows if not self.claims.mine(r)
                     and self.claims.free(r, startup=not self._started, now=now)]
@@ -145,7 +147,7 @@ class Shares:
             if excess > 0:
                 given = sorted(self._held)[-excess:]
                 for row in session.scalars(select(ShareRow).where(ShareRow.id.in_(given))
-                                           .with_for_update()):
+                                           .order_by(ShareRow.id).with_for_update()):
                     self.claims.give_back(row)
                 self._held -= set(given)
                 LOG.info("gave %d share(s) back for %d replica(s)", excess, count)
