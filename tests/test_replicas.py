@@ -145,12 +145,13 @@ def test_two_replicas_pass_a_lifecycle_and_run_everything_once(stack):
     assert all(finished(stack, op) == 1 for op in operations), \
         {op: finished(stack, op) for op in operations}
     assert not any("taking over" in log for log in logs(stack, "so") + logs(stack, "ro"))
-    # one IM pass per period across both replicas: passes at least an interval apart, and
-    # one health decision per vCDN (a pass run twice over would record it twice)
+    # the replicas share each period's pass: host decisions once a period (by the leader;
+    # a pass that overran its period starts the next at once), not once per replica, and
+    # one health decision per vCDN (a vCDN observed twice over would record it twice)
     times = pass_times(stack, since)
     assert len(times) >= 4
-    gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:])]
-    assert min(gaps) >= INTERVAL * 0.9, gaps
+    span = (times[-1] - times[0]).total_seconds()
+    assert len(times) <= span / INTERVAL + 2, (len(times), span)
     with stack.db.sessions() as session:
         for vcdn, _op in created:
             health = session.scalars(select(Action.outcome).where(
@@ -398,6 +399,33 @@ def test_a_claim_renewed_before_its_transaction_commits_is_not_lost(so_database,
             assert claims.lost(operation_id)
     finally:
         claims.stop()
+
+
+def test_work_that_could_not_write_its_end_is_taken_over_by_its_own_replica(tmp_path,
+                                                                           monkeypatch):
+    """Work whose end could not be written (the database restarting then) leaves its row
+    busy and claimed by this replica, unrenewed: once the lease ran out the replica's
+    own watcher takes it over, as a peer's, not only its next start. Rows whose work
+    still runs here (held) are left alone."""
+    monkeypatch.setenv("CDNAAS_LEASE_SECONDS", "600")
+    database = so_tables(f"sqlite:///{tmp_path / 'so.db'}")
+    orphan, running = (add_instance(database, states.INSTANTIATE, sample_sig(name),
+                                    states.DEPLOYING) for name in ("orphan", "running"))
+    runner = operations.OperationRunner(database, ro_client=FakeRo())
+    try:
+        with database.transaction() as session:
+            for operation_id in (orphan, running):
+                row = session.get(Operation, operation_id)
+                row.claimed_by = runner.claims.owner
+                row.claim_expires = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+        runner.claims.hold(running)
+        before = operation(database, running).state
+        assert runner.take_over() == [orphan]
+        assert wait_ended(database, orphan)[0] == "COMPLETED"
+        assert operation(database, running).state == before  # not resumed a second time
+    finally:
+        runner.shutdown()
+        database.dispose()
 
 
 def test_on_sqlite_a_starting_so_takes_every_claim(tmp_path, monkeypatch):

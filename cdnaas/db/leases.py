@@ -111,23 +111,25 @@ class Claims:
         return expires is None or expires < (now or utcnow())
 
     def claimable(self, startup=False, now=None):
-        """A SQL condition: the rows of others :meth:`free` would let this replica take
-        (never its own: their work runs in this process).
+        """A SQL condition: the rows of others :meth:`free` would let this replica take,
+        and its own whose work ended here without writing its end (the database away at
+        that moment): their claim ran out, as none held is renewed. Rows this process
+        holds are never taken: their work runs.
 
         Unclaimed rows count at start-up, and later only once unchanged for a lease (a
         peer that just wrote one claims it in the same transaction; older unclaimed busy
         rows were left by a process that died or predates claims).
         """
         now = now or utcnow()
-        column = self.model.claimed_by
+        column, expired = self.model.claimed_by, self.model.claim_expires < now
         unclaimed = column.is_(None) if startup else and_(
             column.is_(None),
             self.model.updated_at < now - dt.timedelta(seconds=lease_seconds()))
         predecessor = (true() if self.sqlite else column.startswith(f"{self.name}#",
                                                                      autoescape=True)) \
             if startup else false()
-        return or_(unclaimed, and_(column != self.owner,
-                                   or_(self.model.claim_expires < now, predecessor)))
+        orphaned = and_(column == self.owner, expired, self.model.id.not_in(self.held()))
+        return or_(unclaimed, and_(column != self.owner, or_(expired, predecessor)), orphaned)
 
     def take(self, record):
         """Claim ``record`` (its row locked by the caller) and hold it from now on."""
