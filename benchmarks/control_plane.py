@@ -21,7 +21,6 @@ again (the reference, in the same run, after the other two):
 import argparse
 import concurrent.futures
 import multiprocessing
-import os
 import random
 import signal
 import statistics
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import func, select  # noqa: E402
 
+from benchmarks import proc  # noqa: E402
 from cdnaas.common.ports import free_loopback_ports  # noqa: E402
 from cdnaas.db.engine import Database  # noqa: E402
 from cdnaas.so.models import Operation  # noqa: E402
@@ -48,7 +48,6 @@ from tests.support.stack import replicated_stack  # noqa: E402
 REGIONS = ("eu", "us", "asia")
 HOST_VCPUS = 128
 FLOOR = Path(__file__).with_name("control_plane_floor.py")
-TICKS = os.sysconf("SC_CLK_TCK")
 TENANTS = 10
 LEASE = {"end": "2099-01-01T00:00:00Z"}
 MIX = (("get", 0.50), ("list", 0.25), ("quote", 0.25))
@@ -215,14 +214,7 @@ CPU_CLIENTS = 4
 
 def cpu_seconds(pids):
     """``{pid: CPU seconds (user + system) used so far}`` of the live processes ``pids``."""
-    found = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        except OSError:  # gone
-            continue
-        found[pid] = (int(fields[11]) + int(fields[12])) / TICKS
-    return found
+    return {pid: used for pid in pids if (used := proc.cpu_seconds(pid)) is not None}
 
 
 class Backends:

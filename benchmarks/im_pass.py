@@ -24,7 +24,6 @@ runs with one and with two replicas (their own processes, the periodic passes ev
     .venv/bin/python benchmarks/im_pass.py [--vcdns 1000,10000] [--periods 4]
 """
 import argparse
-import contextlib
 import datetime
 import json
 import math
@@ -43,12 +42,12 @@ from psycopg.types.json import Json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import proc  # noqa: E402
 from cdnaas.im.shares import SHARES  # noqa: E402
 from tests.support import postgres  # noqa: E402
 from tests.support.stack import replicated_stack  # noqa: E402
 
 REGIONS = ("eu", "us", "asia")
-TICKS = os.sysconf("SC_CLK_TCK")
 LEASE = {"end": "2099-01-01T00:00:00Z"}
 #: a qoe-video flavor of one 1-vCPU VNF per role: readings, QoE estimate and policy run
 #: for every vCDN, and no policy decision changes one (nothing to scale to)
@@ -178,15 +177,6 @@ def _host(name, number, hosts):
 
 # -- measuring ----------------------------------------------------------------------------------
 
-def cpu(pid, children=False):
-    """CPU seconds of process ``pid`` (with its reaped children's: PostgreSQL's backends)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    used = int(fields[11]) + int(fields[12])
-    if children:
-        used += int(fields[13]) + int(fields[14])
-    return used / TICKS
-
-
 class Postgres:
     """The throwaway cluster's CPU: its postmaster, live backends and reaped ones."""
 
@@ -194,13 +184,10 @@ class Postgres:
         self.pid = int((cluster.data / "postmaster.pid").read_text().split()[0])
 
     def cpu(self):
-        total = cpu(self.pid, children=True)
+        total = proc.cpu_seconds(self.pid, children=True)
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, IndexError):
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                    if int(fields[1]) == self.pid:
-                        total += (int(fields[11]) + int(fields[12])) / TICKS
+            if entry.name.isdigit() and proc.parent(entry.name) == self.pid:
+                total += proc.cpu_seconds(entry.name) or 0.0
         return total
 
 
@@ -226,7 +213,7 @@ def until_boundary(interval, margin=0.2):
 
 
 def snapshot(pids, pg, replicas):
-    return ({name: cpu(pid) for name, pid in pids.items()}, pg.cpu(),
+    return ({name: proc.cpu_seconds(pid) for name, pid in pids.items()}, pg.cpu(),
             [scrape(r) for r in replicas])
 
 

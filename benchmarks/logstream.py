@@ -37,6 +37,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import proc  # noqa: E402
 from cdnaas.common import config  # noqa: E402
 from cdnaas.common.sig import ServiceInstanceGraph  # noqa: E402
 from cdnaas.delivery import logstreams  # noqa: E402
@@ -57,9 +58,7 @@ def median(values):
 
 def shipper_rss_kb(prefix):
     """Resident memory of the balancer's shipper (kB)."""
-    pid = processes.pid_in(prefix / "logship.pid")
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        return int(next(line for line in status if line.startswith("VmRSS:")).split()[1])
+    return proc.memory_bytes(processes.pid_in(prefix / "logship.pid")) // 1024
 
 
 def window(target, seconds, connections):

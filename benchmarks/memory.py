@@ -25,6 +25,7 @@ from sqlalchemy import text
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import control_plane  # noqa: E402
+from benchmarks import proc  # noqa: E402
 from cdnaas.cli.stack import read_pid_file  # noqa: E402
 from cdnaas.db.engine import Database  # noqa: E402
 from tests.support import postgres  # noqa: E402
@@ -192,13 +193,6 @@ def typical_pass(stack, tokens, database):
 
 # -- memory -------------------------------------------------------------------------------------
 
-def _status(pid, field):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def _tree(pid):
     """``pid`` and its descendants."""
     found, todo = [], [pid]
@@ -216,8 +210,8 @@ def memory(stack):
     found = {}
     for service, recorded in read_pid_file(stack.state_dir)["services"].items():
         tree = _tree(recorded["pid"])
-        found[service] = (sum(_status(p, "VmRSS") for p in tree),
-                          sum(_status(p, "VmHWM") for p in tree))
+        found[service] = (sum(proc.memory_bytes(p) for p in tree),
+                          sum(proc.memory_bytes(p, "VmHWM") for p in tree))
     return found
 
 

@@ -247,21 +247,21 @@ def billed(database_url):
 
 def test_rows_and_cursor_are_written_together_so_nothing_counts_twice(billed, database_url):
     database, now, ro, start = billed.database, billed.now, billed.ro, START
-    usage.record(database, ro, observed("billed", None, 100, 50.0), start)
+    usage.record_many(database, ro, [observed("billed", None, 100, 50.0)], start)
     for step in range(1, 4):
         now[0] += 30
         at = dt.datetime.fromtimestamp(now[0], dt.timezone.utc)
         if step == 2:  # an answer the IM lost (it died before committing): asked again
             with database.sessions() as session:
                 ro.traffic("billed", session.get(UsageCursor, "billed").cursor)
-        usage.record(database, ro, observed("billed", at - dt.timedelta(seconds=30), 100,
-                                            50.0), at)
+        usage.record_many(database, ro, [observed("billed", at - dt.timedelta(seconds=30),
+                                                  100, 50.0)], at)
     database = Database(database_url)  # a restarted IM goes on from the stored cursor
     try:
         now[0] += 30
         at = dt.datetime.fromtimestamp(now[0], dt.timezone.utc)
-        usage.record(database, ro, observed("billed", at - dt.timedelta(seconds=30), 100, 50.0),
-                     at)
+        usage.record_many(database, ro, [observed("billed", at - dt.timedelta(seconds=30), 100,
+                                                  50.0)], at)
         with database.sessions() as session:
             report = usage.report(session, "billed", start - dt.timedelta(hours=1),
                                   at + dt.timedelta(hours=1))
@@ -293,20 +293,20 @@ def test_traffic_read_with_the_readings_is_counted_without_asking_ro_again(bille
 
     def stored():
         with database.sessions() as session:
-            return usage.cursor(session, "billed")
+            return usage.cursors(session, ["billed"]).get("billed")
     billed.driver.metrics(billed.deployment)  # the counters start
     billed.now[0] += 60  # a minute of viewers
     first = traffic.read(billed.driver, billed.deployment, None)
     seen = observed("billed", None, 100, 50.0)
     seen.traffic = usage.TrafficRead(None, first)
-    usage.record(database, ro, seen, start)
+    usage.record_many(database, ro, [seen], start)
     assert ro.calls == 0 and stored() == first["cursor"]
 
     billed.now[0] += 30
     at = start + dt.timedelta(seconds=30)
     seen = observed("billed", start, 100, 50.0)
     seen.traffic = usage.TrafficRead(first["cursor"], None, "the VIM could not read the logs")
-    usage.record(database, ro, seen, at)
+    usage.record_many(database, ro, [seen], at)
     assert ro.calls == 0 and stored() == first["cursor"]
     with database.sessions() as session:
         report = usage.report(session, "billed", start - dt.timedelta(hours=1),
@@ -316,7 +316,7 @@ def test_traffic_read_with_the_readings_is_counted_without_asking_ro_again(bille
     assert report["total"]["viewer_hours"] == pytest.approx(2 * 100 * 30 / 3600)  # 2 regions
 
     seen = observed("billed", at, 100, 50.0)  # next pass: read from the kept cursor
-    usage.record(database, ro, seen, at + dt.timedelta(seconds=30))
+    usage.record_many(database, ro, [seen], at + dt.timedelta(seconds=30))
     assert ro.calls == 1 and stored() != first["cursor"]
 
 

@@ -329,39 +329,42 @@ def region_parts(seen):
     the recent highs beyond now. Parts of disjoint vCDNs add up (:func:`_add_parts`)."""
     boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
     settle = max(1, config.setting("CDNAAS_IM_HOST_IDLE_PASSES"))
+    return _add_parts(_vcdn_parts(observed, boot, settle) for observed in seen)
+
+
+def _vcdn_parts(observed, boot, settle):
+    """The :func:`region_parts` of one vCDN (``boot``: a host's boot seconds; ``settle``:
+    the passes whose highest viewers count)."""
     parts = {}
-    for observed in seen:
-        for reading in observed.readings:
-            part = parts.setdefault(reading.region, {})
-            part["observed"] = part.get("observed", 0) + reading.vcpus
-        for region in observed.vcdn["regions"]:
-            name = region["name"]
-            caches = [r for r in observed.readings if r.region == name and r.role == "cache"]
-            if not caches:
-                continue
-            part = parts.setdefault(name, {})
-            part["biggest"] = max(part.get("biggest", 0), max(r.vcpus for r in caches))
-            target = region["quality"].get("min_mos")
-            model = observed.model
-            if target is None or model is None:
-                continue
-            per_vcpu = model.max_load_for_mos(min(target + NEED_MARGIN, model.best_mos))
-            points = observed.history.get(name, [])[-(2 * TREND_SAMPLES + 1):]
-            if not per_vcpu or not points:
-                continue
-            rise = _rise(points)
-            needed = (points[-1].viewers or 0) / per_vcpu
-            highest = max(p.viewers or 0 for p in observed.history[name][-settle:]) / per_vcpu
-            # vCPUs the viewers needed at their highest of the last passes beyond now
-            part["dips"] = part.get("dips", 0) + highest - needed
-            # positive: surplus caches; negative: caches missing (a scale out to come)
-            part["surplus"] = part.get("surplus", 0) + sum(r.vcpus for r in caches) - needed
-            part["growth"] = part.get("growth", 0) + rise * boot / per_vcpu
-            # no vCDN is owed room beyond the demand its customer declared (past it, the
-            # region is served as best it can be: no cap)
-            room = region.get("demand", 0) / per_vcpu - needed
-            owed = part.get("owed", 0)
-            part["owed"] = None if room < 0 or owed is None else owed + room
+    for reading in observed.readings:
+        part = parts.setdefault(reading.region, {})
+        part["observed"] = part.get("observed", 0) + reading.vcpus
+    for region in observed.vcdn["regions"]:
+        name = region["name"]
+        caches = [r for r in observed.readings if r.region == name and r.role == "cache"]
+        if not caches:
+            continue
+        part = parts.setdefault(name, {})
+        part["biggest"] = max(r.vcpus for r in caches)
+        target = region["quality"].get("min_mos")
+        model = observed.model
+        if target is None or model is None:
+            continue
+        per_vcpu = model.max_load_for_mos(min(target + NEED_MARGIN, model.best_mos))
+        points = observed.history.get(name, [])[-(2 * TREND_SAMPLES + 1):]
+        if not per_vcpu or not points:
+            continue
+        needed = (points[-1].viewers or 0) / per_vcpu
+        highest = max(p.viewers or 0 for p in observed.history[name][-settle:]) / per_vcpu
+        # vCPUs the viewers needed at their highest of the last passes beyond now
+        part["dips"] = highest - needed
+        # positive: surplus caches; negative: caches missing (a scale out to come)
+        part["surplus"] = sum(r.vcpus for r in caches) - needed
+        part["growth"] = _rise(points) * boot / per_vcpu
+        # no vCDN is owed room beyond the demand its customer declared (past it, the
+        # region is served as best it can be: no cap)
+        room = region.get("demand", 0) / per_vcpu - needed
+        part["owed"] = room if room >= 0 else None
     return parts
 
 

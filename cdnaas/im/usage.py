@@ -62,21 +62,10 @@ class TrafficRead:
     error: str | None = None
 
 
-def cursor(session, vcdn_id):
-    """The vCDN's stored traffic cursor (None before its first read)."""
-    stored = session.get(UsageCursor, vcdn_id)
-    return stored.cursor if stored else None
-
-
 def cursors(session, vcdn_ids):
     """``{vcdn_id: cursor}`` of those of ``vcdn_ids`` that have one."""
     return dict(session.execute(select(UsageCursor.vcdn_id, UsageCursor.cursor)
                                 .where(UsageCursor.vcdn_id.in_(vcdn_ids))).all())
-
-
-def record(database, ro, observed, now):
-    """:func:`record_many` of one vCDN."""
-    record_many(database, ro, [observed], now)
 
 
 def record_many(database, ro, seen, now):
@@ -86,13 +75,15 @@ def record_many(database, ro, seen, now):
     ``ro`` without it), and its levels since its previous pass. A traffic read that fails
     is logged and retried next pass. (A vCDN is observed by one pass at a time: the cursor
     read first is still the stored one when the figures read from it are written.)"""
+    unread = [o.vcdn["id"] for o in seen if o.traffic is None]
+    stored = {}
+    if unread:
+        with database.sessions() as session:
+            stored = cursors(session, unread)
     read = {}
     for observed in seen:
         vcdn_id = observed.vcdn["id"]
-        first = observed.traffic
-        if first is None:
-            with database.sessions() as session:
-                first = TrafficRead(cursor(session, vcdn_id), None)
+        first = observed.traffic or TrafficRead(stored.get(vcdn_id), None)
         read[vcdn_id] = (*_traffic(ro, vcdn_id, first), _levels(observed, now))
     with database.transaction() as session:
         _merge(session, {v: (added, levels) for v, (added, _p, _r, levels) in read.items()})

@@ -236,19 +236,11 @@ class DeploymentService:
             records = {r.id: r for r in session.execute(  # not the SIGs: not needed here
                 select(DeploymentRecord.id, DeploymentRecord.status, DeploymentRecord.driver,
                        DeploymentRecord.deployment).where(DeploymentRecord.id.in_(ids)))}
-            found = {}
-            for deployment_id in ids:
-                try:
-                    found[deployment_id] = self._active_record(
-                        deployment_id, records.get(deployment_id), "readings are taken")
-                except errors.CdnaasError as exc:
-                    found[deployment_id] = exc
         answers = []
         for entry in asked:
-            deployment = found[entry["id"]]
             try:
-                if isinstance(deployment, errors.CdnaasError):
-                    raise deployment
+                deployment = self._active_record(entry["id"], records.get(entry["id"]),
+                                                 "readings are taken")
                 answers.append(self._readings(entry["id"], deployment, entry.get("cursor")))
             except errors.CdnaasError as exc:
                 answers.append({"id": entry["id"],

@@ -45,7 +45,7 @@ from cdnaas.ro.vim.local.system import ip_batch, run
 
 LOG = logging.getLogger(__name__)
 
-TOOLS = ("ip", "nginx", "dnsmasq", "nft", "dig", "curl")
+TOOLS = ("ip", "nginx", "dnsmasq", "nft")
 HTTP_PORT = 80
 HTTPS_PORT = 443
 DNS_BASE_PORT = 5300  # to 5399: each region's dnsmasq on the DNS VNF (:func:`_dns_ports`)
