@@ -16,7 +16,6 @@ DOCS = Path(__file__).resolve().parent
 sys.path[:0] = [str(DOCS / "_ext"), str(DOCS.parent)]
 
 project = "CDNaaS"
-author = "the CDNaaS developers"
 copyright = "CDNaaS developers"  # pylint: disable=redefined-builtin
 
 extensions = [
