@@ -51,6 +51,8 @@ setup(
                  "playwright>=1.49,<2", "brotli>=1.1,<2"],
         # the `openstack cdn ...` commands (cdnaas.osc): an OpenStackClient plugin on osc-lib
         "openstack": ["python-openstackclient>=7", "osc-lib>=3"],
+        # the documentation site (docs/, Markdown pages; its API reference from api-spec/)
+        "docs": ["sphinx>=8,<10", "myst-parser>=4,<6", "sphinxcontrib-openapi>=0.8,<1"],
     },
     entry_points={
         "console_scripts": ["cdnaas = cdnaas.cli.main:cli"]

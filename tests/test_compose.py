@@ -62,7 +62,7 @@ def _host_ports(spec):
     return list(range(int(first), int(last or first) + 1))
 
 
-REPLICAS = 2  # copies of every service (README: replicas)
+REPLICAS = 2  # copies of every service (docs/replicas.md)
 
 
 def test_every_cdnaas_service_is_in_the_compose_file(compose):

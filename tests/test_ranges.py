@@ -221,7 +221,7 @@ def test_an_unsatisfiable_range_is_416_with_the_size(chain):
 def test_several_ranges_get_the_whole_object(chain):
     """nginx's slice module answers one range per request (``r->single_range``): a request
     of several ranges gets the whole object, 200, from a MISS and a HIT alike, as RFC 9110
-    allows (README, Byte ranges)."""
+    allows (docs/byte-ranges.md)."""
     path, size = "/video/low/seg-1.m4s", origin_server.QUALITIES["low"]
     for status in ("MISS", "HIT"):
         answer = chain.get(path, Range="bytes=0-9,100-109")

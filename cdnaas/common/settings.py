@@ -3,8 +3,9 @@
 Settings are environment variables, read at call time (never frozen at import), so
 one set of variables describes a deployment for the CLI, ``docker-compose.yml`` and
 the tests alike. Code reads them through :func:`get` (or the helpers of
-:mod:`cdnaas.common.config`); the README's configuration table is generated from
-this declaration (``python -m cdnaas.common.settings``) and a test keeps the two equal.
+:mod:`cdnaas.common.config`); the configuration reference of the docs site
+(``docs/configuration.md``) is generated from this declaration as the site is built, and
+``python -m cdnaas.common.settings`` prints the same table in a terminal.
 """
 import dataclasses
 import os
@@ -321,6 +322,19 @@ DECLARED = (
 
 BY_NAME = {setting.name: setting for setting in DECLARED}
 
+#: each ``Setting.group``'s title in the configuration reference, in the order shown
+GROUPS = {
+    "deployment": "Deployment: where the services are, their state, keys and clock",
+    "identity": "Identity and policy of the customer API",
+    "origins": "Origins and models",
+    "api": "Customer API",
+    "so": "Service Orchestrator (SO)",
+    "ro": "Resource Orchestrator (RO): VIM, zone and power drivers",
+    "openstack": "The openstack VIM driver",
+    "im": "Instance Manager (IM)",
+    "cli": "Command line",
+}
+
 
 def get(name, environ=None):
     """The value of the declared setting ``name`` now, in ``environ`` (default:
@@ -331,12 +345,13 @@ def get(name, environ=None):
     return BY_NAME[name].read(environ)
 
 
-def markdown_table():
-    """The README's configuration table."""
+def markdown_table(group=None):
+    """The configuration table (Markdown) of every setting, or of ``group``'s."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
-    lines += [f"| `{s.name}` | {s.shown_default} | {s.help} |" for s in DECLARED]
+    lines += [f"| `{s.name}` | {s.shown_default} | {s.help} |" for s in DECLARED
+              if group in (None, s.group)]
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":  # python -m cdnaas.common.settings > the README's table
+if __name__ == "__main__":  # python -m cdnaas.common.settings: every setting, in a terminal
     sys.stdout.write(markdown_table())
