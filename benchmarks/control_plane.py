@@ -268,16 +268,18 @@ def send_all(target, kind, count, owned, tenant_of):
 
 
 def cpu_of_requests(target, kind, count, owned, tenant_of, backends):
-    """``(process CPU s, PostgreSQL CPU s, median wall s)`` per request of one batch."""
+    """``(process CPU s, PostgreSQL CPU s, median wall s, {process name: CPU s})`` per
+    request of one batch (``target["pids"]``: ``{pid: process name}``)."""
     own_before, pg_pids = cpu_seconds(target["pids"]), backends.pids()
     pg_before = cpu_seconds(pg_pids)
     wall = send_all(target, kind, count, owned, tenant_of)
     own_after = cpu_seconds(target["pids"])
     pg_after = cpu_seconds(set(pg_pids) | set(backends.pids()))
     served = count // CPU_CLIENTS * CPU_CLIENTS
-    own = sum(own_after[p] - own_before.get(p, 0) for p in own_after)
+    by_name = {target["pids"][p]: (own_after[p] - own_before.get(p, 0)) / served
+               for p in own_after}
     pg = sum(pg_after[p] - pg_before.get(p, 0) for p in pg_after)
-    return own / served, pg / served, wall
+    return sum(by_name.values()), pg / served, wall, by_name
 
 
 def start_floor(stack, url):
@@ -304,7 +306,8 @@ def profile(target, kind, count, owned, tenant_of, processes, directory):
     """One more batch of ``kind`` to ours with py-spy recording each of ``processes``
     (``{service: Popen}``) into ``directory/<service>-<kind>.txt``."""
     directory.mkdir(parents=True, exist_ok=True)
-    spies = [subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--nonblocking", "--format", "raw",
+    spies = [subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record",
+                               "--nonblocking", "--gil", "--format", "raw",  # CPU in Python
                                "--rate", "250", "--pid", str(process.pid),
                                "--output", str(directory / f"{service}-{kind}.txt")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -323,8 +326,8 @@ def cpu_per_request(stack, url, owned, tenant_of, args):
     floor, floor_url = start_floor(replica, url)
     backends = Backends(url)
     targets = {"ours": {"url": replica.urls["api"], "floor": False,
-                        "pids": [p.pid for p in replica.stack.processes.values()]},
-               "floor": {"url": floor_url, "floor": True, "pids": [floor.pid]}}
+                        "pids": {p.pid: name for name, p in replica.stack.processes.items()}},
+               "floor": {"url": floor_url, "floor": True, "pids": {floor.pid: "floor"}}}
     found = {kind: {name: [] for name in targets} for kind, _ in CPU_KINDS}
     try:
         for kind, _ in CPU_KINDS:  # warm both: connections, caches, imports
@@ -374,6 +377,11 @@ def report_cpu(found, args):
               f"{statistics.median(ratios):>7.2f}x{' '.join(f'{r:.2f}' for r in ratios):>24}"
               f"{walls:>22}")
     print("(in brackets: of which the PostgreSQL backends)")
+    for kind, _ in CPU_KINDS:
+        ours = found[kind]["ours"]
+        print(f"ours by process, {kind} (ms, medians): " + ", ".join(
+            f"{name} {statistics.median(r[3][name] for r in ours) * 1000:.2f}"
+            for name in sorted(ours[0][3])))
 
 
 def main():

@@ -60,8 +60,10 @@ def stack(postgres_admin_url, tmp_path_factory):
 
 
 def mode(stack, name):
+    """Route each service's connections by ``name`` from now on (kept-alive ones too)."""
     for proxy in stack.proxies.values():
         proxy.mode = name
+        proxy.reset()
 
 
 def logs(stack, service):

@@ -1,5 +1,6 @@
 """Thin JSON-over-HTTP client that every inter-service client builds on."""
 import logging
+import threading
 
 import requests
 from flask import current_app, has_app_context
@@ -25,9 +26,9 @@ class JsonClient:
     :param session: what sends the requests: an object with ``requests.Session``'s
         ``request(method, url, **kwargs)`` and ``get(url, **kwargs)`` returning
         ``requests.Response`` (a keystoneauth session behind an adapter such as
-        :class:`cdnaas.osc.client.KeystoneTransport`); a new ``requests.Session`` when
-        omitted (between services, one that reads no proxy settings or ``.netrc`` from
-        the environment at each request).
+        :class:`cdnaas.osc.client.KeystoneTransport`). When omitted: between services,
+        the calling thread's kept-alive session (:func:`service_session`); otherwise a
+        new ``requests.Session``.
     """
 
     service = None  # set by subclasses to find their URL in the environment
@@ -38,8 +39,7 @@ class JsonClient:
         self.key_file = key_file
         self.signed = not token and self.service in config.INTERNAL_SERVICES
         if session is None:
-            session = requests.Session()
-            session.trust_env = not self.signed
+            session = service_session() if self.signed else requests.Session()
         self.session = session
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -122,6 +122,22 @@ class JsonClient:
             marker = page.get("next")
             if not marker:
                 return found
+
+
+_THREAD = threading.local()
+
+
+def service_session():
+    """The calling thread's session for calls between services: its connections are kept
+    alive from one call to the next (a request no longer opens a TCP connection per hop),
+    and it reads no proxy settings or ``.netrc`` from the environment at each request.
+    A connection the peer closed meanwhile (its idle timeout, a replica stopped) is
+    noticed before reuse and opened again."""
+    session = getattr(_THREAD, "session", None)
+    if session is None:
+        session = _THREAD.session = requests.Session()
+        session.trust_env = False
+    return session
 
 
 def _caller():

@@ -130,6 +130,7 @@ class TcpProxy:
         self.backends = list(backends)
         self.mode = mode
         self._turn = itertools.count()
+        self._open = set()  # the sockets of connections being served
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
@@ -141,6 +142,12 @@ class TcpProxy:
     def close(self):
         with contextlib.suppress(OSError):
             self._server.close()
+
+    def reset(self):
+        """Close every connection being served (their clients connect again)."""
+        for sock in list(self._open):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _order(self):
         if self.mode == "round-robin":
@@ -163,8 +170,10 @@ class TcpProxy:
             except OSError:  # this replica is down: the next one
                 continue
             upstream.settimeout(None)
+            self._open.update((client, upstream))
             threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
             _pump(client, upstream)
+            self._open.difference_update((client, upstream))
             return
         client.close()
 
