@@ -64,3 +64,16 @@ def test_a_failing_cache_rolls_the_whole_deployment_back(stack, origin):
 def test_a_malicious_origin_is_refused_before_anything_is_rendered(stack, origin_url):
     response = stack.acme.call("POST", "/vcdns", json=vcdn_body("evil", origin=origin_url))
     assert response.status_code == 400 and response.json()["error"]["field"] == "origin"
+
+
+def test_a_vcdn_a_failed_test_left_running_goes_with_its_stack(tmp_path, origin):
+    """A test that fails before deleting its vCDN leaves its VNFs to the stack's stop."""
+    body = vcdn_body("left", (("eu-west", 1000),),
+                     origin=f"http://127.0.0.1:{origin.server_address[1]}")
+    with running_stack(None, tmp_path, extra_env={"CDNAAS_VIM_DRIVER": "local"}) as running:
+        acme = populate(running).acme
+        accepted = acme.ok("POST", "/vcdns", 202, json=body)
+        assert acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+        vcdn_id = accepted["vcdn"]["id"]
+        assert leftovers(vcdn_id)  # it runs
+    assert leftovers(vcdn_id) == []

@@ -12,6 +12,8 @@ import dataclasses
 import itertools
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -77,6 +79,9 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
     :param extra_env: more variables (they win over the defaults here:
         ``CDNAAS_VIM_DRIVER=noop``, ``CDNAAS_IM_INTERVAL=0.5``); None unsets one.
     :param services: run only these services (all five by default).
+
+    On the local driver, the VNFs of every vCDN the test left behind (it failed before
+    deleting them) are removed once the stack has stopped (``cdnaas local cleanup --all``).
     """
     state_dir = Path(tmp_path) / "state"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -103,6 +108,9 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
                            else None, stack=stack)
     finally:
         stack.stop()
+        if stack.env.get("CDNAAS_VIM_DRIVER") == "local":
+            subprocess.run([str(Path(sys.executable).with_name("cdnaas")), "local", "cleanup",
+                            "--all"], env=stack.env, check=True, capture_output=True, timeout=120)
 
 
 def _operator_token(env):
