@@ -108,6 +108,7 @@ def local_stack(sizes=(2, 16)):
                    f"http://127.0.0.1:{origin.server_address[1]}")
         finally:
             stack.stop()
+            stack.remove_local_vnfs()  # a vCDN the benchmark did not see deleted
             origin.shutdown()
 
 

@@ -452,6 +452,15 @@ class Stack:
                 self.pid_file.unlink()
         self.processes = {}
 
+    def remove_local_vnfs(self):
+        """Remove every VNF the local driver runs for this stack's RO, known to it or not
+        (``cdnaas local cleanup --all``): what a throwaway stack (a test's, a benchmark's)
+        leaves once stopped. A user's stack keeps its vCDNs across restarts: never called
+        by :meth:`stop`."""
+        if self.env.get("CDNAAS_VIM_DRIVER") == "local":
+            subprocess.run([str(Path(sys.executable).with_name("cdnaas")), "local", "cleanup",
+                            "--all"], env=self.env, check=True, capture_output=True, timeout=120)
+
     def __enter__(self):
         return self.start()
 

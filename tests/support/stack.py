@@ -12,8 +12,6 @@ import dataclasses
 import itertools
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -81,7 +79,7 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
     :param services: run only these services (all five by default).
 
     On the local driver, the VNFs of every vCDN the test left behind (it failed before
-    deleting them) are removed once the stack has stopped (``cdnaas local cleanup --all``).
+    deleting them) are removed once the stack has stopped (:meth:`Stack.remove_local_vnfs`).
     """
     state_dir = Path(tmp_path) / "state"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -108,9 +106,7 @@ def running_stack(database_url, tmp_path, extra_env=None, services=None, timeout
                            else None, stack=stack)
     finally:
         stack.stop()
-        if stack.env.get("CDNAAS_VIM_DRIVER") == "local":
-            subprocess.run([str(Path(sys.executable).with_name("cdnaas")), "local", "cleanup",
-                            "--all"], env=stack.env, check=True, capture_output=True, timeout=120)
+        stack.remove_local_vnfs()
 
 
 def _operator_token(env):
