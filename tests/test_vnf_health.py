@@ -1,4 +1,4 @@
-"""What the local driver's health sees of a VNF's processes, and what its restore rebuilds:
+"""What the local driver's health sees of a VNF's processes, and how its restore mends them:
 real nginx and dnsmasq in namespaces, a master killed with SIGKILL as an operator or a
 crash would (root only)."""
 import os
@@ -10,8 +10,7 @@ import pytest
 from cdnaas.common import config
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import dnsprobe
-from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local import cgroups, clients, network, processes, vnfhealth
+from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes, vnfhealth
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.test_local_driver import make_sig, running, state_dir  # noqa: F401 (a fixture)
 
@@ -69,7 +68,8 @@ def test_a_whole_vnf_reports_its_master_workers_and_the_generation_it_runs(live)
         f"dnsmasq {master} (north) runs generation {written}; answers DNS"
 
 
-def test_a_cache_whose_master_is_killed_is_reported_refused_a_reload_and_rebuilt(live):
+def test_a_cache_whose_master_is_killed_is_reported_and_given_a_new_one_beside_its_workers(
+        live):
     driver, sig, deployment = live
     prefix = prefix_of(deployment, "north-cache-1")
     master = processes.pid_in(prefix / "nginx.pid")
@@ -82,16 +82,16 @@ def test_a_cache_whose_master_is_killed_is_reported_refused_a_reload_and_rebuilt
     assert fetches(sig, deployment) == 200  # the orphans still serve: only health sees it
     namespace = network.namespace_name(deployment.resources["owner"], sig.vcdn_id,
                                        "north-cache-1")
-    with pytest.raises(VimError, match=f"no master: process {master} of its nginx.pid is gone"):
-        processes.reload_nginx(namespace, str(prefix), str(prefix / "nginx.conf"))
+    inode = os.stat(f"{netns.NETNS_DIR}/{namespace}").st_ino
     driver.restore(deployment, sig)
     assert health_of(driver, deployment, "north-cache-1").healthy
-    assert not any(running(pid) for pid in workers)  # the orphans went before it was rebuilt
+    assert not any(running(pid) for pid in workers)  # the orphans ended once it served
     assert processes.pid_in(prefix / "nginx.pid") != master
+    assert os.stat(f"{netns.NETNS_DIR}/{namespace}").st_ino == inode  # mended where it runs
     assert fetches(sig, deployment) == 200
 
 
-def test_a_balancer_not_running_the_configuration_written_is_reported_and_rebuilt(live):
+def test_a_balancer_not_running_the_configuration_written_is_reported_and_reloaded(live):
     driver, sig, deployment = live
     conf = prefix_of(deployment, "north-lb") / "nginx.conf"
     running_generation = vnfconfig.generation_of(conf.read_text())
@@ -102,8 +102,10 @@ def test_a_balancer_not_running_the_configuration_written_is_reported_and_rebuil
     assert not found.healthy and found.lasting
     assert found.detail == (f"runs configuration generation {running_generation}, RO wrote "
                             f"{vnfconfig.generation_of(changed)}")
-    driver.restore(deployment, sig)  # rebuilt on the config for the SIG, at its address
+    master = processes.pid_in(conf.parent / "nginx.pid")
+    driver.restore(deployment, sig)  # reloaded on the config for the SIG
     assert health_of(driver, deployment, "north-lb").healthy
+    assert processes.pid_in(conf.parent / "nginx.pid") == master
     assert vnfconfig.generation_of(conf.read_text()) == running_generation
     assert fetches(sig, deployment) == 200
 

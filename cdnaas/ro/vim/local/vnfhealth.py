@@ -1,4 +1,4 @@
-"""Whether a VNF of the local driver is whole: what its health says and what a restore rebuilds.
+"""Whether a VNF of the local driver is whole: what its health says and a restore mends.
 
 A VNF is healthy when
 
