@@ -1,8 +1,10 @@
 """What the local driver's health sees of a VNF's processes, and how its restore mends them:
 real nginx and dnsmasq in namespaces, a master killed with SIGKILL as an operator or a
 crash would (root only)."""
+import logging
 import os
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -149,3 +151,38 @@ def test_only_the_daemons_program_counts_and_a_reused_process_id_names_no_master
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_cache_whose_workers_were_killed_drains_at_once(origin, state_dir, caplog,
+                                                           monkeypatch):  # noqa: F811
+    """A worker killed with connections open never takes them off nginx's ``stub_status``
+    figures; the drain of a removed cache counts what the kernel has established, so it
+    does not wait its whole bound for connections that are long gone."""
+    monkeypatch.setenv("CDNAAS_LOCAL_DRAIN_SECONDS", "5")
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 2}, "drained")
+    deployment = driver.deploy(sig)
+    try:
+        [gone] = [v for v in deployment.vnfs if v.name == "north-cache-2"]
+        owner = deployment.resources["owner"]
+        namespace = network.namespace_name(owner, sig.vcdn_id, gone.name)
+        with netns.entered(network.namespace_name(owner, sig.vcdn_id, "north-lb")):
+            held = [socket.create_connection((gone.address, 80), timeout=5) for _ in range(6)]
+        for connection in held:  # each is being read by a worker
+            connection.sendall(b"GET /objects/chunk-low HTTP/1.1\r\n")
+        master = processes.pid_in(prefix_of(deployment, gone.name) / "nginx.pid")
+        processes.wait_until(lambda: processes.stub_status(gone.address)["reading"]
+                             >= len(held), "the workers' reading of the requests")
+        for worker in cgroups.children(master):
+            os.kill(worker, signal.SIGKILL)
+        processes.wait_until(lambda: netns.established(namespace, (80,)) == 0,
+                             "the end of the killed workers' connections")
+        assert processes.stub_status(gone.address)["active"] > len(held)  # never taken off
+        for connection in held:
+            connection.close()
+        caplog.set_level(logging.INFO, logger="cdnaas.ro.vim.local.driver")
+        deployment = driver.update(deployment, make_sig(origin, {"north": 1}, sig.vcdn_id))
+        assert [v.name for v in deployment.vnfs if v.role == "cache"] == ["north-cache-1"]
+        assert "still had connections" not in caplog.text
+    finally:
+        driver.terminate(deployment)

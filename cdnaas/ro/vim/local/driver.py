@@ -204,7 +204,7 @@ class LocalDriver(VimDriver):
             raise DeploymentFailed(f"{exc}; the previous deployment still serves") from exc
         self._parallel("drain and stop caches", progress,
                        [v for v in change.gone if v.role == "cache" and v.region in layout],
-                       lambda v: self._drain_and_stop(owner, sig.vcdn_id, v.name, v.address))
+                       lambda v: self._drain_and_stop(owner, sig.vcdn_id, v.name))
         self._parallel("remove regions", progress, change.removed_regions,
                        lambda region: self._remove_region(
                            owner, deployment.deployment_id, region,
@@ -269,7 +269,7 @@ class LocalDriver(VimDriver):
         VNFs that go: not the DNS or the shield, which move) and its bridge. The DNS no
         longer answers its clients by then."""
         for vnf in sorted(vnfs, key=lambda v: v.role != "load_balancer"):  # balancer first
-            self._drain_and_stop(owner, deployment_id, vnf.name, vnf.address)
+            self._drain_and_stop(owner, deployment_id, vnf.name)
         network.delete_bridges([network.bridge_name(owner, deployment_id, region)])
 
     def restore(self, deployment, sig, progress=no_progress):
@@ -341,18 +341,18 @@ class LocalDriver(VimDriver):
                            mend=sig.vnfs_in(region, "load_balancer")[0].name in mended))
         self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
-        self._parallel("drain and stop VNFs the update added", progress, sorted(serving.items()),
-                       lambda stray: self._drain_and_stop(owner, deployment_id, *stray))
+        self._parallel("drain and stop VNFs the update added", progress, serving,
+                       lambda name: self._drain_and_stop(owner, deployment_id, name))
         return deployment
 
     def _serving_strays(self, owner, deployment):
-        """``{name: address}`` of the VNFs of ``deployment`` it does not record that serve
-        at an address of a region it records, which none of its VNFs holds."""
+        """Names of the VNFs of ``deployment`` it does not record that serve at an address
+        of a region it records, which none of its VNFs holds."""
         recorded = {v.name for v in deployment.vnfs}
         held = {a for v in deployment.vnfs for a in [v.address, *v.addresses]}
         subnets = [ipaddress.ip_network(info["subnet"])
                    for info in deployment.resources["layout"].values()]
-        found = {}
+        found = []
         for namespace in network.list_namespaces():
             parsed = network.parse_namespace(namespace)
             if not parsed or parsed[:2] != (owner, deployment.deployment_id) \
@@ -361,8 +361,8 @@ class LocalDriver(VimDriver):
             legs = list(network.links_of(namespace))
             if len(legs) == 1 and legs[0] not in held \
                     and any(ipaddress.ip_address(legs[0]) in subnet for subnet in subnets):
-                found[parsed[2]] = legs[0]
-        return found
+                found.append(parsed[2])
+        return sorted(found)
 
     def _finding(self, owner, deployment, vnf):
         """What :mod:`.vnfhealth` finds of the recorded VNF ``vnf``: an nginx VNF asked at
@@ -805,12 +805,13 @@ class LocalDriver(VimDriver):
         cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus,
                        cgroups.host_cpus(vnf.host))
 
-    def _drain_and_stop(self, owner, deployment_id, name, address):
-        """Wait (bounded) for the connections to a removed cache or balancer, ``name`` at
-        ``address``, to end, then stop it."""
+    def _drain_and_stop(self, owner, deployment_id, name):
+        """Wait (bounded) for the connections to the removed cache or balancer ``name`` to
+        end, then stop it."""
         timeout = config.setting("CDNAAS_LOCAL_DRAIN_SECONDS")
+        namespace = network.namespace_name(owner, deployment_id, name)
         try:
-            processes.wait_until(lambda: _idle(address), f"drain of {name}", timeout)
+            processes.wait_until(lambda: _idle(namespace), f"drain of {name}", timeout)
         except VimError:
             LOG.info("%s still had connections after %.0f s; stopping it", name, timeout)
         self._remove_vnf(owner, deployment_id, name)
@@ -1098,9 +1099,13 @@ def _injected_delay():
         time.sleep(delay)
 
 
-def _idle(address):
-    status = processes.stub_status(address)  # on the management listener
-    return status is None or status["active"] <= 1  # the status request itself
+def _idle(namespace):
+    """Whether no viewer or balancer is connected to the nginx VNF in ``namespace`` (on
+    its HTTP or HTTPS port; one gone is)."""
+    try:
+        return not netns.established(namespace, (HTTP_PORT, HTTPS_PORT))
+    except VimError:
+        return True
 
 
 def _viewers(sig, layout):
