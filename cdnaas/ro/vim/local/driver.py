@@ -237,23 +237,24 @@ class LocalDriver(VimDriver):
         (``fail_timeout``, which keeps failover from a dead cache fast). So the next cache
         of the region reloads only once that time, and a second more (nginx counts whole
         seconds), has passed since the previous one's old workers ended: the balancer
-        never has every member out. Reloaded within those seconds, both caches of a
-        region were out and the balancer answered 502 "no live upstreams" (2,054 to 6,178
-        viewer requests lost per run of ``benchmarks/key_rotation.py``). Draining each
-        cache through its balancer (a reload with the member ``down``, another with it
-        back) avoids the resets too, but reloads the balancer twice per cache, each time
-        closing every viewer's idle connection."""
+        never has every member out. A cache that needs no reload waits for nothing (a
+        heal mends one cache of a region: the others are as they were). Reloaded within
+        those seconds, both caches of a region were out and the balancer answered 502 "no
+        live upstreams" (2,054 to 6,178 viewer requests lost per run of
+        ``benchmarks/key_rotation.py``). Draining each cache through its balancer (a
+        reload with the member ``down``, another with it back) avoids the resets too, but
+        reloads the balancer twice per cache, each time closing every viewer's idle
+        connection."""
         done, lock = [0], threading.Lock()
         progress("reconfigure caches", 0, len(vnfs))
 
         def roll(members):
-            rejoins_at = None  # when the balancer may pick the cache reloaded before
+            rejoins_at = [float("-inf")]  # when the balancer may pick the one reloaded before
             for vnf in members:
-                if rejoins_at is not None:
-                    time.sleep(max(0.0, rejoins_at - time.monotonic()))
                 if self._reload_cache(owner, sig, vnf, addresses, layout,
-                                      mend=vnf.name in mended):
-                    rejoins_at = time.monotonic() + vnfconfig.MEMBER_FAIL_SECONDS + 1
+                                      mend=vnf.name in mended, pause=lambda: time.sleep(
+                                          max(0.0, rejoins_at[0] - time.monotonic()))):
+                    rejoins_at[0] = time.monotonic() + vnfconfig.MEMBER_FAIL_SECONDS + 1
                 with lock:
                     done[0] += 1
                     progress("reconfigure caches", done[0], len(vnfs))
@@ -717,12 +718,13 @@ class LocalDriver(VimDriver):
         (prefix / "steering.nft").write_text(ruleset)
         run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
 
-    def _reload_cache(self, owner, sig, vnf, addresses, layout, mend=False):
+    def _reload_cache(self, owner, sig, vnf, addresses, layout, mend=False,
+                      pause=lambda: None):
         """Give the running cache (or shield) ``vnf`` its config for ``sig`` (origin, cache
-        rules), checked in its namespace and reloaded gracefully, returning once its old
-        workers have ended: True; nothing when it has that config already and is not to
-        ``mend``: False. Caches are reloaded through :meth:`_roll_caches`, which keeps their
-        balancer serving."""
+        rules), checked in its namespace and reloaded gracefully once ``pause()`` returns,
+        returning once its old workers have ended: True; nothing when it has that config
+        already and is not to ``mend``: False. Caches are reloaded through
+        :meth:`_roll_caches`, which keeps their balancer serving."""
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
         _write_cache_files(sig, prefix)
         text = _cache_text(sig, vnf, addresses, layout, prefix)
@@ -732,6 +734,7 @@ class LocalDriver(VimDriver):
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         with netns.entered(namespace):  # nginx -t binds the cache's address
             vnfconfig.check_nginx(text, str(prefix))
+        pause()
         conf.write_text(text)
         processes.reload_nginx(namespace, str(prefix), str(conf),
                                _group(owner, sig.vcdn_id, vnf.name), settle=True)
