@@ -11,7 +11,7 @@ import pytest
 
 from cdnaas.common import config
 from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim import dnsprobe
+from cdnaas.ro.vim import dnsprobe, management
 from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes, vnfhealth
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.test_local_driver import make_sig, running, state_dir  # noqa: F401 (a fixture)
@@ -171,13 +171,13 @@ def test_a_cache_whose_workers_were_killed_drains_at_once(origin, state_dir, cap
         for connection in held:  # each is being read by a worker
             connection.sendall(b"GET /objects/chunk-low HTTP/1.1\r\n")
         master = processes.pid_in(prefix_of(deployment, gone.name) / "nginx.pid")
-        processes.wait_until(lambda: processes.stub_status(gone.address)["reading"]
+        processes.wait_until(lambda: management.stub_status(gone.address)["reading"]
                              >= len(held), "the workers' reading of the requests")
         for worker in cgroups.children(master):
             os.kill(worker, signal.SIGKILL)
         processes.wait_until(lambda: netns.established(namespace, (80,)) == 0,
                              "the end of the killed workers' connections")
-        assert processes.stub_status(gone.address)["active"] > len(held)  # never taken off
+        assert management.stub_status(gone.address)["active"] > len(held)  # never taken off
         for connection in held:
             connection.close()
         caplog.set_level(logging.INFO, logger="cdnaas.ro.vim.local.driver")

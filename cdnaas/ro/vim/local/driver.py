@@ -33,7 +33,7 @@ from cdnaas.common import config
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import access, logstreams, origins, responses
 from cdnaas.ro import purge, vnfconfig
-from cdnaas.ro.vim import dnsprobe, hosts, logfiles
+from cdnaas.ro.vim import dnsprobe, hosts, logfiles, management
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 PrerequisitesMissing, VimDriver, VimError, VnfHealth,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
@@ -437,7 +437,7 @@ class LocalDriver(VimDriver):
         owner = deployment.resources.get("owner", network.owner())
 
         def read(vnf):
-            status = processes.stub_status(vnf.address) if vnf.role != "dns" else None
+            status = management.stub_status(vnf.address) if vnf.role != "dns" else None
             cpu = cgroups.cpu_usage_seconds(_group(owner, deployment.deployment_id, vnf.name))
             return VnfMetrics(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
                               vcpus=vnf.vcpus, read_at=time.time(),
@@ -587,7 +587,7 @@ class LocalDriver(VimDriver):
                 processes.start_daemon(names[vnf.name], ["false"])
             network.configure_namespace(names[vnf.name], links(vnf))
             processes.start_nginx(names[vnf.name], prefix, str(conf))
-            processes.wait_until(lambda: processes.answers_http(addresses[vnf.name]),
+            processes.wait_until(lambda: management.answers_http(addresses[vnf.name]),
                                  f"{vnf.role} {vnf.name}")
             cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
             started(vnf)
