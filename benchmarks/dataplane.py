@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cdnaas.common.sig import Origin, RegionPlan, ServiceInstanceGraph, Vnf  # noqa: E402
 from cdnaas.origin.server import OBJECTS, serve_in_thread  # noqa: E402
 from cdnaas.ro import vnfconfig  # noqa: E402
+from cdnaas.ro.vim import management  # noqa: E402
 from cdnaas.ro.vim.base import LoadTest  # noqa: E402
 from cdnaas.ro.vim.local import cgroups, clients, loadgen, network, processes  # noqa: E402
 
@@ -163,7 +164,7 @@ def reference(deployment, owner, name, host, template, sockets, **values):
         cgroups.create(group, 1)
         try:
             processes.start_nginx(space.namespace, str(prefix), str(prefix / "nginx.conf"))
-            processes.wait_until(lambda: processes.answers_http(str(address)), name)
+            processes.wait_until(lambda: management.answers_http(str(address)), name)
             cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
             yield SimpleNamespace(name=name, address=str(address), region=REGION, vcpus=1,
                                   group=group, prefix=prefix)
@@ -226,7 +227,7 @@ def settle(*vnfs, timeout=60.0):
     one run leaves would starve the next)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        held = [processes.stub_status(vnf.address) for vnf in vnfs]
+        held = [management.stub_status(vnf.address) for vnf in vnfs]
         orphans, megabytes = kernel_tcp()
         if all(status is None or status["active"] < 100 for status in held) and \
                 orphans < 100 and megabytes < 64:

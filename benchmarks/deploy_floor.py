@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from cdnaas.ro.vim import dnsprobe
+from cdnaas.ro.vim import dnsprobe, management
 from cdnaas.ro.vim.local import netns, network, processes
 
 SKIPPED = ("*.pid", "*.log", "*.sock", "logs")
@@ -126,7 +126,7 @@ def start(shot, folder):
                 processes.wait_until(lambda p=port: dnsprobe.resolves(address, shot.hostname,
                                                                       port=p), "floor DNS")
         else:
-            processes.wait_until(lambda: processes.answers_http(address), "floor nginx")
+            processes.wait_until(lambda: management.answers_http(address), "floor nginx")
 
     with concurrent.futures.ThreadPoolExecutor(len(shot.vnfs)) as pool:
         list(pool.map(up, zip(shot.vnfs, namespaces)))

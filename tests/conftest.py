@@ -33,6 +33,7 @@ SYSTEM_MODULES = {
     "test_log_streaming",
     "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnfconfig",
     "test_openstack_tls", "test_openstack_regions", "test_openstack_traffic", "test_vnf_image",
+    "test_guest_supervision",
     "test_openstack_shield", "test_openstack_dns", "test_openstack_calibration",
     "test_dataplane",
     "test_flavor_packages", "test_sidr_checks",

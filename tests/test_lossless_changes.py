@@ -4,7 +4,8 @@ Viewers of a client namespace of the region hold kept-alive connections to its b
 (:class:`benchmarks.keepalive_viewers.Load`, a few hundred requests/s for a bounded time)
 while the driver reloads every cache of a 2-cache region (a rotation of the signing keys:
 the caches' config and then the balancers' change) or takes the region from 3 caches to 2
-and back, or mends in place a balancer whose master was killed. Every request must be
+and back, or mends in place a balancer or its region's only cache whose master was killed, or
+restores a deployment whose cache replacement RO did not finish. Every request must be
 answered 200; a request a viewer sends again on a new connection because the balancer
 closed its idle one (as browsers do) is counted apart.
 """
@@ -17,7 +18,10 @@ import time
 import pytest
 
 from benchmarks.keepalive_viewers import Load
+from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.delivery import access
+from cdnaas.planning import resizing
+from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.test_local_driver import make_sig, state_dir  # noqa: F401 (this module's owner)
@@ -117,3 +121,99 @@ def test_a_balancer_whose_master_died_is_mended_losing_no_request(origin, state_
     finally:
         driver.terminate(deployment)
 
+
+def kill_master(state_dir, sig, name):
+    """SIGKILL the nginx master of ``sig``'s VNF ``name`` (its workers serve on alone);
+    return its pid file and the master with its workers."""
+    [pid_file] = state_dir.glob(f"local/*/{sig.vcdn_id}/{name}/nginx.pid")
+    master = processes.pid_in(pid_file)
+    tree = [master, *cgroups.children(master)]
+    os.kill(master, signal.SIGKILL)
+    return pid_file, tree
+
+
+def test_a_regions_only_cache_whose_master_died_is_mended_losing_no_request(
+        origin, state_dir):  # noqa: F811
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        killed = {}
+
+        def kill_and_restore():
+            killed["pid_file"], killed["tree"] = kill_master(state_dir, sig, "north-cache-1")
+            time.sleep(1)
+            return driver.restore(deployment, sig)
+        load, restored = under_load(deployment, sig, kill_and_restore)
+        assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
+        assert load.lost == 0, dict(load.outcomes)
+        assert restored == deployment  # the same cache, at its address
+        assert not any(processes.running(pid) for pid in killed["tree"])
+        assert processes.pid_in(killed["pid_file"]) != killed["tree"][0]
+        assert all(h.healthy for h in driver.health(deployment)), driver.health(deployment)
+    finally:
+        driver.terminate(deployment)
+
+
+def test_a_cache_running_another_generation_is_reloaded_losing_no_request(
+        origin, state_dir):  # noqa: F811
+    """RO wrote a cache's config but its reload never happened (RO killed between): the
+    repair reloads it, though the config written is already the one it wants."""
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        [prefix] = state_dir.glob(f"local/*/{sig.vcdn_id}/north-cache-1")
+        conf = prefix / "nginx.conf"
+        written = conf.read_text()
+        conf.write_text(written.replace(vnfconfig.generation_of(written), "0" * 16))
+        namespace = network.namespace_name(deployment.resources["owner"], sig.vcdn_id,
+                                           "north-cache-1")
+        processes.reload_nginx(namespace, str(prefix), str(conf),
+                               f"{deployment.resources['owner']}_{sig.vcdn_id}_north-cache-1",
+                               settle=True)
+        conf.write_text(written)
+        [cache] = [h for h in driver.health(deployment) if h.name == "north-cache-1"]
+        assert not cache.healthy and cache.lasting, cache
+        master = processes.pid_in(prefix / "nginx.pid")
+        load, restored = under_load(deployment, sig, lambda: driver.restore(deployment, sig))
+        assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
+        assert load.lost == 0, dict(load.outcomes)
+        assert processes.pid_in(prefix / "nginx.pid") == master  # reloaded, not rebuilt
+        assert all(h.healthy for h in driver.health(restored)), driver.health(restored)
+    finally:
+        driver.terminate(deployment)
+
+
+class Interrupted(BaseException):
+    """RO killed: what it was doing stops there, nothing undone."""
+
+
+def test_an_interrupted_cache_replacement_is_undone_losing_no_request(
+        origin, state_dir):  # noqa: F811
+    """The Instance Manager's heal of a region's only cache, whose master was killed: SO
+    replaces it by a new cache, and RO is killed once the balancer names only the new one,
+    before the old one drained. RO's restart restores the recorded deployment: the old
+    cache mended in place and back in the balancer before the new one goes."""
+    driver = LocalDriver()
+    sig = make_sig(origin, {"north": 1, "south": 1})
+    deployment = driver.deploy(sig)
+    try:
+        healed = ServiceInstanceGraph.from_dict(sig.to_dict())
+        assert resizing.replace(healed, "north-cache-1").name == "north-cache-2"
+        kill_master(state_dir, sig, "north-cache-1")
+
+        def stop_before_drain(step, done, total):
+            if step == "drain and stop caches":
+                raise Interrupted(step)
+        with pytest.raises(Interrupted):
+            driver.update(deployment, healed, stop_before_drain, previous=sig)
+        assert driver.vnf_names(deployment) == {v.name for v in deployment.vnfs} \
+            | {"north-cache-2"}
+        load, restored = under_load(deployment, sig, lambda: driver.restore(deployment, sig))
+        assert load.outcomes[200] >= VIEWERS * 4, dict(load.outcomes)
+        assert load.lost == 0, dict(load.outcomes)
+        assert driver.vnf_names(restored) == {v.name for v in deployment.vnfs}
+        assert all(h.healthy for h in driver.health(restored)), driver.health(restored)
+    finally:
+        driver.terminate(deployment)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from cdnaas.ro import traffic, vnfconfig
-from cdnaas.ro.vim.openstack import userdata
+from cdnaas.ro.vim.openstack import rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
@@ -118,3 +118,48 @@ def test_a_cache_rotates_its_usage_log_every_minute_past_its_size():
     nginx = files[f"{userdata.CONF_DIR}/nginx.conf"]
     assert f"location = {vnfconfig.USAGE_LOG_PATH} {{" in nginx
     assert f"alias {userdata.PREFIX}/logs/usage.log;" in nginx
+
+
+def test_the_health_of_a_cache_is_what_its_guest_says(driver, admin_conn, monkeypatch):
+    """Where RO reaches the caches' management port, a cache whose server is ACTIVE is
+    whole only when its guest answers there with the generation of the config its
+    user-data wrote: another generation is a lasting fault, no answer one that may pass
+    (none while its guest boots); elsewhere Nova's status is all RO sees."""
+    monkeypatch.setenv("CDNAAS_OS_GUEST_BOOT_SECONDS", "0")
+    sig = make_sig({"north": 2})
+    deployment = driver.deploy(sig)
+
+    def health(name):
+        return next(h for h in driver.health(deployment) if h.name == name)
+    try:
+        with CachesHere(admin_conn, deployment, (ORIGIN["host"], ORIGIN["port"])) as caches:
+            first, second = caches.caches
+            wanted = deployment.resources["servers"][first.name][rebuild.GENERATION_KEY]
+            assert wanted and health(first.name).healthy
+            assert health(first.name).detail == f"server ACTIVE; runs generation {wanted}"
+            prefix = caches.prefixes[first.name]  # another config loaded than the one written
+            conf = prefix / "nginx.conf"
+            conf.write_text(conf.read_text().replace(wanted, "0" * 16))
+            subprocess.run(["ip", "netns", "exec", caches.namespace, "nginx", "-p",
+                            f"{prefix}/", "-c", str(conf), "-s", "reload"], check=True)
+            for _attempt in range(50):  # until the old workers end
+                found = health(first.name)
+                if not found.healthy:
+                    break
+                time.sleep(0.1)
+            assert found.lasting and found.detail == (
+                f"server ACTIVE; runs configuration generation {'0' * 16}, its user-data "
+                f"wrote {wanted}")
+            process = caches.processes[caches.caches.index(second)]
+            process.terminate()
+            process.wait(10)
+            found = health(second.name)
+            assert not found.healthy and not found.lasting
+            assert found.detail == "server ACTIVE; no answer on its management port"
+            monkeypatch.setenv("CDNAAS_OS_GUEST_BOOT_SECONDS", "3600")
+            assert health(second.name).healthy  # its server was launched a moment ago
+            monkeypatch.delenv("CDNAAS_OS_MANAGEMENT_CIDR")
+            assert [h.detail for h in driver.health(deployment) if h.role == "cache"] == \
+                ["server ACTIVE", "server ACTIVE"]
+    finally:
+        driver.terminate(deployment)

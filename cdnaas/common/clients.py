@@ -123,11 +123,14 @@ class SoClient(JsonClient):
             body["reason"] = reason
         return self.post(f"/so/v1/instances/{instance_id}/scale", json=body)
 
-    def heal(self, instance_id, vnf, reason=None):
-        """Replace the cache ``vnf`` (an UPDATE operation)."""
+    def heal(self, instance_id, vnf, reason=None, in_place=False):
+        """Heal ``vnf`` (an UPDATE operation): a cache is replaced unless healed
+        ``in_place``, as any other VNF is."""
         body = {"vnf": vnf}
         if reason:
             body["reason"] = reason
+        if in_place:
+            body["in_place"] = True
         return self.post(f"/so/v1/instances/{instance_id}/heal", json=body)
 
     def invalidate(self, instance_id, body):

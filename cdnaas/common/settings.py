@@ -259,6 +259,9 @@ DECLARED = (
             "openstack"),
     Setting("CDNAAS_OS_DNS_TIMEOUT", "number", 180.0, "seconds a rebuilt DNS server has to "
             "answer before the vCDN's next one is rebuilt", "openstack"),
+    Setting("CDNAAS_OS_GUEST_BOOT_SECONDS", "number", 180.0, "how long after its server's "
+            "launch a cache's guest may not answer on its management port before its health "
+            "says so (where RO reaches the management port)", "openstack"),
     Setting("CDNAAS_OS_POLL_INTERVAL", "number", 1.0, "how often the waits look (s)",
             "openstack"),
     Setting("CDNAAS_OS_BARBICAN_MAX_SECRET_BYTES", "integer", 20000, "the largest secret "

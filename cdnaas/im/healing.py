@@ -4,10 +4,14 @@ A VNF is healed at the first pass whose check found a fault that does not pass b
 (``lasting``: its process tree is not whole, such as a killed master's workers serving on
 alone, or it runs another configuration than RO wrote), otherwise once two passes in a
 row found it unhealthy, so one slow answer does not cost a cache. Either way it is healed
-within two control periods of the fault. SO replaces a cache (a new cache of a new name on
-the same host, the old one removed) and rebuilds any other VNF in place, at its address
-(a balancer or DNS VNF is an entry point; the origin shield is where caches fetch): those
-go first, and one repair mends every one of them that is broken. A region gets at most
+within two control periods of the fault. A lasting fault is healed in place, whatever
+the role: RO mends the VNF where it runs while it answers (a new master beside a killed
+one's workers, a reload on the configuration written), which keeps a cache's content and
+changes nothing its balancer names, else rebuilds it at its address. A cache that fails
+two passes without one is replaced by SO (a new cache of a new name on the same host, the
+old one drained and removed); any other VNF is rebuilt in place, at its address (a
+balancer or DNS VNF is an entry point; the origin shield is where caches fetch). Entry
+points and the shield go first, and one repair mends every VNF that is broken. A region gets at most
 ``CDNAAS_IM_HEAL_LIMIT`` heals per hour (3): a host that breaks every VNF put on it needs
 an operator, and the IM then records that it holds off (once per VNF).
 """
@@ -60,6 +64,6 @@ def heal(database, so, now, observed):
                   else f"{reading.name} failed 2 health checks in a row")[:200]
         return decisions.through_so(
             database, now, vcdn_id, "heal",
-            lambda: so.heal(vcdn_id, reading.name, reason),
+            lambda: so.heal(vcdn_id, reading.name, reason, in_place=reading.lasting),
             reason, {**details, "heals_within_hour": done}, region=reading.region)
     return None

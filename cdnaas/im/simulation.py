@@ -143,12 +143,14 @@ class Plant:
             seconds = ready + self._times[0] + self._times[1]
         return self._operation(sig, seconds, reason)
 
-    def heal(self, vnf_name, reason):
-        """SO's heal: the cache is replaced by a new one of a new name on the same host."""
+    def heal(self, vnf_name, reason, in_place=False):
+        """SO's heal: the cache is replaced by a new one of a new name on the same host,
+        unless healed ``in_place``."""
         if self.busy:
             raise errors.Conflict(f"vCDN {self.sig.vcdn_id} is UPDATING", field="vcdn_id")
         sig = dataclasses.replace(self.sig, vnfs=list(self.sig.vnfs))
-        resizing.replace(sig, vnf_name)
+        if not in_place:
+            resizing.replace(sig, vnf_name)
         self.failing.discard(vnf_name)
         return self._operation(sig, self._times[0] + self._times[1], reason)
 
@@ -289,8 +291,8 @@ class _So:
     def scale(self, _instance_id, region, caches, reason=None):
         return self.plant.scale(region, caches, reason)
 
-    def heal(self, _instance_id, vnf, reason=None):
-        return self.plant.heal(vnf, reason)
+    def heal(self, _instance_id, vnf, reason=None, in_place=False):
+        return self.plant.heal(vnf, reason, in_place)
 
     def emit_event(self, kind, vcdn_id, data, dedupe_key=None):  # pylint: disable=unused-argument
         self.plant.events.append((kind, vcdn_id, data))

@@ -33,11 +33,12 @@ def scale(database, instance_id, region, caches, reason):
         return _apply(session, instance, sig, reason)
 
 
-def heal(database, instance_id, vnf_name, reason):
+def heal(database, instance_id, vnf_name, reason, in_place=False):
     """Heal VNF ``vnf_name``; return ``(instance, operation)``. A cache is replaced by a new
-    one on the same host; any other VNF (a balancer or DNS VNF is an entry point, an origin
-    shield is where the caches fetch) is rebuilt in place at its address: an UPDATE to the
-    SIG the vCDN already runs, which RO answers by repairing what is not whole.
+    one on the same host, unless healed ``in_place``; any other VNF (a balancer or DNS VNF
+    is an entry point, an origin shield is where the caches fetch) is healed in place: an
+    UPDATE to the SIG the vCDN already runs, which RO answers by repairing what is not
+    whole (mended where it runs while it answers, else rebuilt at its address).
 
     :raises Unprocessable: the vCDN has no VNF ``vnf_name``.
     """
@@ -47,7 +48,7 @@ def heal(database, instance_id, vnf_name, reason):
         sick = next((v for v in sig.vnfs if v.name == vnf_name), None)
         if sick is None:
             raise errors.Unprocessable(f"vCDN {instance_id} has no VNF {vnf_name}", field="vnf")
-        if sick.role == "cache":
+        if sick.role == "cache" and not in_place:
             resizing.replace(sig, vnf_name)
         return _apply(session, instance, sig, reason)
 

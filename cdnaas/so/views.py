@@ -177,7 +177,8 @@ def _on_caches(instance_id, kind):
 def heal_instance(instance_id):
     body = request.get_json()
     instance, operation = elasticity.heal(_db(), instance_id, body["vnf"],
-                                          body.get("reason", "instance manager"))
+                                          body.get("reason", "instance manager"),
+                                          body.get("in_place", False))
     _runner().submit(operation.id)
     return _accepted(instance, operation)
 

@@ -33,7 +33,7 @@ from cdnaas.common import config
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import access, logstreams, origins, responses
 from cdnaas.ro import purge, vnfconfig
-from cdnaas.ro.vim import dnsprobe, hosts, logfiles
+from cdnaas.ro.vim import dnsprobe, hosts, logfiles, management
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 PrerequisitesMissing, VimDriver, VimError, VnfHealth,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
@@ -204,7 +204,7 @@ class LocalDriver(VimDriver):
             raise DeploymentFailed(f"{exc}; the previous deployment still serves") from exc
         self._parallel("drain and stop caches", progress,
                        [v for v in change.gone if v.role == "cache" and v.region in layout],
-                       lambda v: self._drain_and_stop(owner, sig.vcdn_id, v))
+                       lambda v: self._drain_and_stop(owner, sig.vcdn_id, v.name))
         self._parallel("remove regions", progress, change.removed_regions,
                        lambda region: self._remove_region(
                            owner, deployment.deployment_id, region,
@@ -221,12 +221,13 @@ class LocalDriver(VimDriver):
             [(names[r], network.bridge_alias(owner, deployment_id, r)) for r in regions], _pool())
         return {r: {"bridge": names[r], "subnet": str(subnets[names[r]])} for r in regions}
 
-    def _roll_caches(self, owner, sig, vnfs, addresses, layout, progress):
+    def _roll_caches(self, owner, sig, vnfs, addresses, layout, progress, mended=()):
         """A rolling reload of ``vnfs`` (caches, origin shields) onto their config for
-        ``sig`` that loses no viewer request; every cache reload of the driver goes through
-        here. The shields first, one at a time (the caches fetch from them), then each
-        region's caches one at a time, the regions side by side; a refused config stops
-        the roll.
+        ``sig`` that loses no viewer request, those named in ``mended`` even where that
+        config is written already (:meth:`_reload_cache`); every cache reload of the driver
+        goes through here. The shields first, one at a time (the caches fetch from them),
+        then each region's caches one at a time, the regions side by side; a refused config
+        stops the roll.
 
         Why one at a time, apart: a cache's graceful reload closes the kept-alive
         connections its old workers hold, and a balancer that sends a request on one at
@@ -236,22 +237,24 @@ class LocalDriver(VimDriver):
         (``fail_timeout``, which keeps failover from a dead cache fast). So the next cache
         of the region reloads only once that time, and a second more (nginx counts whole
         seconds), has passed since the previous one's old workers ended: the balancer
-        never has every member out. Reloaded within those seconds, both caches of a
-        region were out and the balancer answered 502 "no live upstreams" (2,054 to 6,178
-        viewer requests lost per run of ``benchmarks/key_rotation.py``). Draining each
-        cache through its balancer (a reload with the member ``down``, another with it
-        back) avoids the resets too, but reloads the balancer twice per cache, each time
-        closing every viewer's idle connection."""
+        never has every member out. A cache that needs no reload waits for nothing (a
+        heal mends one cache of a region: the others are as they were). Reloaded within
+        those seconds, both caches of a region were out and the balancer answered 502 "no
+        live upstreams" (2,054 to 6,178 viewer requests lost per run of
+        ``benchmarks/key_rotation.py``). Draining each cache through its balancer (a
+        reload with the member ``down``, another with it back) avoids the resets too, but
+        reloads the balancer twice per cache, each time closing every viewer's idle
+        connection."""
         done, lock = [0], threading.Lock()
         progress("reconfigure caches", 0, len(vnfs))
 
         def roll(members):
-            rejoins_at = None  # when the balancer may pick the cache reloaded before
+            rejoins_at = [float("-inf")]  # when the balancer may pick the one reloaded before
             for vnf in members:
-                if rejoins_at is not None:
-                    time.sleep(max(0.0, rejoins_at - time.monotonic()))
-                if self._reload_cache(owner, sig, vnf, addresses, layout):
-                    rejoins_at = time.monotonic() + vnfconfig.MEMBER_FAIL_SECONDS + 1
+                if self._reload_cache(owner, sig, vnf, addresses, layout,
+                                      mend=vnf.name in mended, pause=lambda: time.sleep(
+                                          max(0.0, rejoins_at[0] - time.monotonic()))):
+                    rejoins_at[0] = time.monotonic() + vnfconfig.MEMBER_FAIL_SECONDS + 1
                 with lock:
                     done[0] += 1
                     progress("reconfigure caches", done[0], len(vnfs))
@@ -267,7 +270,7 @@ class LocalDriver(VimDriver):
         VNFs that go: not the DNS or the shield, which move) and its bridge. The DNS no
         longer answers its clients by then."""
         for vnf in sorted(vnfs, key=lambda v: v.role != "load_balancer"):  # balancer first
-            self._drain_and_stop(owner, deployment_id, vnf)
+            self._drain_and_stop(owner, deployment_id, vnf.name)
         network.delete_bridges([network.bridge_name(owner, deployment_id, region)])
 
     def restore(self, deployment, sig, progress=no_progress):
@@ -276,36 +279,49 @@ class LocalDriver(VimDriver):
         removed, recorded bridges that are gone come back on their subnet, recorded VNFs
         that are not whole (:mod:`.vnfhealth`: a process tree broken, such as workers
         orphaned by a killed master, another configuration than the one written, or no
-        answer) are removed, their processes with them, and built again at their recorded
-        addresses, every cache gets its config for ``sig`` again, every balancer whose
-        config for the recorded caches differs is reloaded, and the origin shield and the
-        DNS VNF are given ``sig``'s regions again (:meth:`_reshape_shield`,
-        :meth:`_reshape_dns`): their legs in others deleted, the shield managed at its leg
-        in its region again. The restore of a deployment that runs as recorded changes
-        nothing: RO calls it to repair one (an update to the SIG it already serves)."""
+        answer) are mended or built again, every cache gets its config for ``sig`` again,
+        every balancer whose config for the recorded caches differs is reloaded, and the
+        origin shield and the DNS VNF are given ``sig``'s regions again
+        (:meth:`_reshape_shield`, :meth:`_reshape_dns`): their legs in others deleted, the
+        shield managed at its leg in its region again. The restore of a deployment that
+        runs as recorded changes nothing: RO calls it to repair one (an update to the SIG
+        it already serves).
+
+        No viewer request is lost to it where what serves is kept serving until what
+        replaces it does: an nginx VNF that is not whole but answers (a cache may be its
+        balancer's only member, a balancer is its viewers' entry point) is mended where it
+        runs, reloaded on its config even if that is the one written
+        (:func:`.processes.reload_nginx`: a new master beside the workers of a killed one),
+        caches one at a time as in any roll; only one that does not answer is removed and
+        built again at its recorded address. A VNF the update added that serves at an
+        address the record does not hold (a cache that replaced one, which its balancer
+        may name alone) drains and goes only once the balancers have their recorded
+        members again; the others (holding a recorded address, after a restore of the
+        databases) go first."""
         self.check_prerequisites()
         owner = deployment.resources["owner"]
+        deployment_id = deployment.deployment_id
         layout = deployment.resources["layout"]
         recorded = {v.name: v for v in deployment.vnfs}
         addresses = {v.name: v.address for v in deployment.vnfs}
-        strays = sorted(self._vnf_names(owner, deployment.deployment_id) - set(recorded))
+        serving = self._serving_strays(owner, deployment)
+        strays = sorted(self._vnf_names(owner, deployment_id) - set(recorded) - set(serving))
         self._parallel("remove VNFs the update added", progress, strays,
-                       lambda name: self._remove_vnf(owner, deployment.deployment_id, name))
-        self._restore_bridges(owner, deployment.deployment_id, layout)
+                       lambda name: self._remove_vnf(owner, deployment_id, name))
+        self._restore_bridges(owner, deployment_id, layout)
         kept = [v for v in sig.vnfs if v.name in recorded]
         broken = [(v, found) for v, found in zip(kept, self.pool.map(
             lambda v: self._finding(owner, deployment, recorded[v.name]), kept))
             if not found.healthy]
-        # a balancer whose workers serve on without their master is the entry point of its
-        # viewers: mended in place, never a moment without a listener
-        mended = [v for v, found in broken if v.role == "load_balancer" and not found.silent
-                  and _masterless(_vnf_root(owner, deployment.deployment_id) / v.name)]
-        self._parallel("restart load balancers in place", progress, mended,
-                       lambda v: self._restart_in_place(owner, deployment.deployment_id, v))
-        gone = [v for v, _found in broken if v not in mended]
+        mended = {v.name for v, found in broken if v.role != "dns" and not found.silent}
+        for vnf, found in broken:
+            if vnf.name in mended:
+                LOG.info("mending %s %s of %s where it runs: %s", vnf.role, vnf.name,
+                         deployment_id, found.detail)
+        gone = [v for v, _found in broken if v.name not in mended]
         for vnf in gone:  # whatever is left of them (namespace, group, orphans) goes first
-            LOG.info("rebuilding %s %s of %s", vnf.role, vnf.name, deployment.deployment_id)
-            self._remove_vnf(owner, deployment.deployment_id, vnf.name)
+            LOG.info("rebuilding %s %s of %s", vnf.role, vnf.name, deployment_id)
+            self._remove_vnf(owner, deployment_id, vnf.name)
         listening = _assign(sig, layout, addresses)  # DNS and shield: an address per region
         for role in ("shield", "cache"):
             self._boot_caches(owner, sig, [v for v in gone if v.role == role], listening,
@@ -315,43 +331,39 @@ class LocalDriver(VimDriver):
         running = {role: [v for v in sig.vnfs_in(role=role) if v.name in recorded
                           and v not in gone] for role in ("shield", "cache")}
         self._parallel("restore origin shield", progress, running["shield"],  # before caches
-                       lambda v: self._reshape_shield(owner, sig, v, layout, listening))
-        self._roll_caches(owner, sig, running["cache"], listening, layout, progress)
+                       lambda v: self._reshape_shield(owner, sig, v, layout, listening,
+                                                      mend=v.name in mended))
+        self._roll_caches(owner, sig, running["cache"], listening, layout, progress, mended)
         bundle = self.tls_bundle(sig)
         self._parallel("restore load balancers", progress, sorted(layout),
-                       lambda region: self._reload_lb(owner, sig, region, addresses, layout,
-                                                      bundle, members=_members(deployment, region)))
+                       lambda region: self._reload_lb(
+                           owner, sig, region, addresses, layout, bundle,
+                           members=_members(deployment, region),
+                           mend=sig.vnfs_in(region, "load_balancer")[0].name in mended))
         self._parallel("restore DNS", progress, sig.vnfs_in(role="dns"),
                        lambda v: self._reshape_dns(owner, sig, v, layout, listening))
+        self._parallel("drain and stop VNFs the update added", progress, serving,
+                       lambda name: self._drain_and_stop(owner, deployment_id, name))
         return deployment
 
-    def _restart_in_place(self, owner, deployment_id, vnf):
-        """Start a new nginx master of the nginx VNF ``vnf``, whose master is gone, on the
-        config RO last wrote for it, beside the workers that still serve (its listeners take
-        SO_REUSEPORT, so both accept), then let those end gracefully: each closes its
-        listeners, answers what it has begun and closes its idle kept-alive connections,
-        and what the kernel had queued on their listeners moves to the new master's
-        (``net.ipv4.tcp_migrate_req``, :func:`.processes.tune_for_nginx`)."""
-        LOG.info("restarting %s %s of %s in place", vnf.role, vnf.name, deployment_id)
-        prefix = self._prefix(owner, deployment_id, vnf.name)
-        group = _group(owner, deployment_id, vnf.name)
-        others = [pid for pid in cgroups.pids(group) if processes.program(pid) == "nginx"]
-        processes.start_nginx(network.namespace_name(owner, deployment_id, vnf.name), prefix,
-                              str(prefix / "nginx.conf"))
-
-        def new_master():
-            """The new master once it has its workers, else None."""
-            try:
-                pid = processes.pid_in(prefix / "nginx.pid")
-            except VimError:  # not written yet
-                return None
-            fresh = pid not in others and processes.running(pid) and cgroups.children(pid)
-            return pid if fresh else None
-        processes.wait_until(new_master, f"the new master of {vnf.name}")
-        cgroups.adopt(group, new_master())
-        killed = processes.quit_gracefully(others)
-        LOG.info("%s has a new master; %d of its old workers killed for not ending "
-                 "gracefully", vnf.name, killed)
+    def _serving_strays(self, owner, deployment):
+        """Names of the VNFs of ``deployment`` it does not record that serve at an address
+        of a region it records, which none of its VNFs holds."""
+        recorded = {v.name for v in deployment.vnfs}
+        held = {a for v in deployment.vnfs for a in [v.address, *v.addresses]}
+        subnets = [ipaddress.ip_network(info["subnet"])
+                   for info in deployment.resources["layout"].values()]
+        found = []
+        for namespace in network.list_namespaces():
+            parsed = network.parse_namespace(namespace)
+            if not parsed or parsed[:2] != (owner, deployment.deployment_id) \
+                    or parsed[2] in recorded:
+                continue
+            legs = list(network.links_of(namespace))
+            if len(legs) == 1 and legs[0] not in held \
+                    and any(ipaddress.ip_address(legs[0]) in subnet for subnet in subnets):
+                found.append(parsed[2])
+        return sorted(found)
 
     def _finding(self, owner, deployment, vnf):
         """What :mod:`.vnfhealth` finds of the recorded VNF ``vnf``: an nginx VNF asked at
@@ -425,7 +437,7 @@ class LocalDriver(VimDriver):
         owner = deployment.resources.get("owner", network.owner())
 
         def read(vnf):
-            status = processes.stub_status(vnf.address) if vnf.role != "dns" else None
+            status = management.stub_status(vnf.address) if vnf.role != "dns" else None
             cpu = cgroups.cpu_usage_seconds(_group(owner, deployment.deployment_id, vnf.name))
             return VnfMetrics(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
                               vcpus=vnf.vcpus, read_at=time.time(),
@@ -575,7 +587,7 @@ class LocalDriver(VimDriver):
                 processes.start_daemon(names[vnf.name], ["false"])
             network.configure_namespace(names[vnf.name], links(vnf))
             processes.start_nginx(names[vnf.name], prefix, str(conf))
-            processes.wait_until(lambda: processes.answers_http(addresses[vnf.name]),
+            processes.wait_until(lambda: management.answers_http(addresses[vnf.name]),
                                  f"{vnf.role} {vnf.name}")
             cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
             started(vnf)
@@ -583,13 +595,13 @@ class LocalDriver(VimDriver):
         self._parallel(step, progress, vnfs, start)
 
     def _reload_lb(self, owner, sig, region, addresses, layout, bundle, members=None,
-                   settle=False):
+                   settle=False, mend=False):
         """Reload ``region``'s balancer on its config for ``sig`` (``bundle``: its
         :meth:`tls_bundle`), with ``members`` or the region's caches, unless it was written
-        already (a balancer that does not run what was written is not whole: its health
-        says so and a restore rebuilds it); with ``settle``, return once its old workers
-        have ended (:func:`.processes.reload_nginx`). Its log shipper follows ``sig``'s log
-        streams (:meth:`_ship_logs`)."""
+        already and it is not to ``mend`` (a balancer that does not run what was written is
+        not whole: its health says so and a restore mends it); with ``settle``, return once
+        its old workers have ended (:func:`.processes.reload_nginx`). Its log shipper
+        follows ``sig``'s log streams (:meth:`_ship_logs`)."""
         lb = sig.vnfs_in(region, "load_balancer")[0]
         prefix = self._prefix(owner, sig.vcdn_id, lb.name)
         if members is None:
@@ -597,11 +609,12 @@ class LocalDriver(VimDriver):
         text = _lb_text(sig, lb, addresses[lb.name], members, prefix, bundle)
         namespace = network.namespace_name(owner, sig.vcdn_id, lb.name)
         conf = prefix / "nginx.conf"
-        if not (conf.exists() and conf.read_text() == text):  # else it runs that already
+        if mend or not (conf.exists() and conf.read_text() == text):  # else it runs that
             with netns.entered(namespace):  # nginx -t binds the balancer's address
                 vnfconfig.check_nginx(text, str(prefix))
             conf.write_text(text)
-            processes.reload_nginx(namespace, str(prefix), str(conf), settle=settle)
+            processes.reload_nginx(namespace, str(prefix), str(conf), _group(
+                owner, sig.vcdn_id, lb.name), settle=settle)
             tls_files.prune(prefix, text)  # the new master reads only the files it names
         self._ship_logs(owner, sig, lb, layout, addresses)
 
@@ -705,22 +718,26 @@ class LocalDriver(VimDriver):
         (prefix / "steering.nft").write_text(ruleset)
         run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
 
-    def _reload_cache(self, owner, sig, vnf, addresses, layout):
+    def _reload_cache(self, owner, sig, vnf, addresses, layout, mend=False,
+                      pause=lambda: None):
         """Give the running cache (or shield) ``vnf`` its config for ``sig`` (origin, cache
-        rules), checked in its namespace and reloaded gracefully, returning once its old
-        workers have ended: True; nothing when it has that config already: False. Caches
-        are reloaded through :meth:`_roll_caches`, which keeps their balancer serving."""
+        rules), checked in its namespace and reloaded gracefully once ``pause()`` returns,
+        returning once its old workers have ended: True; nothing when it has that config
+        already and is not to ``mend``: False. Caches are reloaded through
+        :meth:`_roll_caches`, which keeps their balancer serving."""
         prefix = self._prefix(owner, sig.vcdn_id, vnf.name)
         _write_cache_files(sig, prefix)
         text = _cache_text(sig, vnf, addresses, layout, prefix)
         conf = prefix / "nginx.conf"
-        if conf.exists() and conf.read_text() == text:
+        if not mend and conf.exists() and conf.read_text() == text:
             return False
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         with netns.entered(namespace):  # nginx -t binds the cache's address
             vnfconfig.check_nginx(text, str(prefix))
+        pause()
         conf.write_text(text)
-        processes.reload_nginx(namespace, str(prefix), str(conf), settle=True)
+        processes.reload_nginx(namespace, str(prefix), str(conf),
+                               _group(owner, sig.vcdn_id, vnf.name), settle=True)
         return True
 
     def _start_dns(self, owner, sig, vnf, layout, addresses):
@@ -771,7 +788,7 @@ class LocalDriver(VimDriver):
         cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus,
                        cgroups.host_cpus(vnf.host))
 
-    def _reshape_shield(self, owner, sig, vnf, layout, addresses, draining=False):
+    def _reshape_shield(self, owner, sig, vnf, layout, addresses, draining=False, mend=False):
         """Bring the running origin shield ``vnf`` to ``sig``'s regions in place, as
         :meth:`_reshape_dns` does the DNS VNF: a leg on each new region's bridge, its
         config reloaded (:meth:`_reload_cache`) to listen on each leg, its legs in regions
@@ -780,26 +797,27 @@ class LocalDriver(VimDriver):
         leg there and reaches the origin through that region's bridge from then on.
         With ``draining``, the legs in regions ``sig`` lacks stay and it keeps listening
         on them, for their caches still draining: call it again without, once those
-        regions are gone."""
+        regions are gone. With ``mend``, it is reloaded even where its config is written
+        already (:meth:`_reload_cache`)."""
         namespace = network.namespace_name(owner, sig.vcdn_id, vnf.name)
         own = addresses[vnf.name]
         legs = _add_legs(namespace, _legs(sig, layout, own))
         served = own + [a for a in legs if a not in own] if draining else own
-        self._reload_cache(owner, sig, vnf, {**addresses, vnf.name: served}, layout)
+        self._reload_cache(owner, sig, vnf, {**addresses, vnf.name: served}, layout, mend)
         ip_batch(_stale_legs(legs, served), namespace=namespace)
         cgroups.create(_group(owner, sig.vcdn_id, vnf.name), vnf.vcpus,
                        cgroups.host_cpus(vnf.host))
 
-    def _drain_and_stop(self, owner, deployment_id, vnf):
-        """Wait (bounded) for the connections to a removed cache or balancer to end, then
-        stop it."""
+    def _drain_and_stop(self, owner, deployment_id, name):
+        """Wait (bounded) for the connections to the removed cache or balancer ``name`` to
+        end, then stop it."""
         timeout = config.setting("CDNAAS_LOCAL_DRAIN_SECONDS")
+        namespace = network.namespace_name(owner, deployment_id, name)
         try:
-            processes.wait_until(lambda: _idle(vnf.address), f"drain of {vnf.name}", timeout)
+            processes.wait_until(lambda: _idle(namespace), f"drain of {name}", timeout)
         except VimError:
-            LOG.info("%s %s still had connections after %.0f s; stopping it", vnf.role,
-                     vnf.name, timeout)
-        self._remove_vnf(owner, deployment_id, vnf.name)
+            LOG.info("%s still had connections after %.0f s; stopping it", name, timeout)
+        self._remove_vnf(owner, deployment_id, name)
 
     def _remove_vnf(self, owner, deployment_id, vnf_name):
         cgroups.remove(_group(owner, deployment_id, vnf_name))
@@ -997,16 +1015,6 @@ def _steering(sig, ports):
                                     default_port=ports[sig.default_region])
 
 
-def _masterless(prefix):
-    """Whether the nginx VNF under ``prefix`` has no master: its pid file names no running
-    nginx (its workers may serve on alone)."""
-    try:
-        pid = processes.pid_in(prefix / "nginx.pid")
-    except VimError:
-        return True
-    return not processes.running(pid) or processes.program(pid) != "nginx"
-
-
 def _group(owner, deployment_id, vnf_name):
     return f"{owner}_{deployment_id}_{vnf_name}"
 
@@ -1094,9 +1102,13 @@ def _injected_delay():
         time.sleep(delay)
 
 
-def _idle(address):
-    status = processes.stub_status(address)  # on the management listener
-    return status is None or status["active"] <= 1  # the status request itself
+def _idle(namespace):
+    """Whether no viewer or balancer is connected to the nginx VNF in ``namespace`` (on
+    its HTTP or HTTPS port; one gone is)."""
+    try:
+        return not netns.established(namespace, (HTTP_PORT, HTTPS_PORT))
+    except VimError:
+        return True
 
 
 def _viewers(sig, layout):

@@ -11,7 +11,7 @@ import logging
 import sys
 
 from cdnaas.delivery import logstreams
-from cdnaas.ro.vim import logship
+from cdnaas.ro.vim import logship, management
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, processes
 
@@ -43,7 +43,7 @@ def sync(namespace, prefix, group, address, stored, hostname, connect_to):
     config_file.write_text(text)
     processes.start_daemon(namespace, [sys.executable, logship.__file__, str(config_file),
                                        "--pid-file", str(pid_file)])
-    processes.wait_until(lambda: processes.answers_http(address, path=logstreams.STATUS_PATH),
+    processes.wait_until(lambda: management.answers_http(address, path=logstreams.STATUS_PATH),
                          f"the log shipper of {hostname}")
     cgroups.adopt(group, processes.pid_in(pid_file))
     LOG.info("log shipper of %s ships to %d collectors", hostname, len(stored))

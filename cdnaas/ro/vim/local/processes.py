@@ -4,7 +4,8 @@ A daemon is started from a thread that entered the VNF's namespace (no shell,
 no ``nsenter``) and forks into the background; once it answers, its processes
 join the VNF's CPU group (:func:`cdnaas.ro.vim.local.cgroups.adopt`). nginx is
 probed on its management listener (:data:`cdnaas.ro.vnfconfig.MANAGEMENT_PORT`),
-which answers only the bridge gateway this (root) namespace reaches the VNFs from.
+which answers only the bridge gateway this (root) namespace reaches the VNFs from
+(:mod:`cdnaas.ro.vim.management`).
 
 nginx starts with the limits its configuration is sized for (:func:`start_nginx`):
 its namespace's listen queue (``net.core.somaxconn``) and its process's open-file
@@ -12,7 +13,6 @@ limit (RLIMIT_NOFILE, which its workers raise further with ``worker_rlimit_nofil
 """
 import contextlib
 import functools
-import http.client
 import logging
 import os
 import resource
@@ -22,8 +22,7 @@ import time
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, netns
 from cdnaas.ro.vim.local.system import run
-from cdnaas.ro.vnfconfig import (GENERATION_PATH, MANAGEMENT_PORT, STATUS_PATH, generation_of,
-                                 host_limits)
+from cdnaas.ro.vnfconfig import host_limits
 
 LOG = logging.getLogger(__name__)
 
@@ -99,34 +98,79 @@ def tune_for_nginx(namespace, conf):
     return wanted["nofile"]
 
 
-def reload_nginx(namespace, prefix, conf, timeout=10.0, settle=False):
-    """Graceful reload: old workers finish their connections, new ones use the new config
-    (whose limits are applied first, as when it started). Returns once the master has
-    started workers on the new config; with ``settle``, once the old workers have also
-    ended (at most ``timeout`` s more: one still sending a long response is left to
-    finish), so no request is served on the old config afterwards, not even on a
-    kept-alive connection an old worker held.
+def reload_nginx(namespace, prefix, conf, group, timeout=10.0, settle=False):
+    """Put the nginx VNF under ``prefix``, whose processes are in CPU group ``group``, on
+    ``conf`` (its limits applied first, as when it started) losing no connection.
+
+    Its master reloads gracefully: old workers finish their connections, new ones use the
+    new config. Where its master is gone (killed: its workers serve on alone), a new one
+    starts beside them (:func:`_start_beside`). Either way nginx processes of ``group``
+    outside the master's tree (workers of a master gone, orphans) then end gracefully
+    (:func:`quit_gracefully`): each closes its listeners, answers what it has begun and
+    closes its idle kept-alive connections, and what the kernel had queued on their
+    listeners moves to the new workers' (``net.ipv4.tcp_migrate_req``,
+    :func:`tune_for_nginx`).
+
+    Returns once the master has started workers on the new config and any orphans have
+    ended; with ``settle``, once the old workers of a reload have also ended (at most
+    ``timeout`` s more: one still sending a long response is left to finish), so no
+    request is served on the old config afterwards, not even on a kept-alive connection
+    an old worker held.
 
     :raises VimError: the master started no new worker within ``timeout`` s (it kept
-        the old config: its error log says why), or the pid file names no running nginx
-        master (one killed leaves its workers serving: the VNF must be rebuilt, and no
-        signal goes to whatever process has that id now).
+        the old config: its error log says why), or a new master did not come up.
     """
     tune_for_nginx(namespace, conf)
-    master = pid_in(f"{prefix}/nginx.pid")
-    if not running(master) or program(master) != "nginx":
-        raise VimError(f"nginx in {namespace} has no master: process {master} of its "
-                       "nginx.pid is gone; it is not reloaded but rebuilt")
-    before = set(cgroups.children(master))
-    run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
-    wait_until(lambda: bool(set(cgroups.children(master)) - before),
-               f"nginx in {namespace} on its new configuration", timeout)
-    if settle:
+    master = live_master(prefix)
+    workers = set(cgroups.children(master)) if master else set()
+    orphans = [pid for pid in cgroups.pids(group) if pid != master and pid not in workers
+               and program(pid) == "nginx"]
+    if master is None:
+        _start_beside(namespace, prefix, conf, group, timeout)
+    else:
+        if master not in cgroups.pids(group):
+            cgroups.adopt(group, master)
+        run(nginx_command(prefix, conf, "-s", "reload"), namespace=namespace)
+        wait_until(lambda: bool(set(cgroups.children(master)) - workers),
+                   f"nginx in {namespace} on its new configuration", timeout)
+    if orphans:
+        killed = quit_gracefully(orphans, timeout)
+        LOG.info("nginx in %s: %d processes outside its master's tree ended, %d of them "
+                 "killed for not ending gracefully", namespace, len(orphans), killed)
+    if settle and master is not None:
         try:
-            wait_until(lambda: not set(cgroups.children(master)) & before,
+            wait_until(lambda: not set(cgroups.children(master)) & workers,
                        f"the end of nginx's old workers in {namespace}", timeout)
         except VimError:
             LOG.info("old nginx workers in %s still serve after %.0f s", namespace, timeout)
+
+
+def live_master(prefix):
+    """The running nginx master named by ``prefix``'s ``nginx.pid``, or None: the file
+    names none, or a process that is gone (a killed master's id may be another
+    program's by now)."""
+    try:
+        pid = pid_in(f"{prefix}/nginx.pid")
+    except VimError:
+        return None
+    return pid if running(pid) and program(pid) == "nginx" else None
+
+
+def _start_beside(namespace, prefix, conf, group, timeout):
+    """Start a new nginx master on ``conf`` beside the workers of the one gone (its
+    listeners take SO_REUSEPORT, so both accept); return once it has workers, in
+    ``group``."""
+    LOG.info("nginx in %s has no master: starting one beside its workers", namespace)
+    with contextlib.suppress(FileNotFoundError):  # the gone master's: its id may come again
+        os.unlink(f"{prefix}/nginx.pid")
+    start_nginx(namespace, prefix, conf)
+
+    def new_master():
+        """The new master once it has its workers, else None."""
+        pid = live_master(prefix)
+        return pid if pid is not None and cgroups.children(pid) else None
+    wait_until(new_master, f"the new nginx master in {namespace}", timeout)
+    cgroups.adopt(group, new_master())
 
 
 def quit_gracefully(pids, timeout=10.0):
@@ -184,56 +228,6 @@ def pid_in(pid_file):
         return int(open(pid_file, encoding="ascii").read().split()[0])
     except (OSError, ValueError, IndexError) as exc:
         raise VimError(f"no process id in {pid_file}: {exc}") from exc
-
-
-def _get(address, port, path, timeout):
-    """``(status, body)`` of ``GET path`` at ``address:port``; raises OSError/HTTPException."""
-    connection = http.client.HTTPConnection(address, port, timeout=timeout)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
-
-
-def answers_http(address, port=MANAGEMENT_PORT, path=STATUS_PATH, timeout=0.5):
-    """True when the server at ``address`` answers ``path`` with 200 (by default: nginx's
-    status page on its management listener)."""
-    try:
-        return _get(address, port, path, timeout)[0] == 200
-    except (OSError, http.client.HTTPException):
-        return False
-
-
-def generation(address, port=MANAGEMENT_PORT, timeout=0.5):
-    """The generation of the configuration the workers of the nginx VNF at ``address`` run
-    (:data:`GENERATION_PATH` on its management listener): "" when it answers without one
-    (a configuration of before generations), None when it does not answer."""
-    try:
-        status, body = _get(address, port, GENERATION_PATH, timeout)
-    except (OSError, http.client.HTTPException):
-        return None
-    if status not in (200, 404):
-        return None
-    return generation_of(body.decode("ascii", "replace")) or ""
-
-
-def stub_status(address, port=MANAGEMENT_PORT):
-    """nginx ``stub_status`` figures (active connections, accepts, handled, requests...)
-    from its management listener, or None when the server does not answer (or refuses:
-    403 to a source that is not the management side)."""
-    try:
-        status, body = _get(address, port, STATUS_PATH, 1)
-    except (OSError, http.client.HTTPException):
-        return None
-    if status != 200:
-        return None
-    lines = body.decode("ascii", "replace").splitlines()
-    accepts, handled, total = (int(x) for x in lines[2].split())
-    reading, writing, waiting = (int(x) for x in lines[3].split()[1::2])
-    return {"active": int(lines[0].split(":")[1]), "accepts": accepts, "handled": handled,
-            "requests": total, "reading": reading, "writing": writing, "waiting": waiting}
 
 
 def wait_until(check, what, timeout=10.0):

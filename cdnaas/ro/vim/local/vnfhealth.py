@@ -1,4 +1,4 @@
-"""Whether a VNF of the local driver is whole: what its health says and what a restore rebuilds.
+"""Whether a VNF of the local driver is whole: what its health says and a restore mends.
 
 A VNF is healthy when
 
@@ -21,7 +21,7 @@ import re
 import time
 
 from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim import dnsprobe
+from cdnaas.ro.vim import dnsprobe, management
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, processes
 
@@ -149,7 +149,7 @@ def tree(pid_files, group, program):
 
 def _asked(addresses):
     """The generation the first of ``addresses`` that answers reports (None: none does)."""
-    return next((found for found in map(processes.generation, addresses) if found is not None),
+    return next((found for found in map(management.generation, addresses) if found is not None),
                 None)
 
 

@@ -47,7 +47,7 @@ from cdnaas.common import config
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import origins
 from cdnaas.ro import purge, vnfconfig
-from cdnaas.ro.vim import dnsprobe, logfiles
+from cdnaas.ro.vim import dnsprobe, logfiles, management
 from cdnaas.ro.vim.base import (
     Deployment,
     DeploymentFailed,
@@ -329,8 +329,8 @@ class OpenStackDriver(VimDriver):
             server_ids[vnf.name] = server.id
             record["servers"][vnf.name] = {
                 "server_id": server.id, "port_id": ports[vnf.name].id, "region": vnf.region,
-                "placement": placement.outcome(vnf.host, compute_host, way, refused, None),
-                rebuild.DIGEST_KEY: rebuild.digest(user_data)}
+                "placement": placement.outcome(vnf.host, compute_host, way, refused, None)}
+            rebuild.note(record["servers"][vnf.name], user_data)
             if legs:
                 record["servers"][vnf.name]["legs"] = legs
             return server.id
@@ -575,7 +575,7 @@ class OpenStackDriver(VimDriver):
             undo.run()
             raise DeploymentFailed(f"{_words(exc)}; the previous caches still serve") from exc
         for item in rebuilds:  # only now: a failed update leaves the record as it was
-            record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
+            rebuild.note(record["servers"][item.vnf.name], item.user_data)
         leaving.update({v.name: record["servers"].pop(v.name) for v in stand_ins})
         gone = {r: record["regions"].pop(r) for r in gone_regions}
         try:  # the update is done: what fails now is left to delete, never undone
@@ -813,7 +813,7 @@ class OpenStackDriver(VimDriver):
             if not entry["legs"]:
                 del entry["legs"]
             item = self._rebuild_of(sig, vnf, record, prepared, addresses)
-            entry[rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
+            rebuild.note(entry, item.user_data)
             self._rebuild_shields(cloud, sig, [item], Undo(), progress)
             conn = cloud.conn(sig.region(vnf.region).vim_region)
             for port_id in leaving.values():
@@ -1078,7 +1078,7 @@ class OpenStackDriver(VimDriver):
             raise VimError(f"{_words(exc)}; could not give {', '.join(sorted(names))} their "
                            "recorded configuration again") from exc
         for item in items:
-            record["servers"][item.vnf.name][rebuild.DIGEST_KEY] = rebuild.digest(item.user_data)
+            rebuild.note(record["servers"][item.vnf.name], item.user_data)
         self._remove_servers(cloud, record["regions"], {v.name: record["servers"].pop(v.name)
                                                         for v in stand_ins}, progress,
                              step="remove stand-ins")
@@ -1130,7 +1130,13 @@ class OpenStackDriver(VimDriver):
 
     def health(self, deployment):
         """See :meth:`VimDriver.health`: server status (caches, DNS) and load balancer
-        provisioning status, as the cloud reports them (one listing per region)."""
+        provisioning status, as the cloud reports them (one listing per region); where RO
+        reaches the vCDN's networks (management prefixes set), what the guest of each
+        cache and origin shield whose server is ACTIVE says too, asked in parallel on its
+        management listener (:func:`.translate.guest_health`): the generation of the
+        config its nginx workers run against the one its user-data wrote (recorded,
+        :func:`.rebuild.note`). Inside the guest, systemd restarts a master that dies
+        beside its workers, which then end gracefully (:mod:`.userdata`)."""
         from openstack import exceptions
         record = deployment.resources
         results = []
@@ -1143,12 +1149,20 @@ class OpenStackDriver(VimDriver):
                 lbs[region] = conn.load_balancer.get_load_balancer(info["lb_id"])
             except exceptions.NotFoundException:
                 lbs[region] = None
-        for vnf in deployment.vnfs:
+        guests = bool(plan.management_cidrs())
+        boot_seconds = config.setting("CDNAAS_OS_GUEST_BOOT_SECONDS")
+
+        def check(vnf):
             if vnf.role == "load_balancer":
-                results.append(translate.load_balancer_health(vnf, lbs.get(vnf.region)))
-            else:
-                results.append(translate.server_health(vnf, servers.get(vnf.resource_id)))
-        return results
+                return translate.load_balancer_health(vnf, lbs.get(vnf.region))
+            server = servers.get(vnf.resource_id)
+            found = translate.server_health(vnf, server)
+            if not (guests and found.healthy and vnf.role in ("cache", "shield")):
+                return found
+            wanted = record["servers"].get(vnf.name, {}).get(rebuild.GENERATION_KEY)
+            return translate.guest_health(vnf, server, management.generation(vnf.address),
+                                          wanted, boot_seconds)
+        return list(self.pool.map(check, deployment.vnfs))
 
     def metrics(self, deployment):
         """See :meth:`VimDriver.metrics`: each region's Octavia statistics (its open

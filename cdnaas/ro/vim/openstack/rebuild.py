@@ -17,6 +17,7 @@ import hashlib
 from cdnaas.common.sig import ServiceInstanceGraph, Vnf
 from cdnaas.ro.vim.base import DeploymentFailed, served_names
 from cdnaas.ro.vim.changes import caches_reconfigured
+from cdnaas.ro.vim.openstack import userdata
 
 #: the compute API microversion that lets a rebuild set new user-data
 MICROVERSION = "2.57"
@@ -24,6 +25,9 @@ MICROVERSION = "2.57"
 DIGEST_KEY = "user_data_sha256"
 #: the server's metadata key for the digest of the user-data Nova last gave it
 METADATA_KEY = "cdnaas_user_data"
+#: the record's key (under ``servers[name]``) for the generation of the nginx config the
+#: server's user-data writes (:func:`.userdata.generation`), which its guest reports
+GENERATION_KEY = "nginx_generation"
 
 
 @dataclasses.dataclass
@@ -55,6 +59,14 @@ def reconfigured(previous: ServiceInstanceGraph, sig: ServiceInstanceGraph) -> b
 def digest(user_data: str) -> str:
     """The SHA-256 (hex) of ``user_data``."""
     return hashlib.sha256(user_data.encode()).hexdigest()
+
+
+def note(entry: dict, user_data: str):
+    """Record in ``entry`` (``servers[name]``) what RO gave the server: the digest of
+    ``user_data`` and the generation of the nginx config it writes (none for a DNS
+    server)."""
+    entry[DIGEST_KEY] = digest(user_data)
+    entry[GENERATION_KEY] = userdata.generation(user_data)
 
 
 def encoded(user_data: str) -> str:

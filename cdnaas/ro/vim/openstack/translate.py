@@ -1,6 +1,7 @@
 """openstacksdk objects in, our dataclasses out: nothing of openstacksdk leaves the driver."""
 import time
 
+from cdnaas.common import timeutil
 from cdnaas.ro.vim.base import VnfHealth, VnfInstance, VnfMetrics
 
 
@@ -17,8 +18,7 @@ def vnf_instance(vnf, resource_id, address):
 
 def server_health(instance, server):
     """Health of a cache or DNS VNF from its nova server (None: the server is gone). A server
-    gone or in ERROR does not mend by itself (``lasting``); inside the guest, systemd
-    restarts a daemon whose master dies, its leftover workers killed with it."""
+    gone or in ERROR does not mend by itself (``lasting``)."""
     if server is None:
         return VnfHealth(instance.name, instance.role, instance.region, False, "server is gone",
                          lasting=True)
@@ -28,6 +28,29 @@ def server_health(instance, server):
         detail += f": {server.fault.get('message', '')}"
     return VnfHealth(instance.name, instance.role, instance.region, healthy, detail,
                      lasting=server.status == "ERROR")
+
+
+def guest_health(instance, server, running, wanted, boot_seconds):
+    """Health of the cache or origin shield ``instance``, whose ``server`` is ACTIVE, from
+    what its guest's management listener says: ``running``, the generation of the config
+    its nginx workers run ("" none, None: no answer), against ``wanted``, the one its
+    user-data wrote (None: not recorded, not compared). Another generation is a lasting
+    fault (a config the guest never loaded does not load by itself); no answer is one
+    that may pass, except within ``boot_seconds`` of the server's launch (or rebuild),
+    while its guest boots."""
+    def health(healthy, detail, lasting=False):
+        return VnfHealth(instance.name, instance.role, instance.region, healthy,
+                         f"server ACTIVE; {detail}", lasting=lasting)
+    if running is None:
+        launched = getattr(server, "launched_at", None)
+        if launched and \
+                (timeutil.utcnow() - timeutil.parse(launched)).total_seconds() < boot_seconds:
+            return health(True, "its guest boots (no answer on its management port yet)")
+        return health(False, "no answer on its management port")
+    if wanted is not None and running != wanted:
+        return health(False, f"runs configuration generation {running or 'none'}, its "
+                             f"user-data wrote {wanted}", lasting=True)
+    return health(True, f"runs generation {running or 'none'}")
 
 
 def load_balancer_health(instance, lb):

@@ -11,10 +11,12 @@ process, and starts them:
   log, since Octavia's balancer logs nothing RO reads; an origin shield is a cache that
   fetches from the origin for the others, listening on its legs in every region and
   logging no viewer), unit ``cdnaas-cache`` with the
-  open-file limit the config asks for (``LimitNOFILE``), a timer rotating the usage log
+  open-file limit the config asks for (``LimitNOFILE``), which restarts a master that
+  dies beside its workers and then ends those gracefully (``ORPHANS_SCRIPT``), a timer
+  rotating the usage log
   past :data:`USAGE_ROTATE_BYTES` (``cdnaas-usage-rotate``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
-  raising the listen queues to its backlog (as the local driver does in a VNF's
-  namespace); its status page answers on the management port only, to the management
+  raising the listen queues to its backlog and handing a closing listener's queue to
+  another (as the local driver does in a VNF's namespace); its status page answers on the management port only, to the management
   prefixes (or to the VNF itself), never to viewers; the files the config refers to
   under its prefix (``cache_files``: error pages, gzip-compressed); with log streams,
   the log shipper (:mod:`cdnaas.ro.vim.logship`, one file under :data:`LOGSHIP_DIR`) as
@@ -58,6 +60,30 @@ _LOADGEN_SYSCTL_FILE = "/etc/sysctl.d/60-cdnaas-loadgen.conf"
 _LOADGEN_SYSCTL = ("# CDNaaS load generator: an ephemeral port per viewer's connection\n"
                    "net.ipv4.ip_local_port_range = 10000 65535\n")
 
+#: a cache's script ending the nginx processes outside the tree of the master systemd started
+ORPHANS_SCRIPT = f"{CONF_DIR}/end-orphans.sh"
+_END_ORPHANS = """\
+#!/bin/sh
+# CDNaaS cache VNF: once the nginx master systemd started ($MAINPID) has its workers, every
+# other nginx process (the workers of a master that died, which served on meanwhile: the
+# unit's KillMode=process leaves them) ends gracefully, answering what it began.
+tries=0
+until grep -q . /proc/"$MAINPID"/task/*/children 2>/dev/null || [ "$tries" -ge 100 ]; do
+  sleep 0.1; tries=$((tries + 1))
+done
+for stat in /proc/[0-9]*/stat; do
+  read -r pid comm state parent rest < "$stat" 2>/dev/null || continue
+  [ "$comm" = "(nginx)" ] && [ "$pid" != "$MAINPID" ] && [ "$parent" != "$MAINPID" ] &&
+    kill -QUIT "$pid" 2>/dev/null
+done
+exit 0
+"""
+
+# KillMode=process: when the master dies (a crash, kill -9), systemd restarts it without
+# killing its workers, which go on serving beside the new master (the listeners take
+# SO_REUSEPORT) until it has its own; then they end gracefully (ORPHANS_SCRIPT), what
+# their listeners had queued moving to the new ones' (tcp_migrate_req). A stop still ends
+# them all: the master, told to stop, stops its workers.
 _CACHE_UNIT = """\
 [Unit]
 Description=CDNaaS cache VNF (nginx)
@@ -69,9 +95,11 @@ LimitNOFILE={nofile}
 ExecStartPre=/usr/bin/mkdir -p {prefix}/logs {prefix}/temp
 ExecStartPre=/usr/sbin/nginx -t -q -p {prefix}/ -c {conf_dir}/nginx.conf
 ExecStart=/usr/sbin/nginx -p {prefix}/ -c {conf_dir}/nginx.conf
+ExecStartPost=/bin/sh {orphans}
 ExecReload=/usr/sbin/nginx -p {prefix}/ -c {conf_dir}/nginx.conf -s reload
-Restart=on-failure
-RestartSec=2
+KillMode=process
+Restart=always
+RestartSec=1
 
 [Install]
 WantedBy=multi-user.target
@@ -219,9 +247,11 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
                     for name, text, mode in vnfconfig.access_files(None if shield
                                                                    else sig.service)]
     limits = vnfconfig.host_limits(nginx)
-    sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog\n"
+    sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog; a closing listener's\n"
+              f"# queue moves to another of its SO_REUSEPORT group (a restarted master's)\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
-              f"net.ipv4.tcp_max_syn_backlog = {limits['somaxconn']}\n")
+              f"net.ipv4.tcp_max_syn_backlog = {limits['somaxconn']}\n"
+              f"net.ipv4.tcp_migrate_req = 1\n")
     # the files the config refers to (error pages), gzip-compressed: Nova takes 64 KB
     pages = [{"path": f"{PREFIX}/{relative}", "encoding": "gz+b64", "content": _packed(text)}
              for relative, text in vnfconfig.cache_files(sig.service).items()]
@@ -231,7 +261,9 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
         (f"{CONF_DIR}/nginx.conf", nginx),
         (_SYSCTL_FILE, sysctl),
         ("/etc/systemd/system/cdnaas-cache.service",
-         _CACHE_UNIT.format(nofile=limits["nofile"], prefix=PREFIX, conf_dir=CONF_DIR)),
+         _CACHE_UNIT.format(nofile=limits["nofile"], prefix=PREFIX, conf_dir=CONF_DIR,
+                            orphans=ORPHANS_SCRIPT)),
+        (ORPHANS_SCRIPT, _END_ORPHANS),
         (_ROTATE_SCRIPT, _ROTATE),
         ("/etc/systemd/system/cdnaas-usage-rotate.service", _ROTATE_UNIT),
         ("/etc/systemd/system/cdnaas-usage-rotate.timer", _ROTATE_TIMER),
@@ -336,3 +368,13 @@ def _cloud_config(hostname, what, files, units, mkdirs=(), sysctl=None, packed=(
     header = f"#cloud-config\n# CDNaaS {what} (rendered by cdnaas.ro.vim.openstack.userdata)\n"
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False,
                                    width=1000)
+
+
+def generation(user_data):
+    """The generation of the nginx config the cache user-data ``user_data`` writes, which
+    its guest's management listener reports (:data:`cdnaas.ro.vnfconfig.GENERATION_PATH`);
+    None for a VNF without one (a DNS server)."""
+    document = yaml.safe_load(user_data)
+    text = next((f["content"] for f in document["write_files"]
+                 if f["path"] == f"{CONF_DIR}/nginx.conf"), "")
+    return vnfconfig.generation_of(text)
