@@ -10,7 +10,8 @@ process, and starts them:
   plan sends it: ``planned_connections``; logging every viewer request to its usage
   log, since Octavia's balancer logs nothing RO reads; an origin shield is a cache that
   fetches from the origin for the others, listening on its legs in every region and
-  logging no viewer), unit ``cdnaas-cache`` with the
+  logging no viewer; with a managed certificate, answering ACME HTTP-01 challenges
+  from the config, as on the local driver: Octavia's balancer serves no file), unit ``cdnaas-cache`` with the
   open-file limit the config asks for (``LimitNOFILE``), a timer rotating the usage log
   past :data:`USAGE_ROTATE_BYTES` (``cdnaas-usage-rotate``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
   raising the listen queues to its backlog (as the local driver does in a VNF's
