@@ -192,8 +192,8 @@ def test_a_managed_vcdn_on_openstack_answers_challenges_through_octavias_redirec
         assert _l7(admin_conn, http) == [
             ("REDIRECT_TO_POOL", http.default_pool_id, None,
              [("PATH", "STARTS_WITH", challenges.PATH_PREFIX)]),
-            ("REDIRECT_PREFIX", None, f"https://{sig.hostname}",
-             [("HOST_NAME", "EQUAL_TO", sig.hostname)])]
+            *(("REDIRECT_PREFIX", None, f"https://{name}", [("HOST_NAME", "EQUAL_TO", name)])
+              for name in [sig.hostname, *NAMES])]
         for name, server in servers_of(admin_conn, deployment).items():
             files = {f["path"]: f.get("content") for f in
                      yaml.safe_load(user_data(server))["write_files"]}
@@ -217,6 +217,9 @@ def test_a_managed_vcdn_on_openstack_answers_challenges_through_octavias_redirec
     finally:
         if deployment is not None:
             driver.terminate(deployment)
+        with database.transaction() as session:  # the secret is in use while it is not
+            for record in session.query(DeploymentRecord).all():
+                record.mark("DELETED")
         driver.secrets.delete(kept["ref"])
         database.dispose()
     assert nothing_left(admin_conn, vcdn_id) == {}
