@@ -38,6 +38,7 @@ from tests.support.pebble import pebble_ca  # noqa: F401 (fixture)
 from tests.test_access import signed
 from tests.test_comforts_unit import openstack_sig
 from tests.test_openstack_driver import nothing_left, servers_of, user_data
+from tests.test_openstack_https_policy import l7_policies
 from tests.test_openstack_tls import (driver, https_sig, listeners,  # noqa: F401 (fixture)
                                       store_certificate)
 from tests.test_vnfconfig import need, running
@@ -158,21 +159,6 @@ def _resolves(port):
 
 # --- the driver against the mini cloud -----------------------------------------------------
 
-def _l7(admin_conn, listener):
-    """``[(action, redirect_pool_id, redirect_prefix, rules)]`` of ``listener``'s L7
-    policies as Octavia's API shows them, by position."""
-    def read(path):
-        answer = admin_conn.load_balancer.get(path)
-        assert answer.status_code == 200, answer.text
-        return answer.json()
-    policies = [read(f"/lbaas/l7policies/{item['id']}")["l7policy"]
-                for item in listener.l7_policies]
-    return [(p["action"], p.get("redirect_pool_id"), p.get("redirect_prefix"),
-             [(r["type"], r["compare_type"], r["value"])
-              for r in read(f"/lbaas/l7policies/{p['id']}/rules")["rules"]])
-            for p in sorted(policies, key=lambda p: p["position"])]
-
-
 def test_a_managed_vcdn_on_openstack_answers_challenges_through_octavias_redirect(
         driver, admin_conn, account, tmp_path):  # noqa: F811
     vcdn_id = f"acme-{uuid.uuid4().hex[:8]}"
@@ -189,7 +175,7 @@ def test_a_managed_vcdn_on_openstack_answers_challenges_through_octavias_redirec
         deployment = driver.deploy(sig)
         info = deployment.resources["regions"]["north"]
         http = listeners(admin_conn, info["lb_id"])["HTTP"]
-        assert _l7(admin_conn, http) == [
+        assert l7_policies(admin_conn, http, ("redirect_pool_id", "redirect_prefix")) == [
             ("REDIRECT_TO_POOL", http.default_pool_id, None,
              [("PATH", "STARTS_WITH", challenges.PATH_PREFIX)]),
             *(("REDIRECT_PREFIX", None, f"https://{name}", [("HOST_NAME", "EQUAL_TO", name)])

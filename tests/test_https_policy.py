@@ -461,7 +461,8 @@ def test_the_balancer_lets_acme_challenges_reach_the_caches_over_plain_http(tmp_
         name="lb", workers=1, listen_address="127.0.0.1", listen_port=port,
         members=[("c", "127.0.0.1", member.server_address[1])], prefix_dir=str(tmp_path),
         management_sources=["127.0.0.1"], management_port=management, server_names=NAMES,
-        user="root", daemon=False, tls={"port": https_port, "certificate": str(chain), "key": str(key)},
+        user="root", daemon=False,
+        tls={"port": https_port, "certificate": str(chain), "key": str(key)},
         service={"https_policy": https.check({"http": mode}, "https_policy"),
                  "managed_certificate": True, challenges.FIELD: "T" * 43})
     (tmp_path / "logs").mkdir(exist_ok=True)

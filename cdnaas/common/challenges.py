@@ -89,8 +89,9 @@ def check_answered(service, answers, field="challenges"):
     """Check that the caches of a SIG with this ``service`` give exactly ``answers``
     (checked by :func:`parse`): every key authorization ends in the SIG's thumbprint.
 
-    :raises Conflict: the SIG has no thumbprint (its caches answer no challenge), or its thumbprint is another account's (SO's ACME account key
-        changed since the vCDN was deployed: an update of the vCDN renders the new one).
+    :raises Conflict: the SIG has no thumbprint (its caches answer no challenge), or its
+        thumbprint is another account's (SO's ACME account key changed since the vCDN
+        was deployed: an update of the vCDN renders the new one).
     """
     wanted = thumbprint_of(service)
     for index, answer in enumerate(parse(answers, field).values()):

@@ -15,9 +15,9 @@ once no SIG uses it (:func:`release`).
 for the hostnames from the operator's ACME CA once the vCDN is ACTIVE and renews it
 (:mod:`cdnaas.so.acme`); ``managed_certificate`` is recorded in ``service`` (and the SIG,
 with the ACME account's thumbprint its caches answer challenges with) and the issued
-certificate is then recorded as an uploaded one. The view tells how many days a certificate has left and warns
-(``expiry_state: expiring``) from the first ``certificate.expiring`` reminder on
-(:func:`warning_days`).
+certificate is then recorded as an uploaded one. The view tells how many days a
+certificate has left and warns (``expiry_state: expiring``) from the first
+``certificate.expiring`` reminder on (:func:`warning_days`).
 """
 import contextlib
 import logging
