@@ -38,7 +38,7 @@ SYSTEM_MODULES = {
     "test_dataplane",
     "test_flavor_packages", "test_sidr_checks",
     "test_usage",
-    "test_tls", "test_acme",
+    "test_tls", "test_acme", "test_acme_openstack",
     "test_local_update", "test_lossless_changes",
     "test_cache_rules", "test_purge", "test_origin_shield",
     "test_ranges",

@@ -4,16 +4,15 @@ Debian's ``pebble``, real HTTP-01 validation: ``PEBBLE_VA_ALWAYS_VALID`` unset).
 Pebble runs on this machine's loopback; its validation resolves the vCDN's custom name
 through the vCDN's own geo-DNS (``-dnsserver``) and fetches
 ``http://<name>/.well-known/acme-challenge/<token>`` from the vCDN's balancer over its
-region bridge (the root namespace holds the bridge's gateway address). SO orders the
+region bridge (the root namespace holds the bridge's gateway address), whose caches
+answer it statelessly (the thumbprint of SO's account in their config). SO orders the
 certificate as soon as the vCDN is ACTIVE, installs it by the rotation path of an
 uploaded one, and (``CDNAAS_ACME_RENEW_AT=0`` here: every pass is past the renewal
 point) renews it again and again while HTTPS requests run: none fails.
 """
-import contextlib
 import json
 import os
 import ssl
-import subprocess
 import time
 
 import pytest
@@ -21,12 +20,13 @@ import requests
 from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
-from cdnaas.common import challenges, ports
+from cdnaas.common import challenges
 from cdnaas.common.clients import RoClient
 from cdnaas.ro.vim.local import clients
 from tests.support.api import populate, vcdn_body
-from tests.support.certs import TestCA
+from tests.support import pebble
 from tests.support.https_loop import RequestLoop, https_get, served_fingerprint
+from tests.support.pebble import pebble_ca  # noqa: F401 (fixture)
 from tests.support.stack import running_stack
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
@@ -36,67 +36,17 @@ NAMES = ["www.managed-shop.com", "img.managed-shop.com"]
 LOOP_REQUESTS, LOOP_SECONDS = 600, 45.0
 #: renewals the loop must see (each a new certificate served)
 RENEWALS = 2
-PEBBLE_PORT, PEBBLE_MANAGEMENT_PORT = ports.free_loopback_ports(2)
-
-
-@pytest.fixture(scope="module")
-def pebble_ca(tmp_path_factory):
-    """The CA of Pebble's own HTTPS listener (what SO trusts it by), and its files."""
-    folder = tmp_path_factory.mktemp("pebble")
-    ca = TestCA("Pebble listener test root")
-    issued = ca.issue(["localhost"])
-    (folder / "listener.crt").write_text(issued.chain_pem)
-    (folder / "listener.key").write_text(issued.key_pem)
-    (folder / "ca.pem").write_text(ca.root_pem)
-    return folder
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, pebble_ca):
     tmp = tmp_path_factory.mktemp("acme-stack")
     extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_LOG_LEVEL": "DEBUG",
-             "CDNAAS_ACME_DIRECTORY": f"https://localhost:{PEBBLE_PORT}/dir",
+             "CDNAAS_ACME_DIRECTORY": pebble.DIRECTORY,
              "CDNAAS_ACME_CA_BUNDLE": str(pebble_ca / "ca.pem"),
              "CDNAAS_ACME_INTERVAL": "0.5", "CDNAAS_ACME_RENEW_AT": "0"}
     with running_stack(None, tmp, extra_env=extra) as running:
         yield populate(running)
-
-
-@contextlib.contextmanager
-def pebble(folder, dns_server):
-    """Pebble on loopback, validating HTTP-01 on port 80 of what ``dns_server`` answers;
-    yields the PEM of the root it issues under."""
-    config = folder / "pebble.json"
-    config.write_text(json.dumps({"pebble": {
-        "listenAddress": f"127.0.0.1:{PEBBLE_PORT}",
-        "managementListenAddress": f"127.0.0.1:{PEBBLE_MANAGEMENT_PORT}",
-        "certificate": str(folder / "listener.crt"), "privateKey": str(folder / "listener.key"),
-        "httpPort": 80, "tlsPort": 5001, "ocspResponderURL": "",
-        "externalAccountBindingRequired": False}}))
-    env = {**os.environ, "PEBBLE_VA_NOSLEEP": "1", "PEBBLE_WFE_NONCEREJECT": "0",
-           "PEBBLE_AUTHZREUSE": "0"}
-    env.pop("PEBBLE_VA_ALWAYS_VALID", None)  # real validation
-    log = (folder / "pebble.log").open("wb")
-    process = subprocess.Popen(["pebble", "-config", str(config), "-dnsserver",
-                                f"{dns_server}:53"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                root = requests.get(f"https://localhost:{PEBBLE_MANAGEMENT_PORT}/roots/0",
-                                    verify=str(folder / "ca.pem"), timeout=2)
-                if root.status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, \
-                (folder / "pebble.log").read_text()
-            time.sleep(0.2)
-        yield root.text
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
 
 
 def _served(viewer, balancer, name, root_pem):
@@ -133,17 +83,19 @@ def test_a_managed_certificate_is_issued_by_http01_and_renewed_without_a_failed_
     dns_server = vcdn["entry_point"]["dns_servers"][0]
 
     # the CA is up only now: SO's first orders failed (retried, waiting longer each time)
-    with pebble(pebble_ca, dns_server) as root_pem, \
+    with pebble.running(pebble_ca, f"{dns_server}:53") as root_pem, \
             clients.client(vcdn_id, "eu-west", "10.1.0.41") as viewer:
-        # the balancer answers only base64url tokens it was given; the rest is 404 here
-        unknown = "A" * 43
-        status, _headers, _body = viewer.fetch(
-            f"http://{NAMES[0]}{challenges.PATH_PREFIX}{unknown}", resolve=(NAMES[0], balancer))
-        assert status == 404
-        status, _headers, _body = viewer.fetch(
+        # the caches answer any base64url token with SO's account thumbprint, from
+        # their config; anything else under the prefix is not answered
+        token = "A" * 43
+        status, _headers, body = viewer.fetch(
+            f"http://{NAMES[0]}{challenges.PATH_PREFIX}{token}", resolve=(NAMES[0], balancer))
+        assert status == 200
+        assert challenges.KEY_AUTHORIZATION.fullmatch(body.decode())["token"] == token
+        status, _headers, body = viewer.fetch(
             f"http://{NAMES[0]}{challenges.PATH_PREFIX}..%2f..%2fnginx.conf",
             resolve=(NAMES[0], balancer))
-        assert status in (400, 404)
+        assert status != 200 or b"." + token.encode() not in body
 
         first = _wait(lambda: _served(viewer, balancer, NAMES[0], root_pem), 60,
                       "no certificate chaining to Pebble's root is served")
@@ -185,7 +137,6 @@ def test_a_managed_certificate_is_issued_by_http01_and_renewed_without_a_failed_
         if path.is_file():
             assert b"PRIVATE KEY-----" not in path.read_bytes(), path
     assert (stack.state_dir / "acme-account.json").stat().st_size > 0
-    assert list((stack.state_dir / "local").rglob("acme-challenge/*")) == []
 
 
 def cdnaas(stack, *args):

@@ -1,15 +1,18 @@
 """Managed certificates without a CA: expiry states, when SO renews, the challenge answers
-RO takes, the body's managed certificate through a vCDN's changes, and the balancer's
-challenge location as nginx reads it."""
+RO takes and checks against the SIG, the body's managed certificate through a vCDN's
+changes, SO's account thumbprint in the SIG, and the caches' stateless answer and
+Octavia's L7 policies as they are rendered."""
+import dataclasses
 import datetime as dt
-import stat
 
 import pytest
+from acme import challenges as acme_challenges
 
 from cdnaas.common import certificates, challenges, errors
+from cdnaas.common.sig import Origin
 from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim.local import challenge_files
-from cdnaas.so import acme, tls
+from cdnaas.ro.vim.openstack import plan
+from cdnaas.so import acme, acme_account, tls
 from cdnaas.so.models import Instance
 from tests.support.databases import migrated
 
@@ -132,44 +135,117 @@ def test_a_managed_certificate_goes_through_a_vcdns_changes(monkeypatch):
     assert refused.value.field == "certificate.managed"
 
 
-def _lb(tmp_path, **values):
-    return vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
-                               listen_port=8080, members=[("c", "127.0.0.1", 8081)],
-                               prefix_dir=str(tmp_path), management_sources=["127.0.0.1"],
-                               **values)
+def _cache(tmp_path, service, **values):
+    return vnfconfig.cache_config(name="c", workers=1, listen_address="127.0.0.1",
+                                  listen_port=8080, origin=Origin("http", "o.example.com", 80),
+                                  origin_address="127.0.0.1", prefix_dir=str(tmp_path),
+                                  management_sources=["127.0.0.1"], service=service, **values)
 
 
-def test_the_balancer_answers_challenges_only_for_a_managed_certificate(tmp_path):
-    assert challenges.PATH_PREFIX not in _lb(tmp_path)
-    text = _lb(tmp_path, acme_challenges=f"{tmp_path}/acme-challenge")
-    assert f"alias {tmp_path}/acme-challenge/$1;" in text
-    for hostile in ("relative/dir", f"{tmp_path}/../etc", f"{tmp_path}/x;"):
-        with pytest.raises(vnfconfig.ConfigError, match="acme_challenges"):
-            _lb(tmp_path, acme_challenges=hostile)
+def test_caches_answer_challenges_only_for_a_managed_certificate(tmp_path):
+    answer = f'return 200 "$1.{THUMBPRINT}";'
+    assert "acme-challenge" not in _cache(tmp_path, {})
+    text = _cache(tmp_path, {"managed_certificate": True, challenges.FIELD: THUMBPRINT})
+    assert answer in text
+    # ahead of the access control, in the server's rewrite phase
+    server = text[text.index("server_name _;"):]
+    assert server.index(answer) < server.index("location")
+    # the shield serves caches, not the CA
+    assert "acme-challenge" not in _cache(tmp_path, {challenges.FIELD: THUMBPRINT},
+                                          shield=True)
 
 
-def test_a_flavor_balancer_template_without_challenges_is_refused_for_a_managed_certificate(
+@pytest.mark.parametrize("hostile", [
+    "A" * 42, "A" * 44, "A" * 42 + '"', "A" * 42 + ";", "A" * 42 + "$", "A" * 42 + "\n",
+    "A" * 42 + "}", "A" * 42 + "=", "A" * 41 + "\u00e9", 43, None, ["A" * 43], ""])
+def test_a_hostile_thumbprint_is_refused_naming_the_field_and_nothing_is_rendered(
+        tmp_path, hostile):
+    with pytest.raises(errors.BadRequest) as refused:
+        challenges.check_thumbprint(hostile)
+    assert refused.value.field == challenges.FIELD
+    if hostile is not None:  # None: no managed certificate, nothing to render
+        with pytest.raises(vnfconfig.ConfigError, match="service.acme_thumbprint"):
+            _cache(tmp_path, {challenges.FIELD: hostile})
+        with pytest.raises(vnfconfig.ConfigError, match="service.acme_thumbprint"):
+            vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
+                                listen_port=8080, members=[("c", "127.0.0.1", 8081)],
+                                prefix_dir=str(tmp_path), management_sources=["127.0.0.1"],
+                                service={challenges.FIELD: hostile})
+
+
+def test_a_flavor_cache_template_without_the_answer_is_refused_for_a_managed_certificate(
         tmp_path):
-    stock = (vnfconfig.TEMPLATES_DIR / vnfconfig.LB_TEMPLATE).read_text()
-    (tmp_path / "plain-lb.conf.j2").write_text(
+    stock = (vnfconfig.TEMPLATES_DIR / vnfconfig.CACHE_TEMPLATE).read_text()
+    (tmp_path / "plain-cache.conf.j2").write_text(
         stock.replace('{% include "nginx-acme-challenge.conf.j2" %}\n', ""))
-    flavor = vnfconfig.FlavorConfig(template="plain-lb.conf.j2", folders=(str(tmp_path),))
+    flavor = vnfconfig.FlavorConfig(template="plain-cache.conf.j2", folders=(str(tmp_path),))
     with pytest.raises(vnfconfig.ConfigError, match="nginx-acme-challenge.conf.j2"):
-        _lb(tmp_path, flavor=flavor, acme_challenges=f"{tmp_path}/acme-challenge")
+        _cache(tmp_path, {challenges.FIELD: THUMBPRINT}, flavor=flavor)
+    assert _cache(tmp_path, {}, flavor=flavor)  # fine without a managed certificate
 
 
-def test_the_local_driver_writes_exactly_the_answers_it_is_given(tmp_path):
-    first, second = (f"{TOKEN}{i}" for i in (1, 2))
-    answers = [{"token": t, "key_authorization": f"{t}.{THUMBPRINT}"} for t in (first, second)]
-    challenge_files.write(tmp_path, answers)
-    folder = tmp_path / challenge_files.DIRECTORY
-    assert sorted(p.name for p in folder.iterdir()) == [first, second]
-    assert (folder / first).read_text() == f"{first}.{THUMBPRINT}"  # no newline
-    assert stat.S_IMODE((folder / first).stat().st_mode) == 0o644
-    challenge_files.write(tmp_path, answers[1:])
-    assert [p.name for p in folder.iterdir()] == [second]
-    with pytest.raises(errors.BadRequest):
-        challenge_files.write(tmp_path, [{"token": "../x" * 8, "key_authorization": "y"}])
-    assert [p.name for p in folder.iterdir()] == [second]  # a refusal changes nothing
-    challenge_files.write(tmp_path, [])
-    assert list(folder.iterdir()) == []
+def _answer(token, thumbprint=THUMBPRINT):
+    return {"token": token, "key_authorization": f"{token}.{thumbprint}"}
+
+
+def test_ro_takes_answers_the_caches_give_and_refuses_others_naming_the_item():
+    service = {"managed_certificate": True, challenges.FIELD: THUMBPRINT}
+    challenges.check_answered(service, [_answer(TOKEN), _answer(TOKEN + "2")])
+    challenges.check_answered({}, [])  # nothing asked, nothing to answer
+    with pytest.raises(errors.Conflict) as refused:
+        challenges.check_answered(service, [_answer(TOKEN), _answer(TOKEN + "2", "B" * 43)])
+    assert refused.value.field == "challenges[1].key_authorization"
+    assert THUMBPRINT in refused.value.message and "B" * 43 not in refused.value.message
+    with pytest.raises(errors.Conflict) as refused:
+        challenges.check_answered({"managed_certificate": True}, [_answer(TOKEN)])
+    assert refused.value.field == "challenges"
+    with pytest.raises(errors.BadRequest) as refused:
+        challenges.check_answered(service, [{"token": TOKEN, "key_authorization":
+                                             f'{TOKEN}.{THUMBPRINT[:-1]}"'}])
+    assert refused.value.field == "challenges[0].key_authorization"
+    with pytest.raises(errors.BadRequest) as refused:
+        challenges.check_answered({challenges.FIELD: "x;"}, [_answer(TOKEN)])
+    assert refused.value.field == f"service.{challenges.FIELD}"
+
+
+def test_the_sig_carries_the_account_thumbprint_every_key_authorization_ends_in(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("CDNAAS_ACME_ACCOUNT_FILE", str(tmp_path / "account.json"))
+    names = ["a.example.com"]
+    managed = tls.record({}, names, None, managed=True)
+    thumbprint = tls.sig_service(managed)[challenges.FIELD]
+    assert challenges.check_thumbprint(thumbprint) == thumbprint
+    assert challenges.FIELD not in tls.sig_service(tls.record({}, names, None))
+    jwk, uri = acme_account.load("https://ca.example.net/dir")
+    assert uri is None
+    token = acme_challenges.HTTP01(token=b"t" * 32)
+    assert token.key_authorization(jwk).endswith(f".{thumbprint}")
+    # the key outlives a CA that forgot the account and a move to another CA
+    acme_account.save_url("https://ca.example.net/dir", "https://ca.example.net/acct/1")
+    assert acme_account.load("https://ca.example.net/dir")[1] == "https://ca.example.net/acct/1"
+    assert acme_account.load("https://other.example.net/dir")[1] is None
+    acme_account.forget_url()
+    assert acme_account.load("https://ca.example.net/dir")[1] is None
+    assert tls.sig_service(managed)[challenges.FIELD] == thumbprint
+    # the file is sealed: no key in clear
+    assert b"PRIVATE KEY" not in (tmp_path / "account.json").read_bytes()
+    (tmp_path / "account.key").write_text("replaced\n")
+    with pytest.raises(errors.CdnaasError, match="ACME account"):
+        tls.sig_service(managed)
+
+
+@pytest.mark.parametrize("mode", ["redirect", "refuse"])
+def test_octavia_lets_the_challenge_path_through_ahead_of_a_redirect_or_refusal(mode):
+    policy = {"http": mode}
+    plain = plan.http_l7_policies(policy, ["a.example.com"], ["t"])
+    passed = plan.http_l7_policies(policy, ["a.example.com"], ["t"], acme_pool="lb-http")
+    assert passed[0] == {"name": "acme-http01", "action": "REDIRECT_TO_POOL",
+                         "redirect_pool": {"name": "lb-http"}, "tags": ["t"], "position": 1,
+                         "rules": [{"type": "PATH", "compare_type": "STARTS_WITH",
+                                    "value": challenges.PATH_PREFIX}]}
+    assert [dict(p, position=p["position"] - 1) for p in passed[1:]] == plain
+    assert plan.http_l7_policies({"http": "allow"}, ["a.example.com"], acme_pool="x") == []
+    specs = plan.listeners("lb-http", ["t"], container_ref="ref", policy=policy,
+                           names=["a.example.com"], acme=True)
+    assert specs[0]["l7policies"][0]["redirect_pool"] == {"name": specs[0]["default_pool"][
+        "name"]}

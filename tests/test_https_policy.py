@@ -5,6 +5,7 @@ plain HTTP redirected (301/308 with path and query) or refused (403), HSTS on HT
 TLS 1.2 refused under a 1.3 minimum, a name the vCDN does not serve (or none) failing the
 handshake, a PATCH of the policy reloading the balancer with no request failed, and
 hostile or contradictory bodies refused naming the field with nothing written."""
+import http.server
 import json
 import socket
 import ssl
@@ -13,10 +14,12 @@ import types
 import time
 
 import pytest
+import requests
 from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
-from cdnaas.common import certificates, errors
+from cdnaas.common import certificates, challenges, errors
+from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.clients import RoClient
 from cdnaas.delivery import https
 from cdnaas.ro import vnfconfig
@@ -26,6 +29,7 @@ from cdnaas.ro.vim.local.system import run
 from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.support.delivery import local_stack
+from tests.test_vnfconfig import need, running
 
 NAMES = ["www.policy-shop.com"]
 PATH = "/objects/chunk-low"
@@ -437,3 +441,59 @@ def test_the_octavia_driver_sends_the_policy_with_the_balancer_and_refuses_a_cha
     renamed.service = {**sig.service, "hostnames": NAMES + ["new.policy-shop.com"]}
     with pytest.raises(DeploymentFailed, match="names it redirects"):
         driver.update(types.SimpleNamespace(vnfs=[], resources={}), renamed, previous=sig)
+
+
+@pytest.mark.parametrize("mode", ["redirect", "refuse"])
+def test_the_balancer_lets_acme_challenges_reach_the_caches_over_plain_http(tmp_path, ca,
+                                                                             mode):
+    """With a managed certificate, plain HTTP of the ACME HTTP-01 path goes to the caches
+    (which answer it) whatever the policy does to plain HTTP; every other path is
+    redirected or refused as before. Real nginx in front of a member that says so."""
+    need("nginx", root=True)
+    member = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Member)
+    threading.Thread(target=member.serve_forever, daemon=True).start()
+    port, https_port, management = free_loopback_ports(3)
+    chain, key = tmp_path / "c.crt", tmp_path / "c.key"
+    issued = ca.issue(NAMES)
+    chain.write_text(issued.chain_pem)
+    key.write_text(issued.key_pem)
+    text = vnfconfig.lb_config(
+        name="lb", workers=1, listen_address="127.0.0.1", listen_port=port,
+        members=[("c", "127.0.0.1", member.server_address[1])], prefix_dir=str(tmp_path),
+        management_sources=["127.0.0.1"], management_port=management, server_names=NAMES,
+        user="root", daemon=False,
+        tls={"port": https_port, "certificate": str(chain), "key": str(key)},
+        service={"https_policy": https.check({"http": mode}, "https_policy"),
+                 "managed_certificate": True, challenges.FIELD: "T" * 43})
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    (tmp_path / "nginx.conf").write_text(text)
+    try:
+        with running(["nginx", "-p", f"{tmp_path}/", "-c", str(tmp_path / "nginx.conf")],
+                     "the balancer",
+                     lambda: requests.get(f"http://127.0.0.1:{management}/", timeout=1)
+                     is not None):
+            def plain(path):
+                return requests.get(f"http://127.0.0.1:{port}{path}", timeout=5,
+                                    headers={"Host": NAMES[0]}, allow_redirects=False)
+            challenge = plain(f"{challenges.PATH_PREFIX}{'k' * 43}")
+            assert (challenge.status_code, challenge.text) == (200, "member")
+            other = plain("/objects/chunk-low")
+            assert other.status_code == (301 if mode == "redirect" else 403)
+            assert plain(f"{challenges.PATH_PREFIX}x/../../objects").status_code == \
+                other.status_code
+    finally:
+        member.shutdown()
+        member.server_close()
+
+
+class _Member(http.server.BaseHTTPRequestHandler):
+    """A balancer member (a cache) that answers every GET with ``member``."""
+
+    def do_GET(self):  # noqa: N802 (the http.server name)
+        self.send_response(200)
+        self.send_header("Content-Length", "6")
+        self.end_headers()
+        self.wfile.write(b"member")
+
+    def log_message(self, *_args):
+        pass

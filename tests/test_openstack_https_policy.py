@@ -14,16 +14,16 @@ POLICY = {"http": "redirect", "min_tls_version": "1.3",
           "hsts": {"max_age": 31536000, "include_subdomains": True, "preload": True}}
 
 
-def _l7(admin_conn, listener):
-    """``[(action, redirect_prefix, redirect_http_code, rules)]`` of ``listener``'s L7
-    policies as Octavia's API shows them (openstacksdk has no redirect_http_code)."""
+def l7_policies(admin_conn, listener, keys=("redirect_prefix", "redirect_http_code")):
+    """``[(action, *the policy's keys, rules)]`` of ``listener``'s L7 policies as Octavia's
+    API shows them, by position (openstacksdk has no redirect_http_code)."""
     def read(path):
         answer = admin_conn.load_balancer.get(path)  # relative to Octavia's v2 endpoint
         assert answer.status_code == 200, answer.text
         return answer.json()
     policies = [read(f"/lbaas/l7policies/{item['id']}")["l7policy"]
                 for item in listener.l7_policies]
-    return [(p["action"], p.get("redirect_prefix"), p.get("redirect_http_code"),
+    return [(p["action"], *(p.get(key) for key in keys),
              [(r["type"], r["compare_type"], r["value"])
               for r in read(f"/lbaas/l7policies/{p['id']}/rules")["rules"]])
             for p in sorted(policies, key=lambda p: p["position"])]
@@ -43,7 +43,7 @@ def test_octavia_keeps_the_policy_the_balancer_is_made_with(driver, admin_conn):
         assert tls.tls_versions == ["TLSv1.3"]
         assert (tls.hsts_max_age, tls.is_hsts_include_subdomains, tls.is_hsts_preload) == \
             (31536000, True, True)
-        assert _l7(admin_conn, found["HTTP"]) == [
+        assert l7_policies(admin_conn, found["HTTP"]) == [
             ("REDIRECT_PREFIX", f"https://{sig.hostname}", 301,
              [("HOST_NAME", "EQUAL_TO", sig.hostname)])]
         relaxed = https_sig(vcdn_id, {"north": 1}, kept)

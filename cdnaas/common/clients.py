@@ -237,9 +237,9 @@ class RoClient(JsonClient):
         """Have every cache of the deployment fetch ``paths``; answers as :meth:`invalidate`."""
         return self.post(f"/ro/v1/deployments/{deployment_id}/prefetches", json={"paths": paths})
 
-    def answer_challenges(self, deployment_id, answers):
-        """Have the deployment's balancers answer exactly ``answers`` (ACME HTTP-01
-        ``[{token, key_authorization}]``; empty: none)."""
+    def check_challenges(self, deployment_id, answers):
+        """Check that the deployment's caches answer exactly ``answers`` (ACME HTTP-01
+        ``[{token, key_authorization}]``; :mod:`cdnaas.common.challenges`)."""
         return self.put(f"/ro/v1/deployments/{deployment_id}/acme-challenges",
                         json={"challenges": answers})
 

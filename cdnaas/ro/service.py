@@ -331,25 +331,27 @@ class DeploymentService:
         return self._on_caches(deployment_id, "caches prefetch", lambda deployment:
                                self.driver.prefetch(deployment, request["paths"]))
 
-    def answer_challenges(self, deployment_id, body):
-        """Have the balancers of an ACTIVE deployment answer exactly ``body["challenges"]``
-        (ACME HTTP-01, :func:`cdnaas.common.challenges.parse`; empty: none) from now on
-        (:meth:`VimDriver.answer_challenges`).
+    def check_challenges(self, deployment_id, body):
+        """Check that the caches of an ACTIVE deployment answer exactly
+        ``body["challenges"]`` (ACME HTTP-01, :func:`cdnaas.common.challenges.parse`):
+        they answer any token statelessly with the thumbprint of its SIG
+        (:func:`cdnaas.common.challenges.check_answered`), so nothing is written.
 
         :returns: ``{"answered": how many}``.
         :raises BadRequest: an answer is refused (named).
-        :raises NotFound, Conflict: no such deployment, or it is not ACTIVE.
-        :raises UpstreamError: the driver cannot answer challenges, or failed to.
+        :raises NotFound: no such deployment.
+        :raises Conflict: it is not ACTIVE, its certificate is not managed, or its caches
+            answer for another ACME account.
         """
         answers = body.get("challenges") if isinstance(body, dict) else None
         count = len(challenges.parse(answers))
-        deployment = self._active(deployment_id, "ACME challenges are answered")
-        try:
-            self.driver.answer_challenges(deployment, answers)
-        except VimError as exc:
-            raise errors.UpstreamError(f"the balancers of {deployment_id} cannot answer the "
-                                       f"ACME challenges: {exc}") from exc
-        LOG.info("balancers of %s answer %d ACME challenge(s)", deployment_id, count)
+        with self.database.transaction() as session:
+            record = _find(session, deployment_id)
+            self._active_record(deployment_id, record, "ACME challenges are answered")
+            service = ServiceInstanceGraph.from_record(record.sig).service
+        challenges.check_answered(service, answers)
+        LOG.info("caches of %s answer the %d ACME challenge(s) of the order", deployment_id,
+                 count)
         return {"answered": count}
 
     def _on_caches(self, deployment_id, what, action):

@@ -53,7 +53,7 @@ def deployment_invalidation(deployment_id):
 
 @blueprint.put("/deployments/<deployment_id>/acme-challenges")
 def deployment_acme_challenges(deployment_id):
-    return _service().answer_challenges(deployment_id, request.get_json())
+    return _service().check_challenges(deployment_id, request.get_json())
 
 
 @blueprint.post("/deployments/<deployment_id>/prefetches")

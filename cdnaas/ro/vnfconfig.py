@@ -600,6 +600,9 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         origins for this cache (no fetch server here).
     :param fetch_port: the fetch server's port, not ``listen_port`` nor ``management_port``.
     :param region: the cache's region (a vCDN's access may allow some regions only).
+        Where ``service`` has an ``acme_thumbprint`` (a managed certificate), the cache
+        but a shield answers every ACME HTTP-01 challenge with it, ahead of its access
+        control (``nginx-acme-challenge.conf.j2``, :mod:`cdnaas.common.challenges`).
     :param real_ip_from: prefixes of the balancers in front of the cache, whose
         ``X-Forwarded-For`` names the viewer (nginx's realip); none: the viewer is the
         connecting address. With signed URLs (:mod:`cdnaas.delivery.access`) the cache
@@ -647,7 +650,8 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         purge_module_file=PURGE_MODULE,
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
-        shield=_bool("shield", shield), also_listen=more_listeners, **options)
+        shield=_bool("shield", shield), also_listen=more_listeners,
+        acme_thumbprint=None if shield else _acme_thumbprint(service), **options)
     template = (flavor and flavor.template) or CACHE_TEMPLATE
     if fetch and f"listen {fetch['listen']};" not in text:
         raise ConfigError(f"the cache template {template} does not render the vCDN's origins "
@@ -658,11 +662,25 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         raise ConfigError(f"the cache template {template} does not render the vCDN's response "
                           "rules: import nginx-cache-responses.conf.j2 as nginx-cache.conf.j2 "
                           "does")
+    if not shield and _acme_thumbprint(service) \
+            and f'return 200 "$1.{_acme_thumbprint(service)}";' not in text:
+        raise ConfigError(f"the cache template {template} answers no ACME challenge though the "
+                          "vCDN's certificate is managed: include nginx-acme-challenge.conf.j2 "
+                          "at the top of its public server block as nginx-cache.conf.j2 does")
     if options[access.FIELD]["on"] and not shield and ACCESS_MARK not in text:
         raise ConfigError(f"the cache template {template} does not render the vCDN's access "
                           "control: include nginx-cache-access.conf.j2 as nginx-cache.conf.j2 "
                           "does")
     return stamp(text)
+
+
+def _acme_thumbprint(service):
+    """The ACME account thumbprint a cache of a SIG with this ``service`` answers
+    challenges with (:mod:`cdnaas.common.challenges`), checked again; None: none."""
+    try:
+        return challenges.thumbprint_of(service)
+    except errors.BadRequest as exc:
+        raise ConfigError(exc.message) from None
 
 
 def _fetched(field, origin, address):
@@ -729,7 +747,7 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
               daemon: bool = True, user: str | None = None,
               flavor: FlavorConfig | None = None, server_names: list[str] | None = None,
               tls: dict | None = None, cache_rules: dict | None = None,
-              service: dict | None = None, acme_challenges: str | None = None) -> str:
+              service: dict | None = None) -> str:
     """nginx config of a region's load balancer over its caches.
 
     :param members: ``(cache name, address, port)`` of each cache (its public port), at
@@ -751,11 +769,9 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
     :param cache_rules: the vCDN's cache rules (as for :func:`cache_config`): requests are
         spread over the caches by their cache key (``balance_key``), so the requests of
         one object go to one cache whatever else their query strings carry.
-    :param service: as for :func:`cache_config`.
-    :param acme_challenges: the folder of ACME HTTP-01 answer files (one per token,
-        :mod:`cdnaas.common.challenges`) the balancer answers
-        ``/.well-known/acme-challenge/<token>`` from (``nginx-acme-challenge.conf.j2``);
-        None: those paths go to the caches like any other.
+    :param service: as for :func:`cache_config`; where it has an ``acme_thumbprint``,
+        the ACME HTTP-01 path goes to the caches (which answer it) over plain HTTP
+        whatever the HTTPS policy says of plain HTTP (``acme_answered``).
     :raises ConfigError: a value is refused (named, with the reason).
     """
     if not isinstance(members, (list, tuple)) or not members:
@@ -785,17 +801,12 @@ def lb_config(*, name: str, workers: int, listen_address: str, listen_port: int,
         members=rendered, member_fail_seconds=MEMBER_FAIL_SECONDS, prefix_dir=_path("prefix_dir", prefix_dir), usage_log=USAGE_LOG_PATH,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         server_names=_hostnames("server_names", server_names or []), tls=https,
-        balance_key=_balance_key(cache_rules, service), **options,
-        acme_challenges=None if acme_challenges is None
-        else _path("acme_challenges", acme_challenges).rstrip("/"))
+        balance_key=_balance_key(cache_rules, service),
+        acme_answered=_acme_thumbprint(service) is not None, **options)
     if https and https["certificate"] not in text:
         raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
                           " serves no HTTPS though the vCDN has a certificate: include "
                           "nginx-lb-tls.conf.j2 in its server block")
-    if acme_challenges is not None and challenges.PATH_PREFIX not in text:
-        raise ConfigError(f"the balancer template {(flavor and flavor.template) or LB_TEMPLATE}"
-                          " answers no ACME challenges though the vCDN has a managed "
-                          "certificate: include nginx-acme-challenge.conf.j2 in its server block")
     return stamp(text)
 
 

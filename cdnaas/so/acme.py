@@ -1,33 +1,29 @@
 """Managed certificates: SO orders them from the operator's ACME CA and renews them.
 
 A vCDN created or changed with ``certificate: {"managed": true}`` (:mod:`cdnaas.so.tls`)
-is deployed serving HTTP, its balancers answering ACME HTTP-01 challenges
-(``service.managed_certificate`` in its SIG). :class:`Renewer`'s pass, every
-``CDNAAS_ACME_INTERVAL`` seconds in its own thread, orders a certificate (RFC 8555, with
-certbot's ``acme`` client) for every ACTIVE vCDN that needs one (:func:`due`): it has
-none yet, its hostnames changed, or ``CDNAAS_ACME_RENEW_AT`` of its certificate's
-lifetime has passed. The order (:func:`issue`) makes a new P-256 key, has RO's driver
-serve the key authorizations of its challenges from every balancer of the vCDN
-(``PUT /ro/v1/deployments/<id>/acme-challenges``), tells the CA to validate, finalizes
-and downloads the chain, then withdraws the answers. The certificate is installed as an
-uploaded one: a PATCH-like UPDATE (:func:`cdnaas.so.instances.update` with ``issued``)
-whose reason is ``certificate renewal``, so RO rotates it by a graceful reload and the
-previous certificate's secret goes once the new one serves.
-
-SO's ACME account key (P-256) is kept in ``CDNAAS_ACME_ACCOUNT_FILE`` with the account's
-URL, encrypted (Fernet) with the key in the file of the same name ending ``.key`` (0600),
-made on first use; an account the CA no longer knows is registered again.
+is deployed serving HTTP, its SIG carrying ``service.managed_certificate`` and the
+thumbprint of SO's ACME account key (``service.acme_thumbprint``,
+:mod:`cdnaas.so.acme_account`): its caches answer every ACME HTTP-01 challenge with it,
+statelessly (:mod:`cdnaas.common.challenges`), on every driver. :class:`Renewer`'s
+pass, every ``CDNAAS_ACME_INTERVAL`` seconds in its own thread, orders a certificate
+(RFC 8555, with certbot's ``acme`` client) for every ACTIVE vCDN that needs one
+(:func:`due`): it has none yet, its hostnames changed, or ``CDNAAS_ACME_RENEW_AT`` of
+its certificate's lifetime has passed. The order (:func:`issue`) makes a new P-256 key,
+has RO check that the vCDN's caches give the key authorizations of its challenges
+(``PUT /ro/v1/deployments/<id>/acme-challenges``: the thumbprint its SIG was deployed
+with), tells the CA to validate, finalizes and downloads the chain. The certificate is
+installed as an uploaded one: a PATCH-like UPDATE (:func:`cdnaas.so.instances.update`
+with ``issued``) whose reason is ``certificate renewal``, so RO rotates it by a graceful
+reload and the previous certificate's secret goes once the new one serves.
 
 A failed order is logged and tried again at the next passes, waiting twice as long after
 each failure (:data:`RETRY_MAX_SECONDS` at most); the vCDN keeps what it serves.
-Replicas: each runs its pass; the vCDN's row turning UPDATING stops the other replicas'
-installs (409), so at worst a certificate is ordered twice.
+Replicas: each runs its pass (sharing the account file); the vCDN's row turning UPDATING
+stops the other replicas' installs (409), so at worst a certificate is ordered twice.
 """
 import datetime as dt
-import json
 import logging
 import threading
-from pathlib import Path
 
 import josepy
 import requests
@@ -36,14 +32,13 @@ from acme import client as acme_client
 from acme import crypto_util
 from acme import errors as acme_errors
 from acme import messages
-from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from sqlalchemy import select
 
-from cdnaas.common import certificates, clock, config, errors, periodic, service_auth
+from cdnaas.common import certificates, clock, config, errors, periodic
 from cdnaas.common.clients import RoClient
-from cdnaas.so import hostname_checks, instances, states, tls
+from cdnaas.so import acme_account, hostname_checks, instances, states, tls
 from cdnaas.so.models import Instance
 
 LOG = logging.getLogger(__name__)
@@ -60,54 +55,23 @@ class OrderFailed(Exception):
     the CA or RO could not be reached): retried at a later pass."""
 
 
-# -- the account ----------------------------------------------------------------------------
-
-def account_file() -> Path:
-    """Where SO's ACME account is kept (``CDNAAS_ACME_ACCOUNT_FILE`` or the state dir's)."""
-    explicit = config.setting("CDNAAS_ACME_ACCOUNT_FILE")
-    return Path(explicit) if explicit else config.state_path() / "acme-account.json"
-
-
-def _fernet(path):
-    key_file = service_auth.ensure_private_file(path.with_suffix(".key"),
-                                                lambda: Fernet.generate_key().decode("ascii"))
-    return Fernet(key_file.read_text(encoding="ascii").split()[0])
-
-
-def _load_account(directory):
-    """``(JWK, account URL or None)`` of ``directory``: the kept account, or a new key."""
-    path = account_file()
-    if path.exists():
-        try:
-            kept = json.loads(_fernet(path).decrypt(path.read_bytes()))
-        except (InvalidToken, ValueError) as exc:
-            raise OrderFailed(f"the ACME account in {path} cannot be read "
-                              f"({type(exc).__name__}): was its .key file replaced?") from None
-        if kept["directory"] == directory:
-            return josepy.JWKEC.load(kept["key"].encode("ascii")), kept["uri"]
-    return josepy.JWKEC(key=ec.generate_private_key(ec.SECP256R1())), None
-
-
-def _save_account(directory, jwk, uri):
-    path = account_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pem = jwk.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption()).decode("ascii")
-    sealed = _fernet(path).encrypt(json.dumps({"directory": directory, "key": pem,
-                                               "uri": uri}).encode("ascii")).decode("ascii")
-    service_auth.write_private_lines(path, [sealed], replace=True)
-
+# -- the account's client ------------------------------------------------------------------
 
 def connect(directory=None) -> acme_client.ClientV2:
     """An ACME client of the operator's CA (``CDNAAS_ACME_DIRECTORY``, trusted through
-    ``CDNAAS_ACME_CA_BUNDLE``) acting as SO's account, registered first if needed.
+    ``CDNAAS_ACME_CA_BUNDLE``) acting as SO's account (:mod:`cdnaas.so.acme_account`),
+    its key registered first if needed.
 
-    :raises OrderFailed: no directory set, the CA could not be reached or refused.
+    :raises OrderFailed: no directory set, the account cannot be read, the CA could not
+        be reached or refused.
     """
     directory = directory or config.setting("CDNAAS_ACME_DIRECTORY")
     if not directory:
         raise OrderFailed("CDNAAS_ACME_DIRECTORY is not set")
-    jwk, uri = _load_account(directory)
+    try:
+        jwk, uri = acme_account.load(directory)
+    except acme_account.AccountUnreadable as exc:
+        raise OrderFailed(str(exc)) from None
     net = acme_client.ClientNetwork(jwk, alg=josepy.ES256, user_agent=USER_AGENT,
                                     verify_ssl=config.setting("CDNAAS_ACME_CA_BUNDLE") or True)
     try:
@@ -120,26 +84,22 @@ def connect(directory=None) -> acme_client.ClientV2:
     except (acme_errors.Error, messages.Error, requests.RequestException) as exc:
         raise OrderFailed(f"the ACME CA at {directory} refused or could not be reached: "
                           f"{exc}") from exc
-    _save_account(directory, jwk, regr.uri)
+    acme_account.save_url(directory, regr.uri)
     LOG.info("registered ACME account %s at %s", regr.uri, directory)
     return client
-
-
-def forget_account():
-    """Drop the kept account (the CA no longer knows it): the next order registers anew."""
-    account_file().unlink(missing_ok=True)
 
 
 # -- one order --------------------------------------------------------------------------------
 
 def issue(vcdn_id, hostnames, ro=None, client=None) -> tuple:
-    """Order a certificate for ``hostnames`` of vCDN ``vcdn_id`` (ACTIVE, its balancers
+    """Order a certificate for ``hostnames`` of vCDN ``vcdn_id`` (ACTIVE, its caches
     answering challenges); return ``(chain PEM, private key PEM)``.
 
-    :param ro: the :class:`RoClient` the answers go through (default: a new one).
+    :param ro: the :class:`RoClient` that checks the caches give the answers (default: a
+        new one).
     :param client: the ACME client (default: :func:`connect`'s).
-    :raises OrderFailed: the CA refused, a challenge failed, RO could not serve the
-        answers, or ``CDNAAS_ACME_TIMEOUT`` passed.
+    :raises OrderFailed: the CA refused, a challenge failed, RO could not be reached or
+        found the caches answer for another account, or ``CDNAAS_ACME_TIMEOUT`` passed.
     """
     ro = ro or RoClient()
     key = ec.generate_private_key(ec.SECP256R1())
@@ -151,17 +111,13 @@ def issue(vcdn_id, hostnames, ro=None, client=None) -> tuple:
         order = client.new_order(crypto_util.make_csr(key_pem, hostnames))
         pending = [_http01(authz, client.net.key) for authz in order.authorizations
                    if authz.body.status != messages.STATUS_VALID]
-        try:
-            ro.answer_challenges(vcdn_id, [answer for _challb, _response, answer in pending])
-            for challb, response, _answer in pending:
-                client.answer_challenge(challb, response)
-            order = client.poll_and_finalize(order, deadline)
-        finally:
-            if pending:
-                _withdraw(ro, vcdn_id)
+        ro.check_challenges(vcdn_id, [answer for _challb, _response, answer in pending])
+        for challb, response, _answer in pending:
+            client.answer_challenge(challb, response)
+        order = client.poll_and_finalize(order, deadline)
     except messages.Error as exc:
         if exc.code == "accountDoesNotExist":
-            forget_account()
+            acme_account.forget_url()
         raise OrderFailed(f"the ACME CA refused the order: {exc}") from exc
     except (acme_errors.Error, requests.RequestException, errors.CdnaasError) as exc:
         raise OrderFailed(f"the order for {', '.join(hostnames)} failed: {exc}") from exc
@@ -178,13 +134,6 @@ def _http01(authz, account_key):
                                       "key_authorization": key_authorization}
     raise OrderFailed(f"the ACME CA offers no HTTP-01 challenge for "
                       f"{authz.body.identifier.value}")
-
-
-def _withdraw(ro, vcdn_id):
-    try:
-        ro.answer_challenges(vcdn_id, [])
-    except errors.CdnaasError as exc:  # the next order replaces them anyway
-        LOG.warning("ACME answers of %s could not be withdrawn: %s", vcdn_id, exc)
 
 
 # -- which vCDNs need one ---------------------------------------------------------------------

@@ -13,22 +13,22 @@ once no SIG uses it (:func:`release`).
 
 ``certificate: {"managed": true}`` asks for a managed certificate instead: SO orders it
 for the hostnames from the operator's ACME CA once the vCDN is ACTIVE and renews it
-(:mod:`cdnaas.so.acme`); ``managed_certificate`` is recorded in ``service`` (and the SIG:
-the balancers answer ACME challenges) and the issued certificate is then recorded as an
-uploaded one. The view tells how many days a certificate has left and warns
-(``expiry_state: expiring``) from the first ``certificate.expiring`` reminder on
-(:func:`warning_days`).
+(:mod:`cdnaas.so.acme`); ``managed_certificate`` is recorded in ``service`` (and the SIG,
+with the ACME account's thumbprint its caches answer challenges with) and the issued
+certificate is then recorded as an uploaded one. The view tells how many days a
+certificate has left and warns (``expiry_state: expiring``) from the first
+``certificate.expiring`` reminder on (:func:`warning_days`).
 """
 import contextlib
 import logging
 
 from sqlalchemy import select
 
-from cdnaas.common import certificates, config, errors
+from cdnaas.common import certificates, challenges, config, errors
 from cdnaas.delivery import https
 from cdnaas.common.clients import RoClient
 from cdnaas.common.validation import HOSTNAME, MAX_HOSTNAME
-from cdnaas.so import hostname_checks
+from cdnaas.so import acme_account, hostname_checks
 from cdnaas.so.models import Instance
 
 LOG = logging.getLogger(__name__)
@@ -80,9 +80,19 @@ def warning_days():
 
 def sig_service(service):
     """The SIG's ``service`` for an instance's ``service``: its entries that are set, with
-    only the customer hostnames that are active (:func:`cdnaas.so.hostname_checks.active`)."""
+    only the customer hostnames that are active (:func:`cdnaas.so.hostname_checks.active`)
+    and, where the certificate is managed, the thumbprint of SO's ACME account key its
+    caches answer challenges with (:func:`cdnaas.so.acme_account.thumbprint`).
+
+    :raises CdnaasError: SO's ACME account file cannot be read (500, the operator's).
+    """
     out = {k: v for k, v in (service or {}).items() if v and k != hostname_checks.VERIFIED}
     out.pop("hostnames", None)
+    if managed_of(service):
+        try:
+            out[challenges.FIELD] = acme_account.thumbprint()
+        except acme_account.AccountUnreadable as exc:
+            raise errors.CdnaasError(f"SO's ACME account cannot be read: {exc}") from None
     served = hostname_checks.active(service)
     return {**out, "hostnames": served} if served else out
 

@@ -557,18 +557,6 @@ class VimDriver(abc.ABC):
         :raises VimError: the VIM could not be asked at all.
         """
 
-    def answer_challenges(self, deployment: Deployment, answers: list[dict]) -> None:
-        """Have every balancer of ``deployment`` answer exactly ``answers`` (ACME HTTP-01,
-        ``[{token, key_authorization}]`` checked by :func:`cdnaas.common.challenges.parse`;
-        empty: none) at ``/.well-known/acme-challenge/<token>`` on HTTP, from now on, for a
-        SIG whose ``service.managed_certificate`` is set.
-
-        :raises VimError: this driver's balancers cannot answer them (the default: a
-            driver that takes managed certificates says how).
-        """
-        raise VimError(f"the {self.name} driver's balancers do not answer ACME challenges: "
-                       "managed certificates are not available on it; upload a certificate")
-
     @abc.abstractmethod
     def cleanup(self, known_ids: set[str]) -> list[str]:
         """Remove resources of deployments not in ``known_ids``; return the ids removed."""

@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 
-from cdnaas.common import challenges, config
+from cdnaas.common import config
 from cdnaas.ro.vim.base import (CACHES_STEP, CacheResult, Deployment, DeploymentFailed,
                                 EntryPoint, LoadReport, LogChunk, LogPosition, VimDriver,
                                 VimError, VnfHealth, VnfInstance, VnfMetrics, no_progress)
@@ -91,8 +91,6 @@ class NoopDriver(VimDriver):
         self._load = load or _load_file
         self._clock = clock
         self._utilisation = utilisation or _utilisation
-        #: ``{deployment id: {token: key authorization}}`` its balancers "answer"
-        self.challenges = {}
 
     def deploy(self, sig, progress=no_progress):
         """See :meth:`VimDriver.deploy`."""
@@ -252,10 +250,6 @@ class NoopDriver(VimDriver):
     def prefetch(self, deployment, paths, progress=no_progress):
         """See :meth:`VimDriver.prefetch`: every cache confirms it "holds" every path."""
         return self._every_cache(deployment, len(paths), progress, done=len(paths))
-
-    def answer_challenges(self, deployment, answers):
-        """See :meth:`VimDriver.answer_challenges`: kept in :attr:`challenges`."""
-        self.challenges[deployment.deployment_id] = challenges.parse(answers)
 
     @staticmethod
     def _every_cache(deployment, requests, progress, done=0):

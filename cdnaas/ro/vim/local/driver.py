@@ -39,7 +39,7 @@ from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 VnfInstance, VnfMetrics, check_origin_policy, no_progress,
                                 run_all, served_names)
 from cdnaas.ro.vim.changes import caches_reconfigured, sig_change
-from cdnaas.ro.vim.local import (cgroups, challenge_files, clients, loadgen, logshipping, netns,
+from cdnaas.ro.vim.local import (cgroups, clients, loadgen, logshipping, netns,
                                  network, processes, tls_files, vnfhealth)
 from cdnaas.ro.vim.local.system import ip_batch, run
 
@@ -477,15 +477,6 @@ class LocalDriver(VimDriver):
         """See :meth:`VimDriver.prefetch`: through each cache's management listener
         (:mod:`cdnaas.ro.purge`)."""
         return purge.prefetch_caches(self.pool, deployment, paths, progress)
-
-    def answer_challenges(self, deployment, answers):
-        """See :meth:`VimDriver.answer_challenges`: the answer files of each balancer
-        (:mod:`.challenge_files`), which nginx serves as they are written."""
-        owner = deployment.resources.get("owner", network.owner())
-        for vnf in deployment.vnfs:
-            if vnf.role == "load_balancer":
-                challenge_files.write(_vnf_root(owner, deployment.deployment_id) / vnf.name,
-                                      answers)
 
     def _rotate_log(self, owner, deployment_id, vnf_name):
         prefix = _vnf_root(owner, deployment_id) / vnf_name
@@ -942,9 +933,7 @@ def _lb_text(sig, vnf, address, members, prefix, bundle):
                                server_names=served_names(sig),
                                tls=tls_files.write(prefix, bundle, HTTPS_PORT),
                                cache_rules=sig.service.get("cache_rules"),
-                               service=sig.service,
-                               acme_challenges=challenge_files.folder(prefix)
-                               if sig.service.get("managed_certificate") else None)
+                               service=sig.service)
 
 
 def _leg(sig, legs, region):

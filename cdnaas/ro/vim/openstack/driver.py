@@ -43,7 +43,7 @@ import ipaddress
 import logging
 import socket
 
-from cdnaas.common import config
+from cdnaas.common import challenges, config, errors
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import origins
 from cdnaas.ro import purge, vnfconfig
@@ -255,9 +255,10 @@ class OpenStackDriver(VimDriver):
     def _listeners(self, conn, sig, region):
         """The listeners of ``region``'s balancer for ``sig`` (:func:`.plan.listeners`):
         HTTPS with ``sig``'s certificate container (Barbican), ALPN and HSTS where the
-        Octavia API takes them, and the vCDN's HTTPS policy; HTTP only without a
-        certificate."""
-        policy = {"policy": sig.service.get("https_policy"), "names": served_names(sig)}
+        Octavia API takes them, and the vCDN's HTTPS policy (ACME challenges let through
+        where the certificate is managed); HTTP only without a certificate."""
+        policy = {"policy": sig.service.get("https_policy"), "names": served_names(sig),
+                  "acme": _acme_answered(sig)}
         ref = tls_ref(sig)
         if ref is None:
             return plan.listeners(_balancer_name(sig, region), plan.tags(sig.vcdn_id), **policy)
@@ -1385,11 +1386,26 @@ def _check_changes(added, removed, new_regions, gone_regions):
 
 def _https_policy_changed(previous, sig):
     """Whether going from ``previous`` to ``sig`` changes what the balancers' listeners
-    carry of the HTTPS policy: the policy, or the names its L7 redirects match."""
+    carry of the HTTPS policy: the policy, or the names its L7 redirects match, or whether
+    they let ACME challenges through (:func:`.plan.http_l7_policies`)."""
     policies = [(s.service.get("https_policy"),
-                 plan.http_l7_policies(s.service.get("https_policy"), served_names(s)))
+                 plan.http_l7_policies(s.service.get("https_policy"), served_names(s),
+                                       # a pool's name alike for both: only the actions count
+                                       acme_pool="http" if _acme_answered(s) else None))
                 for s in (previous, sig)]
     return policies[0] != policies[1]
+
+
+def _acme_answered(sig):
+    """Whether the caches of ``sig`` answer ACME HTTP-01 challenges (its certificate is
+    managed: :func:`cdnaas.common.challenges.thumbprint_of`).
+
+    :raises DeploymentFailed: its thumbprint is refused.
+    """
+    try:
+        return challenges.thumbprint_of(sig.service) is not None
+    except errors.BadRequest as exc:
+        raise DeploymentFailed(exc.message) from None
 
 
 def _balancer_name(sig, region):

@@ -11,7 +11,7 @@ import hashlib
 import ipaddress
 import re
 
-from cdnaas.common import config, errors
+from cdnaas.common import challenges, config, errors
 from cdnaas.delivery import https as https_option
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.hosts import FIRST_CACHE_HOST, LB_HOST, SHIELD_HOST, dns_host
@@ -198,7 +198,7 @@ def resource_name(vcdn_id, name):
 
 
 def listeners(name, tags_, container_ref=None, alpn=False, policy_api=False, policy=None,
-              names=()):
+              names=(), acme=False):
     """The listeners of a region's Octavia balancer ``name``, each with its own default pool
     (Octavia lets a pool be one listener's default only): HTTP on :data:`HTTP_PORT` and,
     with ``container_ref`` (a Barbican certificate container), TERMINATED_HTTPS on
@@ -207,7 +207,8 @@ def listeners(name, tags_, container_ref=None, alpn=False, policy_api=False, pol
     the vCDN's HTTPS ``policy`` (stored ``https_policy``; None: the defaults) is the HTTPS
     listener's TLS versions and HSTS (:func:`tls_listener_policy`; ``policy_api``: the
     API takes them) and the HTTP listener's L7 policies (:func:`http_l7_policies` for
-    the served ``names``)."""
+    the served ``names``; ``acme``: the certificate is managed, so ACME HTTP-01
+    challenges go to the HTTP pool's caches whatever the policy)."""
     specs = [{"name": name, "protocol": "HTTP", "protocol_port": HTTP_PORT, "tags": tags_,
               "insert_headers": VIEWER_HEADER,
               "default_pool": {"name": name, "protocol": "HTTP", "lb_algorithm": "SOURCE_IP",
@@ -222,7 +223,7 @@ def listeners(name, tags_, container_ref=None, alpn=False, policy_api=False, pol
                       **tls_listener_policy(policy, policy_api)})
         if alpn:
             specs[-1]["alpn_protocols"] = ["h2", "http/1.1"]
-        l7 = http_l7_policies(policy, names, tags_)
+        l7 = http_l7_policies(policy, names, tags_, acme_pool=name if acme else None)
         if l7:
             specs[0]["l7policies"] = l7
     return specs
@@ -269,23 +270,37 @@ def tls_listener_policy(policy, policy_api=False) -> dict:
     return out
 
 
-def http_l7_policies(policy, names, tags_=()) -> list:
+def http_l7_policies(policy, names, tags_=(), acme_pool=None) -> list:
     """The HTTP listener's L7 policies for an HTTPS ``policy`` (stored; None: the
     defaults): ``redirect``, one REDIRECT_PREFIX (301) to ``https://<name>`` per served
     name (a rule HOST_NAME equal to it; path and query kept); ``refuse``, one REJECT of
     every path; ``allow``, none. Octavia's L7 rules do not test the method: a redirect is
-    301 for every method there (the local driver answers 308 to non-GET/HEAD)."""
+    301 for every method there (the local driver answers 308 to non-GET/HEAD).
+
+    :param acme_pool: the name of the HTTP listener's default pool where the vCDN's
+        certificate is managed: ahead of a redirect or refusal, a REDIRECT_TO_POOL to it
+        of the ACME HTTP-01 path (:data:`cdnaas.common.challenges.PATH_PREFIX`), so the
+        CA's validation reaches the caches over plain HTTP as RFC 8555 8.3 has it (Octavia
+        takes a pool's name in the load balancer's one-call create).
+    """
     checked = _policy(policy)
     if checked["http"] == "redirect":
-        return [{"name": f"redirect-{index}", "action": "REDIRECT_PREFIX",
-                 "redirect_prefix": f"https://{host}", "redirect_http_code": 301,
-                 "position": index, "tags": list(tags_),
-                 "rules": [{"type": "HOST_NAME", "compare_type": "EQUAL_TO", "value": host}]}
-                for index, host in enumerate(names, start=1)]
-    if checked["http"] == "refuse":
-        return [{"name": "refuse-http", "action": "REJECT", "position": 1, "tags": list(tags_),
-                 "rules": [{"type": "PATH", "compare_type": "STARTS_WITH", "value": "/"}]}]
-    return []
+        policies = [{"name": f"redirect-{index}", "action": "REDIRECT_PREFIX",
+                     "redirect_prefix": f"https://{host}", "redirect_http_code": 301,
+                     "tags": list(tags_),
+                     "rules": [{"type": "HOST_NAME", "compare_type": "EQUAL_TO", "value": host}]}
+                    for index, host in enumerate(names, start=1)]
+    elif checked["http"] == "refuse":
+        policies = [{"name": "refuse-http", "action": "REJECT", "tags": list(tags_),
+                     "rules": [{"type": "PATH", "compare_type": "STARTS_WITH", "value": "/"}]}]
+    else:
+        return []
+    if acme_pool is not None:
+        policies.insert(0, {"name": "acme-http01", "action": "REDIRECT_TO_POOL",
+                            "redirect_pool": {"name": acme_pool}, "tags": list(tags_),
+                            "rules": [{"type": "PATH", "compare_type": "STARTS_WITH",
+                                       "value": challenges.PATH_PREFIX}]})
+    return [{**spec, "position": position} for position, spec in enumerate(policies, start=1)]
 
 
 def octavia_supports(versions, wanted):

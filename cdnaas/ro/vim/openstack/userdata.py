@@ -10,10 +10,11 @@ process, and starts them:
   plan sends it: ``planned_connections``; logging every viewer request to its usage
   log, since Octavia's balancer logs nothing RO reads; an origin shield is a cache that
   fetches from the origin for the others, listening on its legs in every region and
-  logging no viewer), unit ``cdnaas-cache`` with the
-  open-file limit the config asks for (``LimitNOFILE``), which restarts a master that
-  dies beside its workers and then ends those gracefully (``ORPHANS_SCRIPT``), a timer
-  rotating the usage log
+  logging no viewer; with a managed certificate, answering ACME HTTP-01 challenges
+  from the config, as on the local driver: Octavia's balancer serves no file), unit
+  ``cdnaas-cache`` with the open-file limit the config asks for (``LimitNOFILE``), which
+  restarts a master that dies beside its workers and then ends those gracefully
+  (``ORPHANS_SCRIPT``), a timer rotating the usage log
   past :data:`USAGE_ROTATE_BYTES` (``cdnaas-usage-rotate``) and ``/etc/sysctl.d/60-cdnaas-vnf.conf``
   raising the listen queues to its backlog and handing a closing listener's queue to
   another (as the local driver does in a VNF's namespace); its status page answers on the management port only, to the management
