@@ -4,6 +4,7 @@ import time
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from cdnaas.common import bodies, config, errors, service_auth
@@ -38,6 +39,7 @@ def make_app(service, blueprints):
     app.before_request(validator.validate_current_request)
     app.after_request(_record_metrics)
     app.register_error_handler(errors.CdnaasError, _cdnaas_error)
+    app.register_error_handler(OperationalError, _database_unreachable)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     app.add_url_rule("/healthz", "healthz", lambda: {"service": service, "status": "ok"})
@@ -82,8 +84,19 @@ def _metrics():
 def _cdnaas_error(exc):
     if exc.status >= 500:
         LOG.warning("%s %s failed: %s", request.method, request.path, exc.message)
-    headers = {"WWW-Authenticate": 'Bearer realm="cdnaas"'} if exc.status == 401 else {}
+    headers = {"WWW-Authenticate": 'Bearer realm="cdnaas"'} if exc.status == 401 else \
+        {"Retry-After": str(errors.Unavailable.retry_after_seconds)} if exc.status == 503 else {}
     return jsonify(exc.to_dict()), exc.status, headers
+
+
+def _database_unreachable(exc):
+    """The database went away under a request (restarting, unreachable, SQLite locked
+    past its timeout): 503 and a Retry-After, not an internal error. A transaction that
+    did not commit changed nothing; a commit cut off is answered the same, its outcome
+    unknown to the service too."""
+    return _cdnaas_error(errors.Unavailable(
+        f"the {current_app.config['SERVICE']} service cannot reach its database right now "
+        f"({str(exc.orig or exc).splitlines()[0][:200]}); try again in a few seconds"))
 
 
 def _http_error(exc):

@@ -76,9 +76,18 @@ class UpstreamError(CdnaasError):
     title = "Upstream service error"
 
 
+class Unavailable(CdnaasError):
+    """The service cannot answer now (its database is unreachable or restarting):
+    retryable, nothing was changed."""
+
+    status = 503
+    title = "Service unavailable"
+    retry_after_seconds = 2
+
+
 _BY_STATUS = {cls.status: cls for cls in (BadRequest, Unauthorized, Forbidden, NotFound,
                                            Conflict, PreconditionFailed, PayloadTooLarge,
-                                           Unprocessable, UpstreamError)}
+                                           Unprocessable, UpstreamError, Unavailable)}
 
 
 def from_response(status: int, body) -> CdnaasError:
