@@ -153,33 +153,43 @@ def test_only_the_daemons_program_counts_and_a_reused_process_id_names_no_master
         other.wait()
 
 
+def kill_workers_holding_connections(deployment, vnf, count=6):
+    """Open ``count`` connections to cache ``vnf`` from its balancer's namespace, each
+    read by a worker, then kill its workers: the kernel ends the connections, nginx's
+    ``stub_status`` keeps counting them (asserted)."""
+    owner = deployment.resources["owner"]
+    namespace = network.namespace_name(owner, deployment.deployment_id, vnf.name)
+    with netns.entered(network.namespace_name(owner, deployment.deployment_id, "north-lb")):
+        held = [socket.create_connection((vnf.address, 80), timeout=5) for _ in range(count)]
+    for connection in held:  # each is being read by a worker
+        connection.sendall(b"GET /objects/chunk-low HTTP/1.1\r\n")
+    master = processes.pid_in(prefix_of(deployment, vnf.name) / "nginx.pid")
+    processes.wait_until(lambda: management.stub_status(vnf.address)["reading"]
+                         >= len(held), "the workers' reading of the requests")
+    for worker in cgroups.children(master):
+        os.kill(worker, signal.SIGKILL)
+    processes.wait_until(lambda: netns.established(namespace, (80,)) == 0,
+                         "the end of the killed workers' connections")
+    assert management.stub_status(vnf.address)["active"] > len(held)  # never taken off
+    for connection in held:
+        connection.close()
+
+
 def test_a_cache_whose_workers_were_killed_drains_at_once(origin, state_dir, caplog,
                                                            monkeypatch):  # noqa: F811
     """A worker killed with connections open never takes them off nginx's ``stub_status``
     figures; the drain of a removed cache counts what the kernel has established, so it
-    does not wait its whole bound for connections that are long gone."""
+    does not wait its whole bound for connections that are long gone, and the IM's
+    metrics count no viewer that is not there."""
     monkeypatch.setenv("CDNAAS_LOCAL_DRAIN_SECONDS", "5")
     driver = LocalDriver()
     sig = make_sig(origin, {"north": 2}, "drained")
     deployment = driver.deploy(sig)
     try:
         [gone] = [v for v in deployment.vnfs if v.name == "north-cache-2"]
-        owner = deployment.resources["owner"]
-        namespace = network.namespace_name(owner, sig.vcdn_id, gone.name)
-        with netns.entered(network.namespace_name(owner, sig.vcdn_id, "north-lb")):
-            held = [socket.create_connection((gone.address, 80), timeout=5) for _ in range(6)]
-        for connection in held:  # each is being read by a worker
-            connection.sendall(b"GET /objects/chunk-low HTTP/1.1\r\n")
-        master = processes.pid_in(prefix_of(deployment, gone.name) / "nginx.pid")
-        processes.wait_until(lambda: management.stub_status(gone.address)["reading"]
-                             >= len(held), "the workers' reading of the requests")
-        for worker in cgroups.children(master):
-            os.kill(worker, signal.SIGKILL)
-        processes.wait_until(lambda: netns.established(namespace, (80,)) == 0,
-                             "the end of the killed workers' connections")
-        assert management.stub_status(gone.address)["active"] > len(held)  # never taken off
-        for connection in held:
-            connection.close()
+        kill_workers_holding_connections(deployment, gone)
+        [measured] = [m for m in driver.metrics(deployment) if m.name == gone.name]
+        assert measured.active_connections == 0
         caplog.set_level(logging.INFO, logger="cdnaas.ro.vim.local.driver")
         deployment = driver.update(deployment, make_sig(origin, {"north": 1}, sig.vcdn_id))
         assert [v.name for v in deployment.vnfs if v.role == "cache"] == ["north-cache-1"]

@@ -430,18 +430,23 @@ class LocalDriver(VimDriver):
         return list(self.pool.map(check, deployment.vnfs))
 
     def metrics(self, deployment):
-        """Each nginx VNF's ``stub_status`` from its management listener, which only this
-        side reaches (active connections without this reading's own, requests so far;
-        probes count as requests) and every VNF's CPU time from its cgroup, read in
-        parallel."""
+        """Each nginx VNF's connections on its HTTP and HTTPS ports as the kernel counts
+        them in its namespace (:func:`.netns.established`: nginx's ``stub_status`` keeps a
+        killed worker's connections for good), its requests so far from ``stub_status``
+        on its management listener, which only this side reaches (probes count as
+        requests), and every VNF's CPU time from its cgroup, read in parallel."""
         owner = deployment.resources.get("owner", network.owner())
 
         def read(vnf):
-            status = management.stub_status(vnf.address) if vnf.role != "dns" else None
+            status = connections = None
+            if vnf.role != "dns":
+                status = management.stub_status(vnf.address)
+                connections = _connections(
+                    network.namespace_name(owner, deployment.deployment_id, vnf.name))
             cpu = cgroups.cpu_usage_seconds(_group(owner, deployment.deployment_id, vnf.name))
             return VnfMetrics(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
                               vcpus=vnf.vcpus, read_at=time.time(),
-                              active_connections=max(0, status["active"] - 1) if status else None,
+                              active_connections=connections,
                               requests=status["requests"] if status else None, cpu_seconds=cpu)
         return list(self.pool.map(read, deployment.vnfs))
 
@@ -1091,13 +1096,19 @@ def _injected_delay():
         time.sleep(delay)
 
 
-def _idle(namespace):
-    """Whether no viewer or balancer is connected to the nginx VNF in ``namespace`` (on
-    its HTTP or HTTPS port; one gone is)."""
+def _connections(namespace):
+    """How many viewers or balancers are connected to the nginx VNF in ``namespace``, on
+    its HTTP or HTTPS port (None: its namespace is gone)."""
     try:
-        return not netns.established(namespace, (HTTP_PORT, HTTPS_PORT))
+        return netns.established(namespace, (HTTP_PORT, HTTPS_PORT))
     except VimError:
-        return True
+        return None
+
+
+def _idle(namespace):
+    """Whether no viewer or balancer is connected to the nginx VNF in ``namespace`` (one
+    gone is)."""
+    return not _connections(namespace)
 
 
 def _viewers(sig, layout):
