@@ -17,12 +17,16 @@ import time
 import pytest
 import requests
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
 from cdnaas.common.clients import RoClient
-from cdnaas.common.timeutil import aware
+from cdnaas.common.timeutil import aware, utcnow
 from cdnaas.db import leases, migrate
 from cdnaas.db.engine import Database
 from cdnaas.im.models import Action, Sample
+from cdnaas.ro.models import DeploymentRecord
+from cdnaas.ro.service import DeploymentService
+from cdnaas.ro.vim.noop import NoopDriver
 from cdnaas.so import operations, states
 from cdnaas.so.models import Host, Instance, Operation, Region, Reservation
 from tests.support import postgres
@@ -448,4 +452,66 @@ def test_on_sqlite_a_starting_so_takes_every_claim(tmp_path, monkeypatch):
         assert wait_ended(database, operation_id)[0] == "COMPLETED"
     finally:
         runner.shutdown()
+        database.dispose()
+
+
+def _database_gone():
+    return OperationalError("SELECT 1", {}, Exception("server closed the connection "
+                                                      "unexpectedly"))
+
+
+def test_an_operation_the_database_left_midway_is_taken_over_not_failed(tmp_path, monkeypatch):
+    """An operation whose runner met the database going away (a PostgreSQL restart: the
+    30-minute soak's vCDN that stayed FAILED) is not over: it is neither FAILED nor held,
+    and the replica's watcher takes it over once its claim runs out."""
+    monkeypatch.setenv("CDNAAS_LEASE_SECONDS", "600")
+    database = so_tables(f"sqlite:///{tmp_path / 'so.db'}")
+    operation_id = add_instance(database, states.INSTANTIATE, sample_sig("restart"),
+                                states.DEPLOYING)
+    runner = operations.OperationRunner(database, ro_client=FakeRo())
+    real_run = runner.run
+    try:
+        def run_until_the_database_goes(claimed):
+            with database.transaction() as session:  # claimed, as run() does first
+                row = session.get(Operation, claimed)
+                runner.claims.take(row)
+                row.state = states.PROCESSING
+            raise _database_gone()
+        monkeypatch.setattr(runner, "run", run_until_the_database_goes)
+        runner._run_guarded(operation_id)  # pylint: disable=protected-access
+        found = operation(database, operation_id)
+        assert found.state == states.PROCESSING and found.claimed_by == runner.claims.owner
+        monkeypatch.setattr(runner, "run", real_run)
+        with database.transaction() as session:  # its lease ran out
+            session.get(Operation, operation_id).claim_expires = \
+                dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+        assert runner.take_over() == [operation_id]
+        assert wait_ended(database, operation_id)[0] == "COMPLETED"
+    finally:
+        runner.shutdown()
+        database.dispose()
+
+
+def test_ro_work_the_database_left_midway_is_not_marked_error(tmp_path):
+    """RO's work on a deployment that met the database going away leaves its record as it
+    was (busy, for the watcher to take over), not ERROR."""
+    url = f"sqlite:///{tmp_path / 'ro.db'}"
+    migrate.upgrade("ro", url)
+    database = Database(url)
+    service = DeploymentService(database, NoopDriver())
+    try:
+        with database.transaction() as session:
+            session.add(DeploymentRecord(  # claimed by this replica, as its work holds it
+                id="d-1", driver="noop", status="UPDATING", steps=[], created_at=utcnow(),
+                sig=sample_sig("gone"), claimed_by=service.claims.owner,
+                claim_expires=dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=60)))
+
+        def work(_deployment_id):
+            raise _database_gone()
+        service._run("d-1", work)  # pylint: disable=protected-access
+        with database.sessions() as session:
+            record = session.get(DeploymentRecord, "d-1")
+            assert (record.status, record.error) == ("UPDATING", None)
+    finally:
+        service.shutdown()
         database.dispose()

@@ -24,7 +24,7 @@ import threading
 import time
 
 from sqlalchemy import or_, select
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from cdnaas.common import caching, challenges, config, errors
 from cdnaas.common.sig import ServiceInstanceGraph, digest
@@ -539,7 +539,11 @@ class DeploymentService:
             work(*args)
         except leases.LostClaim as exc:
             LOG.warning("deployment %s: %s", deployment_id, exc)
-        except Exception as exc:  # a bug or the database: never leave the record busy
+        except OperationalError as exc:  # the database went away: the work is not over
+            LOG.warning("deployment %s: the database went away during its work (%s); its "
+                        "claim runs out and the work is taken over (take_over)",
+                        deployment_id, str(exc.orig or exc).splitlines()[0])
+        except Exception as exc:  # a bug: never leave the record busy
             LOG.exception("work on deployment %s failed", deployment_id)
             try:
                 self._save(deployment_id, ERROR, error=f"unexpected {type(exc).__name__}: {exc}")

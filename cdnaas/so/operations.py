@@ -30,6 +30,7 @@ import threading
 import time
 
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 
 from cdnaas import delivery
 from cdnaas.common import caching, clock, config, errors
@@ -225,6 +226,10 @@ class OperationRunner:
             LOG.info("operation %s left for the next start to resume", operation_id)
         except leases.LostClaim as exc:
             LOG.warning("operation %s: %s", operation_id, exc)
+        except OperationalError as exc:  # the database went away: the operation is not over
+            LOG.warning("operation %s: the database went away while it ran (%s); its claim "
+                        "runs out and it is taken over (take_over)", operation_id,
+                        str(exc.orig or exc).splitlines()[0])
         except Exception:
             LOG.exception("operation %s crashed", operation_id)
             try:
