@@ -138,7 +138,9 @@ def all_template_values(rendered, tmp_path):
     vnfconfig.cache_config(**cache_values(tmp_path, origin=Origin("https", "o.example", 443),
                                           user="root"))
     vnfconfig.lb_config(**lb_values(tmp_path, user="root", tls={
-        "port": 8443, "certificate": f"{tmp_path}/c.crt", "key": f"{tmp_path}/c.key"}))
+        "port": 8443, "certificate": f"{tmp_path}/c.crt", "key": f"{tmp_path}/c.key"},
+        # a policy that reads every value: plain HTTP redirected, ACME let through
+        service={"https_policy": {"http": "redirect"}, "acme_thumbprint": "A" * 43}))
     vnfconfig.dns_config(**dns_values(tmp_path))
     vnfconfig.steering_rules(**steering_values())
     return list(rendered)

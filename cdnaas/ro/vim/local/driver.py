@@ -180,9 +180,11 @@ class LocalDriver(VimDriver):
                                  change.new_in("load_balancer"))
             self._roll_caches(owner, sig, reconfigured, addresses, layout, progress)
             bundle = self.tls_bundle(sig) if touched else None
-            # new cache rules change the key the balancers hash on: none may route by the
-            # old one once the update is done
-            settle = previous.service.get("cache_rules") != sig.service.get("cache_rules")
+            # new cache rules change the key the balancers hash on, a new HTTPS policy or
+            # certificate what plain HTTP and TLS get: once the update is done, no new
+            # connection may reach an old worker still accepting on the old config
+            settle = any(previous.service.get(key) != sig.service.get(key)
+                         for key in ("cache_rules", "https_policy", "tls"))
             self._parallel("reconfigure load balancers", progress, touched,
                            lambda region: self._reload_lb(owner, sig, region, addresses, layout,
                                                           bundle, settle=settle))
