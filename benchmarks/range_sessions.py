@@ -43,14 +43,15 @@ VIEWER_HOST = 41
 WINDOW_SECONDS = 16.0
 
 
-def play(namespace, balancer, manifest, args, found):
-    """``args.demand`` players of ``manifest`` at ``balancer``, from ``namespace``."""
+def play(namespace, balancer, manifest, seed, args, found):
+    """``args.demand`` players of ``manifest`` at ``balancer``, from ``namespace``, starting
+    at places drawn with ``seed``."""
     with netns.entered(namespace):
         text = viewers.fetch_manifest(balancer, 80, manifest)
         ranges = viewers.manifest_ranges(text, manifest, args.representation)
         found[manifest] = viewers.Simulation(
             balancer, 80, None, viewers=args.demand, seconds=args.seconds,
-            chunk_seconds=args.chunk_seconds, window_seconds=WINDOW_SECONDS, seed=len(found),
+            chunk_seconds=args.chunk_seconds, window_seconds=WINDOW_SECONDS, seed=seed,
             ranges=ranges).run()
 
 
@@ -89,9 +90,10 @@ def main():
         with clients.client(vcdn_id, vcdn["regions"][0]["name"], f"10.1.0.{VIEWER_HOST}") as one, \
                 clients.client(vcdn_id, vcdn["regions"][1]["name"], f"10.2.0.{VIEWER_HOST}") as two:
             started = time.monotonic()
-            for region, host, manifest in zip(vcdn["regions"], (one, two), manifests):
+            for seed, (region, host, manifest) in enumerate(zip(vcdn["regions"], (one, two),
+                                                                manifests)):
                 threads.append(threading.Thread(target=play, args=(
-                    host.namespace, region["load_balancer"], manifest, args, found)))
+                    host.namespace, region["load_balancer"], manifest, seed, args, found)))
                 threads[-1].start()
             for thread in threads:
                 thread.join()

@@ -36,7 +36,7 @@ def test_so_without_its_database_answers_503_to_a_read_and_a_change(unreachable)
 
 def test_the_api_without_its_database_answers_503_before_any_token_check(unreachable):
     client = create_api(unreachable).test_client()
-    assert_unavailable(client.get("/api/v1/vcdns", headers={"Authorization": "Bearer x" * 8}),
+    assert_unavailable(client.get("/api/v1/vcdns", headers={"Authorization": "Bearer " + "x" * 40}),
                        "api")
 
 

@@ -96,7 +96,7 @@ def _database_unreachable(exc):
     unknown to the service too."""
     return _cdnaas_error(errors.Unavailable(
         f"the {current_app.config['SERVICE']} service cannot reach its database right now "
-        f"({str(exc.orig or exc).splitlines()[0][:200]}); try again in a few seconds"))
+        f"({errors.outage_words(exc)}); try again in a few seconds"))
 
 
 def _http_error(exc):

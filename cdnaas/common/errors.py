@@ -85,6 +85,13 @@ class Unavailable(CdnaasError):
     retry_after_seconds = 2
 
 
+def outage_words(exc) -> str:
+    """The first line of what the database driver said of ``exc`` (SQLAlchemy's
+    ``OperationalError``: the server restarting, unreachable, SQLite locked), for a log
+    line or an :class:`Unavailable`'s message."""
+    return str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+
+
 _BY_STATUS = {cls.status: cls for cls in (BadRequest, Unauthorized, Forbidden, NotFound,
                                            Conflict, PreconditionFailed, PayloadTooLarge,
                                            Unprocessable, UpstreamError, Unavailable)}

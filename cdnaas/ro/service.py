@@ -542,7 +542,7 @@ class DeploymentService:
         except OperationalError as exc:  # the database went away: the work is not over
             LOG.warning("deployment %s: the database went away during its work (%s); its "
                         "claim runs out and the work is taken over (take_over)",
-                        deployment_id, str(exc.orig or exc).splitlines()[0])
+                        deployment_id, errors.outage_words(exc))
         except Exception as exc:  # a bug: never leave the record busy
             LOG.exception("work on deployment %s failed", deployment_id)
             try:

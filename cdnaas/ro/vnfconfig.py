@@ -632,6 +632,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
     limits = nginx_limits(CONNECTIONS_PER_VCPU * workers if planned_connections is None
                           else planned_connections, workers, max_files=max_files)
     rules = nginx_cache_rules(cache_rules, options["origins"]["paths"], access.signs(service))
+    thumbprint = None if shield else _acme_thumbprint(service)  # a shield answers no viewer
     text = render_flavored(
         CACHE_TEMPLATE, flavor, name=_name("name", name), limits=limits,
         **_listeners(listen_address, listen_port, management_port, management_sources),
@@ -651,7 +652,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         usage_log=USAGE_LOG_PATH if _bool("usage_log", usage_log) else None,
         daemon=_bool("daemon", daemon), user=_optional_name("user", user),
         shield=_bool("shield", shield), also_listen=more_listeners,
-        acme_thumbprint=None if shield else _acme_thumbprint(service), **options)
+        acme_thumbprint=thumbprint, **options)
     template = (flavor and flavor.template) or CACHE_TEMPLATE
     if fetch and f"listen {fetch['listen']};" not in text:
         raise ConfigError(f"the cache template {template} does not render the vCDN's origins "
@@ -662,8 +663,7 @@ def cache_config(*, name: str, workers: int, listen_address: str, listen_port: i
         raise ConfigError(f"the cache template {template} does not render the vCDN's response "
                           "rules: import nginx-cache-responses.conf.j2 as nginx-cache.conf.j2 "
                           "does")
-    if not shield and _acme_thumbprint(service) \
-            and f'return 200 "$1.{_acme_thumbprint(service)}";' not in text:
+    if thumbprint and f'return 200 "$1.{thumbprint}";' not in text:
         raise ConfigError(f"the cache template {template} answers no ACME challenge though the "
                           "vCDN's certificate is managed: include nginx-acme-challenge.conf.j2 "
                           "at the top of its public server block as nginx-cache.conf.j2 does")

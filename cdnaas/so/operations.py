@@ -229,7 +229,7 @@ class OperationRunner:
         except OperationalError as exc:  # the database went away: the operation is not over
             LOG.warning("operation %s: the database went away while it ran (%s); its claim "
                         "runs out and it is taken over (take_over)", operation_id,
-                        str(exc.orig or exc).splitlines()[0])
+                        errors.outage_words(exc))
         except Exception:
             LOG.exception("operation %s crashed", operation_id)
             try:

@@ -315,11 +315,12 @@ class LocalDriver(VimDriver):
         broken = [(v, found) for v, found in zip(kept, self.pool.map(
             lambda v: self._finding(owner, deployment, recorded[v.name]), kept))
             if not found.healthy]
-        mended = {v.name for v, found in broken if v.role != "dns" and not found.silent}
+        mended = set()  # nginx VNFs that answer: mended where they run
         for vnf, found in broken:
-            if vnf.name in mended:
+            if vnf.role != "dns" and not found.silent:
                 LOG.info("mending %s %s of %s where it runs: %s", vnf.role, vnf.name,
                          deployment_id, found.detail)
+                mended.add(vnf.name)
         gone = [v for v, _found in broken if v.name not in mended]
         for vnf in gone:  # whatever is left of them (namespace, group, orphans) goes first
             LOG.info("rebuilding %s %s of %s", vnf.role, vnf.name, deployment_id)

@@ -107,6 +107,6 @@ def established(namespace, ports):
             except FileNotFoundError:  # no IPv6 in this kernel
                 continue
             for row in rows:
-                local, state = row.split()[1], row.split()[3]
+                _slot, local, _remote, state = row.split(maxsplit=4)[:4]
                 count += state == TCP_ESTABLISHED and int(local.rsplit(":", 1)[1], 16) in ports
     return count
