@@ -19,7 +19,7 @@ UNIT_MODULES = {
     "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
     "test_traffic_logs", "test_webhook_units",
     "test_certificates", "test_ports", "test_acme_unit",
-    "test_comforts_unit",
+    "test_comforts_unit", "test_pipeline",
     "test_loadgen_agent",
     "test_delivery_registry",
     "test_cli_bodies",

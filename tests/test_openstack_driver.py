@@ -21,7 +21,8 @@ import yaml
 
 from cdnaas.common import caching
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
-from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, Undo, VimError
+from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, VimError
+from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import cloud, placement, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack import configs

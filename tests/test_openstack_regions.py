@@ -10,7 +10,8 @@ import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, RemovalIncomplete,
-                                Undo, VnfInstance)
+                                VnfInstance)
+from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver

@@ -15,7 +15,8 @@ import pytest
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import hosts
-from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, Undo, VnfInstance
+from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
+from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.caches_here import CachesHere, cache_files

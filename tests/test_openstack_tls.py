@@ -22,7 +22,8 @@ from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
-from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, Undo, VimError
+from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, VimError
+from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import cloud, plan
 from cdnaas.ro.vim.openstack.barbican import _id
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver

@@ -17,7 +17,8 @@ from cdnaas.common import plugins
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro import traffic
-from cdnaas.ro.vim.base import (CACHES_STEP, Deployment, DeploymentFailed, LoadTest,
+from cdnaas.ro.vim import steps
+from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, LoadTest,
                                 PrerequisitesMissing, VimError)
 from tests.support.sigs import sample_sig
 
@@ -152,6 +153,20 @@ def assert_matches(deployment, sig):
     assert set(deployment.region_endpoints) == {r.name for r in sig.regions}
 
 
+#: every step name a driver may report (:mod:`cdnaas.ro.vim.steps`)
+STEP_NAMES = {value for name, value in vars(steps).items() if name.isupper()}
+
+
+def assert_reported(reports):
+    """Reports of a driver's flow: each under a step name of :mod:`cdnaas.ro.vim.steps`
+    (which SO shows as it is), never past its total, and each step ends complete."""
+    assert reports
+    assert {step for step, _done, _total in reports} <= STEP_NAMES, reports
+    assert all(0 <= done <= total for _step, done, total in reports)
+    last = {step: (done, total) for step, done, total in reports}
+    assert all(done == total for done, total in last.values()), "every step ends complete"
+
+
 def assert_healthy(driver, deployment):
     checks = driver.health(deployment)
     assert sorted(c.name for c in checks) == sorted(v.name for v in deployment.vnfs)
@@ -175,14 +190,15 @@ def test_lifecycle(driver, built, new_sig):
     deployment = driver.deploy(sig, lambda *report: reports.append(report))
     built.append(deployment)
     assert_matches(deployment, sig)
-    assert reports and all(0 <= done <= total for _step, done, total in reports)
-    last = {step: (done, total) for step, done, total in reports}
-    assert all(done == total for done, total in last.values()), "every step ends complete"
+    assert_reported(reports)
     assert_healthy(driver, deployment)
 
     bigger = new_sig({"north": 3, "south": 1}, sig.vcdn_id)
-    updated = driver.update(deployment, bigger)
+    reports = []
+    updated = driver.update(deployment, bigger, lambda *report: reports.append(report),
+                            previous=sig)
     built.append(updated)
+    assert_reported(reports)
     assert_matches(updated, bigger)
     before = {v.name: v for v in deployment.vnfs}
     for vnf in updated.vnfs:
@@ -192,7 +208,9 @@ def test_lifecycle(driver, built, new_sig):
     assert_healthy(driver, updated)
     assert_measured(driver, updated)
 
-    driver.terminate(updated)
+    reports = []
+    driver.terminate(updated, lambda *report: reports.append(report))
+    assert_reported(reports)
     driver.terminate(updated)  # removing what is gone is success
     assert sig.vcdn_id not in driver.cleanup(set())
 
@@ -239,7 +257,7 @@ def test_an_interrupted_update_is_undone_by_restore(driver, built, new_sig):
     reports = []
     restored = driver.restore(deployment, sig, lambda *report: reports.append(report))
     built.append(restored)
-    assert all(0 <= done <= total for _step, done, total in reports)
+    assert_reported(reports)
     assert_matches(restored, sig)
     assert [(v.name, v.address) for v in restored.vnfs] == \
         [(v.name, v.address) for v in deployment.vnfs]
@@ -324,7 +342,7 @@ def test_invalidate_and_prefetch_answer_for_every_cache(driver, built, new_sig):
     fetched = driver.prefetch(deployment, ["/objects/small"], lambda *r: reports.append(r))
     purged = driver.invalidate(deployment, ["/objects/small", "/objects/none"], ["/video/"])
     assert [r.name for r in fetched] == [r.name for r in purged] == caches
-    assert reports[-1] == (CACHES_STEP, len(caches), len(caches))
+    assert reports[-1] == (steps.CACHES, len(caches), len(caches))
     if driver.name in ("noop", "local"):  # their caches answer
         assert all(r.ok and (r.requests, r.done) == (1, 1) for r in fetched), fetched
         assert all(r.ok and r.requests >= 2 and r.seconds >= 0 for r in purged), purged

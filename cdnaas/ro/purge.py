@@ -51,7 +51,8 @@ import urllib.parse
 
 from cdnaas.common import errors, slicing
 from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim.base import CACHES_STEP, CacheResult, VimError, no_progress, run_all
+from cdnaas.ro.vim import steps
+from cdnaas.ro.vim.base import CacheResult, VimError, no_progress, run_all
 
 LOG = logging.getLogger(__name__)
 
@@ -256,7 +257,8 @@ def on_every_cache(pool, deployment, action, progress=no_progress, role="cache")
     deployment's order. A cache whose action raised :class:`VimError` is not ok, with
     the error as its detail.
 
-    :param progress: a driver's Progress, told of :data:`CACHES_STEP` as caches end.
+    :param progress: a driver's Progress, told of :data:`cdnaas.ro.vim.steps.CACHES` as
+        caches end.
     """
     def run(vnf):
         started = time.monotonic()
@@ -270,7 +272,7 @@ def on_every_cache(pool, deployment, action, progress=no_progress, role="cache")
                            done=done, detail=detail,
                            seconds=round(time.monotonic() - started, 3))
     return run_all(pool, run, [v for v in deployment.vnfs if v.role == role],
-                   CACHES_STEP, progress)
+                   steps.CACHES, progress)
 
 
 def invalidate_caches(pool, deployment, paths, prefixes, progress=no_progress) -> list:

@@ -33,6 +33,7 @@ from cdnaas.db import leases
 from cdnaas.ro import logstream_metrics, reconciliation, traffic
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
+from cdnaas.ro.vim import steps as step_names
 from cdnaas.ro.vim.base import Deployment, EntryPoint, RemovalIncomplete, VimError
 from cdnaas.ro.zones import delegations
 from cdnaas.ro.zones.base import ZoneError
@@ -44,10 +45,7 @@ ROW_POLL_SECONDS = 0.2  # how often a long poll reads a row another replica work
 INSERT_RETRIES = 3  # tries of a request racing another replica to create one record
 
 VNF_FIELDS = ("name", "role", "region", "host", "address", "vcpus")
-RESTART_STEP = "undo after restart"
 RESTART = "a restart of the resource orchestrator"  # what interrupted work a replica finishes
-PUBLISH_STEP = "publish entry point"
-WITHDRAW_STEP = "withdraw entry point"
 
 
 class DeploymentService:
@@ -583,13 +581,13 @@ class DeploymentService:
 
         :raises ZoneError: it could not be (the step is left unfinished).
         """
-        progress(PUBLISH_STEP, 0, 1)
+        progress(step_names.PUBLISH, 0, 1)
         try:
             published = delegations.publish(deployment)
         except ZoneError as exc:
             raise ZoneError(f"the entry point {deployment.entry_point.hostname} could not be "
                             f"published in the operator's zone: {exc}") from exc
-        progress(PUBLISH_STEP, 1, 1)
+        progress(step_names.PUBLISH, 1, 1)
         return published
 
     def _update(self, deployment_id, sig):
@@ -638,9 +636,9 @@ class DeploymentService:
         recorded = record.deployment
         progress = self._progress(deployment_id)
         try:  # first, so that resolvers are no longer sent to VNFs about to go
-            progress(WITHDRAW_STEP, 0, 1)
+            progress(step_names.WITHDRAW, 0, 1)
             delegations.withdraw(ServiceInstanceGraph.from_dict(record.sig).hostname)
-            progress(WITHDRAW_STEP, 1, 1)
+            progress(step_names.WITHDRAW, 1, 1)
         except ZoneError as exc:
             self._save(deployment_id, ERROR, error=f"terminate failed: the entry point could "
                                                    f"not be withdrawn: {exc}")
@@ -672,7 +670,7 @@ class DeploymentService:
             self._save(record.id, ERROR, error=f"the {action} was interrupted by {cause} "
                        f"and could not be undone: {exc}")
             return
-        steps = self._load(record.id).steps + [_step(RESTART_STEP, 1, 1)]
+        steps = self._load(record.id).steps + [_step(step_names.RESTART, 1, 1)]
         if record.status == UPDATING:
             self._save(record.id, ACTIVE, steps=steps, deployment=restored, error=(
                 f"the update was interrupted by {cause} and undone; the previous deployment "

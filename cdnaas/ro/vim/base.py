@@ -7,15 +7,11 @@ only the dataclasses below; backend objects never leave the driver.
 import abc
 import concurrent.futures
 import dataclasses
-import logging
-import threading
 import time
 from typing import Callable
 
 from cdnaas.common import errors, origin_policy
 from cdnaas.common.sig import ServiceInstanceGraph
-
-LOG = logging.getLogger(__name__)
 
 #: ``progress(step, done, total)``: called as a driver advances through a step.
 Progress = Callable[[str, int, int], None]
@@ -47,40 +43,6 @@ def run_all(pool, action, items, step=None, progress=no_progress):
     if errors:
         raise errors[0]
     return [future.result() for future in futures]
-
-
-class Undo:
-    """A stack of reverts, run last-in first-out when a later step fails.
-
-    Thread-safe: steps running in parallel (server boots) record their reverts
-    as they succeed. A revert that fails is logged and the others still run;
-    each revert must treat "already gone" as success.
-    """
-
-    def __init__(self):
-        self._steps = []
-        self._lock = threading.Lock()
-
-    def push(self, description, revert, *args):
-        """Record ``revert(*args)`` as the undo of the step just done."""
-        with self._lock:
-            self._steps.append((description, revert, args))
-
-    def __len__(self):
-        return len(self._steps)
-
-    def run(self):
-        """Revert every recorded step, newest first; return the descriptions that failed."""
-        with self._lock:
-            steps, self._steps = self._steps[::-1], []
-        failed = []
-        for description, revert, args in steps:
-            try:
-                revert(*args)
-            except Exception as exc:  # the rest still runs; the tag sweep catches leftovers
-                LOG.warning("undo of %s failed: %s", description, exc)
-                failed.append(description)
-        return failed
 
 
 class VimError(Exception):
@@ -333,10 +295,6 @@ class LogChunk:
     lost: bool = False
 
 
-#: the progress step of :meth:`VimDriver.invalidate` and :meth:`VimDriver.prefetch`
-CACHES_STEP = "caches"
-
-
 @dataclasses.dataclass
 class CacheResult:
     """What one cache confirmed of an invalidation or a prefetch
@@ -541,7 +499,8 @@ class VimDriver(abc.ABC):
         such request is a MISS. A prefix is a path prefix (decoded, without query): every
         object whose path starts with it goes, whatever its query string. ``paths`` and
         ``prefixes`` are checked already (:func:`cdnaas.common.caching.invalidation`).
-        Reports ``progress(CACHES_STEP, done, total)`` as caches end.
+        Reports ``progress(steps.CACHES, done, total)`` as caches end
+        (:mod:`cdnaas.ro.vim.steps`).
 
         :raises VimError: the VIM could not be asked at all (a cache that fails is a
             result that is not ok).

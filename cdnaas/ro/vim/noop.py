@@ -30,7 +30,8 @@ import time
 import uuid
 
 from cdnaas.common import config
-from cdnaas.ro.vim.base import (CACHES_STEP, CacheResult, Deployment, DeploymentFailed,
+from cdnaas.ro.vim import steps
+from cdnaas.ro.vim.base import (CacheResult, Deployment, DeploymentFailed,
                                 EntryPoint, LoadReport, LogChunk, LogPosition, VimDriver,
                                 VimError, VnfHealth, VnfInstance, VnfMetrics, no_progress)
 
@@ -60,9 +61,8 @@ HEADER_BYTES = 280
 #: first host number of each role in a region's /24, in the order addresses are given out
 FIRST_HOST = {"load_balancer": 2, "dns": 53, "cache": 10}
 #: (role, progress step) in the order VNFs are created or configured
-STEPS = (("cache", "boot caches"), ("load_balancer", "configure load balancers"),
-         ("dns", "configure DNS"))
-REMOVE_STEP = "remove VNFs"
+STEPS = (("cache", steps.BOOT_CACHES), ("load_balancer", steps.CONFIGURE_LOAD_BALANCERS),
+         ("dns", steps.CONFIGURE_DNS))
 
 
 class NoopDriver(VimDriver):
@@ -113,7 +113,7 @@ class NoopDriver(VimDriver):
         for done, vnf in enumerate(gone, 1):
             LOG.info("noop: would drain and delete %s (%s)", vnf.name, vnf.resource_id)
             self._forget(deployment.deployment_id, [vnf])
-            progress(REMOVE_STEP, done, len(gone))
+            progress(steps.REMOVE_VNFS, done, len(gone))
         return _deployment(sig, instances, subnets)
 
     def restore(self, deployment, sig, progress=no_progress):
@@ -125,7 +125,7 @@ class NoopDriver(VimDriver):
         for done, resource_id in enumerate(sorted(strays), 1):
             LOG.info("noop: would delete %s, which the interrupted update added", resource_id)
             self._drop_counters(resource_id)
-            progress(REMOVE_STEP, done, len(strays))
+            progress(steps.REMOVE_VNFS, done, len(strays))
         return deployment
 
     def vnf_names(self, deployment):
@@ -144,7 +144,7 @@ class NoopDriver(VimDriver):
             LOG.info("noop: would delete %s (%s)", name, resource_id)
             _step_delay()
             self._drop_counters(resource_id)
-            progress(REMOVE_STEP, done, len(servers))
+            progress(steps.REMOVE_VNFS, done, len(servers))
 
     def health(self, deployment):
         """See :meth:`VimDriver.health`: healthy unless the host is listed as unhealthy."""
@@ -254,10 +254,10 @@ class NoopDriver(VimDriver):
     @staticmethod
     def _every_cache(deployment, requests, progress, done=0):
         caches = [v for v in deployment.vnfs if v.role == "cache"]
-        progress(CACHES_STEP, 0, len(caches))
+        progress(steps.CACHES, 0, len(caches))
         results = [CacheResult(name=v.name, region=v.region, ok=True, requests=requests,
                                done=done) for v in caches]
-        progress(CACHES_STEP, len(caches), len(caches))
+        progress(steps.CACHES, len(caches), len(caches))
         return results
 
     def load_test(self, deployment, vnf_name, test):

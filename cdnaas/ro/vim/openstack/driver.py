@@ -54,7 +54,6 @@ from cdnaas.ro.vim.base import (
     EntryPoint,
     RemovalIncomplete,
     RetryableVimError,
-    Undo,
     VimDriver,
     VimError,
     check_origin_policy,
@@ -64,6 +63,7 @@ from cdnaas.ro.vim.base import (
     tls_ref,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
+from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import (barbican, https, loadgen, placement, plan, rebuild,
                                      shield, translate, userdata)
 

@@ -4,7 +4,7 @@ listener and its pool, made by an update and put back as recorded by a restore.
 Octavia locks a balancer during each call on it: every write here waits for the
 balancer to be ACTIVE before and after it.
 """
-from cdnaas.ro.vim.base import Undo
+from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import cloud as oscloud
 
 PROTOCOL = "TERMINATED_HTTPS"
