@@ -23,7 +23,8 @@ import time
 from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import dnsprobe, management
 from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local import cgroups, processes
+from cdnaas.ro.vim.local import cgroups, network, processes
+from cdnaas.ro.vim.local.context import group, vnf_root
 
 _PID_FILE = re.compile(r"^pid-file=(\S+)$", re.MULTILINE)
 _PORT = re.compile(r"^port=(\d+)$", re.MULTILINE)
@@ -179,3 +180,21 @@ def _read(path):
     with contextlib.suppress(OSError):
         return path.read_text(encoding="utf-8")
     return None
+
+
+def recorded(owner, deployment, vnf):
+    """What the driver finds of ``deployment``'s recorded VNF ``vnf``: an nginx VNF asked
+    at its recorded address, or the shield at any of its legs (an update that failed may
+    have moved it to another region's); one without its own namespace does not answer
+    (after a restore of the databases, another deployment's VNF may hold its address)."""
+    deployment_id = deployment.deployment_id
+    prefix = vnf_root(owner, deployment_id) / vnf.name
+    own_group = group(owner, deployment_id, vnf.name)
+    if vnf.role == "dns":
+        return dns(prefix, own_group, vnf.address, deployment.entry_point.hostname)
+    namespace = network.namespace_name(owner, deployment_id, vnf.name)
+    addresses = []
+    if namespace in network.list_namespaces():
+        addresses = list(network.links_of(namespace)) if vnf.role == "shield" \
+            else [vnf.address]
+    return nginx(prefix, own_group, addresses)
