@@ -301,9 +301,9 @@ def test_the_sample_origin_is_served_where_the_vims_servers_reach_it(monkeypatch
 def test_the_openstack_driver_refuses_a_loopback_origin(host):
     """A loopback origin is the server itself in a cloud: refused, naming the setting."""
     from cdnaas.common.sig import Origin
-    from cdnaas.ro.vim.openstack.driver import _resolve
+    from cdnaas.ro.vim.openstack.lookup import resolve
     with pytest.raises(VimError, match="loopback address.*CDNAAS_CALIBRATION_ORIGIN_HOST"):
-        _resolve(Origin("http", host, 8080))
+        resolve(Origin("http", host, 8080))
 
 
 # -- a real campaign on the local driver -------------------------------------------------

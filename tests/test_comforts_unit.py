@@ -13,8 +13,8 @@ from cdnaas.common import errors, etags
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
 from cdnaas.ro.vim.changes import sig_change
-from cdnaas.ro.vim.openstack import rebuild
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.openstack import rebuild, rolling
+from cdnaas.ro.vim.openstack.context import OpenStackContext
 from cdnaas.so.changes import parse_change
 from tests.support.sigs import sample_sig
 
@@ -141,30 +141,39 @@ def rebuilt(previous, sig, recorded=None, cloud=None):
     kept = [v for v in sig.vnfs if v.role != "load_balancer"]
     prepared = {"origin_address": sig.origin.host, "secondary_address": None,
                 "images": {(None, v.image): f"image-{v.image}" for v in kept}}
-    addresses = {v.name: v.address for v in deployment.vnfs}
-    found = OpenStackDriver()._rebuilds(cloud or FakeCloud(), deployment, sig, previous, kept,
-                                        prepared, addresses)
+    context = OpenStackContext(deployment_id=sig.vcdn_id, sig=sig, previous=previous,
+                               record=deployment.resources, deployment=deployment,
+                               cloud=cloud or FakeCloud(), prepared=prepared,
+                               addresses={v.name: v.address for v in deployment.vnfs})
+    found = rolling.rebuilds(context, kept)
     assert all(r.image_id == f"image-{r.vnf.image}" for r in found)
     return {r.vnf.name: r.user_data for r in found}
+
+
+def reconfigured(previous, sig):
+    """Whether an update from ``previous`` to ``sig`` rebuilds servers of the OpenStack
+    driver: the caches' configuration or the served names change."""
+    change = sig_change(deployment_of(previous), sig, previous)
+    return change.caches_reconfigured or change.renamed
 
 
 def test_the_openstack_driver_rebuilds_the_servers_whose_user_data_changes():
     sig = openstack_sig()
     caches = ["north-cache-1", "north-cache-2", "south-cache-1"]
     moved = openstack_sig(origin="192.0.2.20")
-    assert rebuild.reconfigured(sig, moved)
+    assert reconfigured(sig, moved)
     new = rebuilt(sig, moved)  # no digest recorded (older deployments): the previous SIG's
     assert sorted(new) == caches
     assert all("server 192.0.2.20:8080;" in text for text in new.values())
     named = openstack_sig(hostnames=["www.example.org"])
-    assert rebuild.reconfigured(sig, named)
+    assert reconfigured(sig, named)
     assert list(rebuilt(sig, named)) == ["dns-1"]
     assert "www.example.org" in rebuilt(sig, named)["dns-1"]
-    assert rebuilt(sig, sig) == {} and not rebuild.reconfigured(sig, sig)
+    assert rebuilt(sig, sig) == {} and not reconfigured(sig, sig)
     # recorded digests decide: a server already given the new origin is not rebuilt
     assert sorted(rebuilt(sig, moved, {"north-cache-1": new["north-cache-1"]})) == caches[1:]
     # a size alone (a cache more in north) changes user-data but rebuilds nothing
-    assert not rebuild.reconfigured(sig, openstack_sig({"north": 3, "south": 1}))
+    assert not reconfigured(sig, openstack_sig({"north": 3, "south": 1}))
 
 
 def test_without_compute_api_2_57_a_new_origin_is_refused_before_anything_changes():

@@ -419,6 +419,7 @@ def test_the_octavia_driver_sends_the_policy_with_the_balancer_and_refuses_a_cha
     from cdnaas.common.sig import ServiceInstanceGraph  # pylint: disable=import-outside-toplevel
     from cdnaas.ro.vim.base import DeploymentFailed  # pylint: disable=import-outside-toplevel
     from cdnaas.ro.vim.openstack import cloud as oscloud  # pylint: disable=import-outside-toplevel
+    from cdnaas.ro.vim.openstack import balancers  # pylint: disable=import-outside-toplevel
     from cdnaas.ro.vim.openstack.driver import OpenStackDriver  # pylint: disable=import-outside-toplevel
     from tests.support.sigs import sample_sig  # pylint: disable=import-outside-toplevel
     sig = ServiceInstanceGraph.from_dict(sample_sig())
@@ -428,19 +429,21 @@ def test_the_octavia_driver_sends_the_policy_with_the_balancer_and_refuses_a_cha
     driver = OpenStackDriver()
     driver.secrets = types.SimpleNamespace(external_ref=lambda ref: f"https://barbican/{ref}")
     region = sig.regions[0].name
-    http, tls = driver._listeners(None, sig, region)  # pylint: disable=protected-access
+    http, tls = balancers.listeners(driver.secrets, None, sig, region)
     assert tls["default_tls_container_ref"] == "https://barbican/ref-1"
     assert tls["tls_versions"] == ["TLSv1.3"] and tls["hsts_preload"] is True
     assert [p["redirect_prefix"] for p in http["l7policies"]] == \
         [f"https://{name}" for name in [sig.hostname, *NAMES]]
     before = ServiceInstanceGraph.from_dict(sample_sig())
+    nothing_yet = types.SimpleNamespace(vnfs=[], resources={}, region_endpoints={
+        r.name: None for r in sig.regions})  # refused before the driver looks at the cloud
     with pytest.raises(DeploymentFailed, match="https_policy"):
-        driver.update(types.SimpleNamespace(vnfs=[], resources={}), sig, previous=before)
+        driver.update(nothing_yet, sig, previous=before)
     # a new name the redirect would have to match: refused too
     renamed = ServiceInstanceGraph.from_dict(sample_sig())
     renamed.service = {**sig.service, "hostnames": NAMES + ["new.policy-shop.com"]}
     with pytest.raises(DeploymentFailed, match="names it redirects"):
-        driver.update(types.SimpleNamespace(vnfs=[], resources={}), renamed, previous=sig)
+        driver.update(nothing_yet, renamed, previous=sig)
 
 
 @pytest.mark.parametrize("mode", ["redirect", "refuse"])

@@ -23,7 +23,8 @@ from cdnaas.common import plugins
 from cdnaas.planning import models
 from cdnaas.ro.vim.base import VimError, VnfInstance, no_progress
 from cdnaas.ro.vim.openstack import plan
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver, _check_measured_vcpus
+from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.openstack.lookup import check_measured_vcpus
 from tests.openstack.caches_here import CachesHere
 from tests.openstack.fixtures import ORIGIN
 from tests.openstack.generator_here import GeneratorsHere
@@ -207,8 +208,8 @@ def test_the_driver_measures_a_vnf_only_on_its_planned_vcpus(admin_conn):
                                vcpus=vcpus)
         with pytest.raises(VimError, match=r"cache-0 runs on flavor m1.medium of 2 vCPUs, not "
                                            r"the 1 .*create one of 1 vCPUs and 1024 MB"):
-            _check_measured_vcpus(admin_conn, cache(1))
-        _check_measured_vcpus(admin_conn, cache(2))
+            check_measured_vcpus(admin_conn, cache(1))
+        check_measured_vcpus(admin_conn, cache(2))
     finally:
         admin_conn.compute.delete_server(server.id, ignore_missing=True)
         admin_conn.compute.wait_for_delete(server, wait=120, interval=0.5)

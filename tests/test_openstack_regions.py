@@ -13,7 +13,7 @@ from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, Remova
                                 VnfInstance)
 from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim import hosts
-from cdnaas.ro.vim.openstack import cloud, plan, rebuild, userdata
+from cdnaas.ro.vim.openstack import balancers, cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.test_openstack_driver import (caches_of, make_sig, members_of, nothing_left,
                                          servers_of, tagged, written)
@@ -209,7 +209,7 @@ def test_a_region_change_the_ro_did_not_record_is_restored(driver, admin_conn, m
     try:
         with monkeypatch.context() as dying:
             dying.setattr(Undo, "run", lambda self: [])
-            dying.setattr(driver, "_register_members", dies)
+            dying.setattr(balancers, "register_members", dies)
             with pytest.raises(DeploymentFailed, match="the RO dies"):
                 driver.update(deployment, both, previous=north)
         names = [plan.resource_name(north.vcdn_id, n) for n in ("north", "south")]

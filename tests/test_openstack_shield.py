@@ -17,7 +17,7 @@ from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
 from cdnaas.ro.vim.pipeline import Undo
-from cdnaas.ro.vim.openstack import cloud, plan, rebuild, userdata
+from cdnaas.ro.vim.openstack import cloud, plan, rebuild, servers, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
@@ -250,7 +250,7 @@ def test_a_failed_or_interrupted_region_change_beside_a_shield_is_undone(
         ports = tagged(admin_conn, north.vcdn_id)["ports"]
         asked = rebuilds(monkeypatch)
         with monkeypatch.context() as failing:
-            failing.setattr(driver, "_boot", fails)  # once the shield has its leg
+            failing.setattr(servers, "boot", fails)  # once the shield has its leg
             with pytest.raises(DeploymentFailed, match="does not boot.*previous caches"):
                 driver.update(deployment, both, previous=north)
             assert asked == [own["server_id"]] * 2  # for its leg, then back

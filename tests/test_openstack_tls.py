@@ -24,7 +24,7 @@ from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
 from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, VimError
 from cdnaas.ro.vim.pipeline import Undo
-from cdnaas.ro.vim.openstack import cloud, plan
+from cdnaas.ro.vim.openstack import balancers, cloud, plan
 from cdnaas.ro.vim.openstack.barbican import _id
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.fixtures import ORIGIN
@@ -304,10 +304,10 @@ def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_c
     plain, deployment, kept = deployed_plain(driver, caches)
     vcdn_id = plain.vcdn_id
     record = copy.deepcopy(deployment.resources)
-    real, given = driver._listeners, []
+    real, given = balancers.listeners, []
 
-    def listeners_of(conn, sig, region):
-        specs = real(conn, sig, region)
+    def listeners_of(secrets, conn, sig, region):
+        specs = real(secrets, conn, sig, region)
         if len(specs) > 1:  # HTTPS: the listener's certificate container
             container = specs[1]["default_tls_container_ref"]
             if given:  # the regions after the first: a container that does not exist
@@ -315,7 +315,7 @@ def test_https_turned_on_is_undone_when_octavia_refuses_a_region(driver, admin_c
                 specs[1]["default_tls_container_ref"] = container
             given.append(container)
         return specs
-    monkeypatch.setattr(driver, "_listeners", listeners_of)
+    monkeypatch.setattr(balancers, "listeners", listeners_of)
     try:
         with pytest.raises(DeploymentFailed, match="(?s)certificate.*previous caches"):
             driver.update(deployment, https_sig(vcdn_id, caches, kept), previous=plain)

@@ -277,13 +277,13 @@ def test_drivers_check_the_policy_again_on_what_the_name_resolves_to_at_deploy_t
     metadata address (or this machine) is refused when the VIM resolves it to deploy."""
     from cdnaas.ro.vim.base import VimError  # pylint: disable=import-outside-toplevel
     from cdnaas.ro.vim.local import addressing  # pylint: disable=import-outside-toplevel
-    from cdnaas.ro.vim.openstack import driver as openstack  # pylint: disable=import-outside-toplevel
+    from cdnaas.ro.vim.openstack import lookup  # pylint: disable=import-outside-toplevel
     origin = Origin(scheme="http", host="rebound.example.com", port=8080)
     policy.setattr(socket, "getaddrinfo", lambda host, *a, **k: [
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254" if driver_module ==
                                                      "openstack" else "127.0.0.1", 0))])
     resolve = {"local": lambda: addressing.origin_address(origin, {"subnet": "198.18.0.0/24"}),
-               "openstack": lambda: openstack._resolve(origin)}[driver_module]
+               "openstack": lambda: lookup.resolve(origin)}[driver_module]
     with pytest.raises(VimError, match="at deploy time.*(metadata|loopback)"):
         resolve()
     policy.setenv("CDNAAS_ORIGIN_ALLOW", "rebound.example.com:8080")

@@ -2,7 +2,10 @@
 
 Caches and DNS servers take their configuration from cloud-init user-data at boot
 (:mod:`.userdata`), so the driver changes the origin, cache rules or served names of
-a live vCDN by rebuilding servers (Nova's rebuild: same server, ports, addresses
+a live vCDN (:attr:`~cdnaas.ro.vim.changes.Change.caches_reconfigured`,
+:attr:`~cdnaas.ro.vim.changes.Change.renamed`; a new size alone, which changes the
+neighbours' planned connections, rebuilds nothing: it would empty caches just as the
+load changes) by rebuilding servers (Nova's rebuild: same server, ports, addresses
 and compute host, a fresh disk from the image and new user-data; compute API
 :data:`MICROVERSION`). Each server's user-data is known by its SHA-256: in the
 record (``servers[name][DIGEST_KEY]``, what RO committed) and in the server's
@@ -14,9 +17,8 @@ import base64
 import dataclasses
 import hashlib
 
-from cdnaas.common.sig import ServiceInstanceGraph, Vnf
-from cdnaas.ro.vim.base import DeploymentFailed, served_names
-from cdnaas.ro.vim.changes import caches_reconfigured
+from cdnaas.common.sig import Vnf
+from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack import userdata
 
 #: the compute API microversion that lets a rebuild set new user-data
@@ -46,14 +48,6 @@ class Rebuild:
     user_data: str
     previous: str
     stand_in: Vnf | None = None
-
-
-def reconfigured(previous: ServiceInstanceGraph, sig: ServiceInstanceGraph) -> bool:
-    """Whether ``sig`` changes what servers take from the service: the origin, the cache
-    rules or the served names. Only then are servers rebuilt: a new size alone (caches
-    added to or removed from a region change their neighbours' planned connections)
-    would empty caches just as the load changes, and waits for the next rebuild."""
-    return caches_reconfigured(previous, sig) or served_names(previous) != served_names(sig)
 
 
 def digest(user_data: str) -> str:
