@@ -64,8 +64,8 @@ from cdnaas.ro.vim.base import (
     tls_ref,
 )
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack import (barbican, https, loadgen, placement, plan, rebuild,
-                                     shield, translate, userdata)
+from cdnaas.ro.vim.openstack import (barbican, https, https_policy, loadgen, placement, plan,
+                                     rebuild, shield, translate, userdata)
 
 LOG = logging.getLogger(__name__)
 
@@ -496,9 +496,9 @@ class OpenStackDriver(VimDriver):
         server whose region goes (it follows the default region) is booted again in its
         new region, at that region's DNS address, and the old one goes with the others.
         With ``previous`` None, nothing is rebuilt and HTTPS stays as it is. A changed
-        ``https_policy``, or new names under its redirect, is refused
-        (:class:`DeploymentFailed`): the balancers get it as they are made
-        (:meth:`_listeners`).
+        ``https_policy`` (or new names under its redirect) is given to the kept balancers
+        live (:meth:`_change_https_policy`: TLS versions, HSTS, L7 policies; undone should
+        a later step fail); new balancers are made with it (:meth:`_listeners`).
 
         What the removals could not delete (the update done) is deleted first by the
         next update (with ``previous``) or restore: :meth:`restore` deletes what the
@@ -506,11 +506,6 @@ class OpenStackDriver(VimDriver):
 
         :raises RemovalIncomplete: the update is done, what it removed is not all deleted.
         """
-        if previous is not None and _https_policy_changed(previous, sig):
-            raise DeploymentFailed("the openstack driver gives a balancer the vCDN's "
-                                   "https_policy as it makes it; changing it on a live vCDN, "
-                                   "or the names it redirects, is not supported yet: keep the "
-                                   "policy and names it was deployed with")
         old = {v.name: v for v in deployment.vnfs}
         moved = {v.name for v in sig.vnfs if v.name in old and old[v.name].region != v.region}
         recorded_regions = deployment.resources["regions"]
@@ -571,6 +566,8 @@ class OpenStackDriver(VimDriver):
                 self._https_on(cloud, sig, record, addresses, undo, progress, lived)
             elif None not in (before, after) and before != after:
                 self._rotate(cloud, sig, previous, record, undo, progress, lived)
+            if previous is not None and _https_policy_changed(previous, sig):
+                self._change_https_policy(cloud, sig, previous, record, undo, progress, lived)
         except Exception as exc:
             LOG.warning("update of %s failed, undoing %d step(s): %s", sig.vcdn_id, len(undo), exc)
             undo.run()
@@ -891,6 +888,22 @@ class OpenStackDriver(VimDriver):
             https.give_container(*ids, new)
         self._first_alone(rotate, regions, "rotate certificates", progress)
 
+    def _change_https_policy(self, cloud, sig, previous, record, undo, progress, regions):
+        """Give the balancer of each of ``regions`` ``sig``'s HTTPS policy
+        (:func:`.https_policy.converge`); the undo brings back ``previous``'s."""
+        def change(region):
+            info = record["regions"][region]
+            conn = cloud.conn(info.get("vim_region"))
+            undo.push(f"HTTPS policy of {region}", self._converge_https_policy, conn,
+                      previous, region, info)
+            self._converge_https_policy(conn, sig, region, info)
+        self._parallel(change, regions, "change HTTPS policy", progress)
+
+    def _converge_https_policy(self, conn, sig, region, info):
+        """Bring ``region``'s balancer (``info``) to ``sig``'s HTTPS policy."""
+        https_policy.converge(conn, info["lb_id"], info["pool_id"],
+                              self._listeners(conn, sig, region))
+
     def _first_alone(self, action, regions, step, progress):
         """``action(region)`` for the first of ``regions`` alone, then for the others side
         by side: taking a certificate container, Octavia's API adds its service user to
@@ -943,7 +956,8 @@ class OpenStackDriver(VimDriver):
     def _restore_https(self, cloud, sig, record, progress):
         """Put each recorded region's HTTPS listener and pool back as ``sig`` serves them
         (:func:`.https.restore`: what an interrupted :meth:`_https_on`, :meth:`_https_off`
-        or :meth:`_rotate` changed) and record their ids; the first region alone
+        or :meth:`_rotate` changed) with ``sig``'s HTTPS policy
+        (:meth:`_change_https_policy`) and record their ids; the first region alone
         (:meth:`_first_alone`: a listener may be given a certificate container).
 
         :raises VimError: an Octavia call failed (restoring again carries on).
@@ -952,6 +966,7 @@ class OpenStackDriver(VimDriver):
             info = record["regions"][region]
             conn = cloud.conn(info["vim_region"])
             https.restore(conn, info, self._https_spec(conn, sig, region))
+            self._converge_https_policy(conn, sig, region, info)
         try:
             self._first_alone(repair, sorted(record["regions"]), "restore HTTPS listeners",
                               progress)
