@@ -27,6 +27,7 @@ REBUILD_DNS = "rebuild DNS"
 TURN_HTTPS_ON = "turn HTTPS on"
 TURN_HTTPS_OFF = "turn HTTPS off"
 ROTATE_CERTIFICATES = "rotate certificates"
+CHANGE_HTTPS_POLICY = "change HTTPS policy"
 
 # -- update: what goes once the rest is done ---------------------------------------------
 DRAIN_CACHES = "drain and stop caches"

@@ -10,7 +10,7 @@ from cdnaas.common import challenges, errors
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import DeploymentFailed, VimError, run_all, served_names, tls_ref
 from cdnaas.ro.vim.openstack import cloud as oscloud
-from cdnaas.ro.vim.openstack import https, plan
+from cdnaas.ro.vim.openstack import https, https_policy, plan
 from cdnaas.ro.vim.openstack.lookup import words
 
 
@@ -187,6 +187,24 @@ def rotate(ctx):
     first_alone(ctx, give, ctx.lived, steps.ROTATE_CERTIFICATES)
 
 
+def change_https_policy(ctx):
+    """Give the balancer of each region that stays (``ctx.lived``) the SIG's HTTPS policy
+    (:func:`.https_policy.converge`); the undo brings back the previous SIG's."""
+    def change(region):
+        info = ctx.record["regions"][region]
+        conn = ctx.conn(info.get("vim_region"))
+        ctx.undo.push(f"HTTPS policy of {region}", converge_https_policy, ctx.secrets, conn,
+                      ctx.previous, region, info)
+        converge_https_policy(ctx.secrets, conn, ctx.sig, region, info)
+    ctx.parallel(change, ctx.lived, steps.CHANGE_HTTPS_POLICY)
+
+
+def converge_https_policy(secrets, conn, sig, region, info):
+    """Bring ``region``'s balancer (``info``) to ``sig``'s HTTPS policy."""
+    https_policy.converge(conn, info["lb_id"], info["pool_id"],
+                          listeners(secrets, conn, sig, region))
+
+
 def first_alone(ctx, action, regions, step):
     """``action(region)`` for the first of ``regions`` alone, then for the others side
     by side: taking a certificate container, Octavia's API adds its service user to
@@ -251,6 +269,7 @@ def restore_https(ctx):
         info = ctx.record["regions"][region]
         conn = ctx.conn(info["vim_region"])
         https.restore(conn, info, https_spec(ctx, conn, region))
+        converge_https_policy(ctx.secrets, conn, ctx.sig, region, info)
     try:
         first_alone(ctx, repair, sorted(ctx.record["regions"]), steps.RESTORE_HTTPS)
     except Exception as exc:

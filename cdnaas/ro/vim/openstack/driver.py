@@ -128,8 +128,9 @@ class OpenStackDriver(VimDriver):
         server whose region goes (it follows the default region) is booted again in its
         new region, at that region's DNS address, and the old one goes with the others.
         With ``previous`` None, nothing is rebuilt and HTTPS stays as it is. A changed
-        ``https_policy``, or new names under its redirect, is refused
-        (:class:`DeploymentFailed`): the balancers get it as they are made.
+        ``https_policy`` (or new names under its redirect) is given to the kept balancers
+        live (:func:`.balancers.change_https_policy`: TLS versions, HSTS, L7 policies;
+        undone should a later step fail); new balancers are made with it.
 
         What the removals could not delete (the update done) is deleted first by the
         next update (with ``previous``) or restore: :meth:`restore` deletes what the
@@ -137,11 +138,6 @@ class OpenStackDriver(VimDriver):
 
         :raises RemovalIncomplete: the update is done, what it removed is not all deleted.
         """
-        if previous is not None and balancers.https_policy_changed(previous, sig):
-            raise DeploymentFailed("the openstack driver gives a balancer the vCDN's "
-                                   "https_policy as it makes it; changing it on a live vCDN, "
-                                   "or the names it redirects, is not supported yet: keep the "
-                                   "policy and names it was deployed with")
         change = sig_change(deployment, sig, previous)
         flows.check_update(self._context(sig.vcdn_id, sig, {}, progress, deployment=deployment,
                                          previous=previous, change=change))

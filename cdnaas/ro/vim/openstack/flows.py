@@ -126,11 +126,12 @@ def update(ctx, cidrs):
         Step(steps.UPDATE_LOAD_BALANCERS, _register_changed),
         Step(steps.REBUILD_CACHES, lambda ctx: rolling.reconfigure(
             ctx, [r for r in ctx.rebuilds if r.vnf.role != "shield"]))]
-    # a live change of what the balancers carry of HTTPS goes here, beside the certificate
     if change.tls == "on":
         flow.append(Step(steps.TURN_HTTPS_ON, balancers.https_on))
     elif change.tls == "rotated":
         flow.append(Step(steps.ROTATE_CERTIFICATES, balancers.rotate))
+    if ctx.previous is not None and balancers.https_policy_changed(ctx.previous, ctx.sig):
+        flow.append(Step(steps.CHANGE_HTTPS_POLICY, balancers.change_https_policy))
     return flow
 
 

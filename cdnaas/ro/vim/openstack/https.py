@@ -19,33 +19,33 @@ def add(conn, lb_id, spec, undo, listener_id=None):
     """
     spec = dict(spec)
     pool_spec = spec.pop("default_pool")
-    _active(conn, lb_id)
+    wait_active(conn, lb_id)
     if listener_id is None:
         listener_id = conn.load_balancer.create_listener(load_balancer_id=lb_id, **spec).id
         undo.push(f"HTTPS listener {spec['name']}", delete_on_balancer, conn, lb_id,
                   conn.load_balancer.delete_listener, listener_id)
-        _active(conn, lb_id)
+        wait_active(conn, lb_id)
     pool_id = conn.load_balancer.create_pool(listener_id=listener_id, **pool_spec).id
     undo.push(f"HTTPS pool {pool_spec['name']}", delete_on_balancer, conn, lb_id,
               conn.load_balancer.delete_pool, pool_id)
-    _active(conn, lb_id)
+    wait_active(conn, lb_id)
     return listener_id, pool_id
 
 
 def give_container(conn, lb_id, listener_id, container):
     """Give HTTPS listener ``listener_id`` of balancer ``lb_id`` the certificate container
     ``container`` (Octavia reloads the balancer gracefully)."""
-    _active(conn, lb_id)
+    wait_active(conn, lb_id)
     conn.load_balancer.update_listener(listener_id, default_tls_container_ref=container)
-    _active(conn, lb_id)
+    wait_active(conn, lb_id)
 
 
 def delete_on_balancer(conn, lb_id, delete, resource_id):
     """``delete(resource_id)`` (an Octavia listener or pool of balancer ``lb_id``; gone
     already is fine), the balancer waited ACTIVE before and after."""
-    _active(conn, lb_id)
+    wait_active(conn, lb_id)
     oscloud.gone(delete, resource_id)
-    _active(conn, lb_id)
+    wait_active(conn, lb_id)
 
 
 def restore(conn, info, spec):
@@ -87,15 +87,16 @@ def _put_back(conn, lb_id, listener, spec):
     return add(conn, lb_id, spec, Undo(), listener.id if listener is not None else None)
 
 
-def listener_of(conn, lb):
-    """The HTTPS (TERMINATED_HTTPS) listener of Octavia balancer ``lb``, or None."""
+def listener_of(conn, lb, protocol=PROTOCOL):
+    """The listener of Octavia balancer ``lb`` for ``protocol`` (by default its HTTPS,
+    TERMINATED_HTTPS, one), or None."""
     for item in lb.listeners:
         listener = conn.load_balancer.get_listener(item["id"])
-        if listener.protocol == PROTOCOL:
+        if listener.protocol == protocol:
             return listener
     return None
 
 
-def _active(conn, lb_id):
+def wait_active(conn, lb_id):
     """Wait until balancer ``lb_id`` is ACTIVE (Octavia takes the next call)."""
     oscloud.load_balancer_active(conn, lb_id, oscloud.timeout("lb"))
