@@ -47,7 +47,7 @@ from cdnaas.ro.vim import logfiles, management, pipeline
 from cdnaas.ro.vim.base import (DeploymentFailed, RemovalIncomplete, VimDriver, VimError,
                                 no_progress)
 from cdnaas.ro.vim.changes import sig_change
-from cdnaas.ro.vim.openstack import barbican, balancers, flows, loadgen, lookup, placement, plan
+from cdnaas.ro.vim.openstack import barbican, flows, loadgen, lookup, placement, plan
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import rebuild, shield, sweep, translate
 from cdnaas.ro.vim.openstack.context import OpenStackContext, copied
