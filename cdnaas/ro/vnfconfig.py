@@ -61,7 +61,7 @@ USAGE_LOG_PATH = "/cdnaas/access.log"
 #: seconds a balancer leaves a cache out of its rotation after a failed request to it
 #: (``fail_timeout``; ``max_fails=1``): a dead cache costs one failed try per this time
 #: and balancer worker. A rolling reload waits this long between a region's caches
-#: (:meth:`cdnaas.ro.vim.local.driver.LocalDriver._roll_caches`).
+#: (:func:`cdnaas.ro.vim.local.nginx_vnfs.roll_caches`).
 MEMBER_FAIL_SECONDS = 5
 #: Where an nginx VNF's management listener tells the generation of the configuration its
 #: workers run (``generation <16 hex digits>``, :func:`stamp`); RO's health compares it with
