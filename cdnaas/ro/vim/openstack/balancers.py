@@ -260,7 +260,8 @@ def https_spec(ctx, conn, region):
 def restore_https(ctx):
     """Put each recorded region's HTTPS listener and pool back as the SIG serves them
     (:func:`.https.restore`: what an interrupted :func:`https_on`, :func:`https_off`
-    or :func:`rotate` changed) and record their ids; the first region alone
+    or :func:`rotate` changed) with the SIG's HTTPS policy (what an interrupted
+    :func:`change_https_policy` changed) and record their ids; the first region alone
     (:func:`first_alone`: a listener may be given a certificate container).
 
     :raises VimError: an Octavia call failed (restoring again carries on).
@@ -268,8 +269,9 @@ def restore_https(ctx):
     def repair(region):
         info = ctx.record["regions"][region]
         conn = ctx.conn(info["vim_region"])
-        https.restore(conn, info, https_spec(ctx, conn, region))
-        converge_https_policy(ctx.secrets, conn, ctx.sig, region, info)
+        specs = listeners(ctx.secrets, conn, ctx.sig, region)
+        https.restore(conn, info, specs[1] if len(specs) > 1 else None)
+        https_policy.converge(conn, info["lb_id"], info["pool_id"], specs)
     try:
         first_alone(ctx, repair, sorted(ctx.record["regions"]), steps.RESTORE_HTTPS)
     except Exception as exc:

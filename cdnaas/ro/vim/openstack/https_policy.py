@@ -27,36 +27,31 @@ def converge(conn, lb_id, pool_id, listener_specs):
     (:func:`.plan.listeners` for the vCDN: the HTTP listener's ``l7policies``, the HTTPS
     listener's TLS versions and HSTS). ``pool_id`` is the HTTP listener's default pool, to
     which an ACME challenge policy sends the challenge path.
-
-    :returns: whether anything was written.
     """
     lb = conn.load_balancer.get_load_balancer(lb_id)
-    changed = False
     tls = https.listener_of(conn, lb)
     if tls is not None and len(listener_specs) > 1:
-        changed = _converge_tls(conn, lb_id, tls, listener_specs[1])
-    http = https.listener_of(conn, lb, "HTTP")
-    wanted = listener_specs[0].get("l7policies", [])
-    return _converge_l7(conn, lb_id, http.id, pool_id, wanted) or changed
+        _converge_tls(conn, lb_id, tls, listener_specs[1])
+    _converge_l7(conn, lb_id, https.listener_of(conn, lb, "HTTP").id, pool_id,
+                 listener_specs[0].get("l7policies", []))
 
 
 def _converge_tls(conn, lb_id, listener, spec):
     """Give ``listener`` the TLS versions and HSTS of ``spec`` where it has others."""
     wanted = {key: spec.get(key, default) for key, default in TLS_DEFAULTS.items()}
     found = {key: getattr(listener, _READ_AS.get(key, key)) for key in TLS_DEFAULTS}
-    found = {key: TLS_DEFAULTS[key] if value is None else value for key, value in found.items()}
     differs = {key: value for key, value in wanted.items()
-               if _comparable(found[key]) != _comparable(value)}
-    if not differs:
-        return False
-    https.wait_active(conn, lb_id)
-    conn.load_balancer.update_listener(listener.id, **differs)
-    https.wait_active(conn, lb_id)
-    return True
+               if _comparable(found[key], key) != _comparable(value, key)}
+    if differs:
+        https.wait_active(conn, lb_id)
+        conn.load_balancer.update_listener(listener.id, **differs)
+        https.wait_active(conn, lb_id)
 
 
-def _comparable(value):
-    """A listener attribute as compared: a list (TLS versions) in any order."""
+def _comparable(value, key):
+    """Listener attribute ``key``'s ``value`` as compared: unset is its default, a list
+    (TLS versions) in any order."""
+    value = TLS_DEFAULTS[key] if value is None else value
     return sorted(value) if isinstance(value, list) else value
 
 
@@ -68,7 +63,7 @@ def _converge_l7(conn, lb_id, listener_id, pool_id, wanted):
     found = sorted(conn.load_balancer.l7_policies(listener_id=listener_id),
                    key=lambda p: p.position)
     if [_key(p.to_dict()) for p in found] == [_key(spec) for spec in wanted]:
-        return False
+        return
     for spec in wanted:
         https.wait_active(conn, lb_id)
         policy_id = _create_policy(conn, listener_id, spec, pool_id)
@@ -79,7 +74,6 @@ def _converge_l7(conn, lb_id, listener_id, pool_id, wanted):
         https.wait_active(conn, lb_id)
         oscloud.gone(conn.load_balancer.delete_l7_policy, policy.id)
     https.wait_active(conn, lb_id)
-    return True
 
 
 def _key(policy):
