@@ -77,7 +77,7 @@ def create_app(database):
             default = next((n for n in names if rows[n].is_default), names[0])
         described = plugin.quote(PlanRequest(
             vcdn_id="quote", hostname=f"quote.{tenant}.{config.dns_domain()}",
-            origin=parse_origin(body["origin"], apply_policy=False), default_region=default,
+            origin=parse_origin(body["origin"]), default_region=default,
             template=template, service={},
             regions=[RegionRequest(name=r["name"], demand=r["demand"], quality=r["quality"],
                                    zone=rows[r["name"]].zone,

@@ -1,5 +1,5 @@
 """Customer API application factory."""
-from cdnaas.api import auth, keystone, policy
+from cdnaas.api import auth, keystone, policy, tokens
 from cdnaas.api.calibration_views import blueprint as calibration_blueprint
 from cdnaas.api.views import blueprint
 from cdnaas.common import errors, settings
@@ -8,7 +8,7 @@ from cdnaas.db import engine
 from cdnaas.portal import blueprint as portal
 
 #: CDNAAS_AUTH_STRATEGY -> who a request comes from (:class:`cdnaas.api.auth.Caller`)
-STRATEGIES = {"local": auth.local_caller, "keystone": keystone.caller}
+STRATEGIES = {"local": tokens.local_caller, "keystone": keystone.caller}
 
 
 def create_app(database=None):

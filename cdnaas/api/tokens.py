@@ -20,7 +20,7 @@ import hashlib
 import hmac
 import secrets
 
-from flask import g, request
+from flask import current_app
 from sqlalchemy import bindparam, select
 
 from cdnaas.api import auth
@@ -147,3 +147,26 @@ def caller_for_secret(session, secret):
     roles = SCOPE_ROLES[token.scope] | ({"admin"} if system and token.scope == FULL else set())
     return auth.Caller(tenant=token.tenant_name, roles=frozenset(roles), user=token.user_name,
                        system=system)
+
+
+def local_caller(request):
+    """The :class:`~cdnaas.api.auth.Caller` of a request with a local token (the ``local``
+    strategy)."""
+    secret = _presented_token(request)
+    with current_app.extensions["db"].engine.connect() as connection:  # no ORM: one row read
+        return caller_for_secret(connection, secret)
+
+
+def _presented_token(request):
+    """The local token of the request: ``Authorization: Bearer <t>`` or ``X-Auth-Token: <t>``
+    (what the ``openstack`` CLI sends with ``--os-auth-type admin_token``).
+
+    :raises Unauthorized: neither header holds a token.
+    """
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and secret.strip():
+        return secret.strip()
+    if request.headers.get("X-Auth-Token", "").strip():
+        return request.headers["X-Auth-Token"].strip()
+    raise errors.Unauthorized("send 'Authorization: Bearer <token>' (or 'X-Auth-Token: "
+                              "<token>'); an operator issues tokens (cdnaas admin create-token)")

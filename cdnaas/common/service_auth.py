@@ -166,7 +166,7 @@ def _sign(key, payload):
 def write_private_lines(path, keys, replace):
     """Write ``keys`` (lines) to a private (0600) temporary file, then move (``replace``) or
     link it in place (not ``replace``: a file another process made first is kept). Shared
-    with RO's secret key (:func:`cdnaas.ro.secrets.ensure_key`)."""
+    with RO's secret key (:func:`cdnaas.common.keyfiles.ensure_secret_key`)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

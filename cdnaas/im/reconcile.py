@@ -48,9 +48,10 @@ from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
 from cdnaas.im import (decisions, figures, gauges, healing, hosts, inventory, policy_hook, power,
-                       qoe, quality_events, reading, series, shares, usage)
+                       quality_events, reading, series, shares, usage)
 from cdnaas.im.reading import Seen  # noqa: F401 (what tests and plugins build)
 from cdnaas.im.rapl import RaplMeter
+from cdnaas.planning import qoe
 
 LOG = logging.getLogger(__name__)
 

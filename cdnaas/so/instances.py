@@ -10,13 +10,13 @@ import uuid
 from sqlalchemy import and_, or_, select
 
 from cdnaas import delivery
-from cdnaas.delivery import access
 from cdnaas.common import caching, clock, config, entry_points, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
+from cdnaas.common.origin_policy import accepted_origin
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat
-from cdnaas.common.validation import parse_origin
+from cdnaas.delivery import access
 from cdnaas.so import capacity, hostname_checks, pricing, quotas, states, tls, webhooks
 from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
@@ -262,7 +262,7 @@ def new_operation(instance_id, kind, reason=None, previous_sig=None, previous_le
 
 def _accept(tenant, body, now):
     """What every request for a new vCDN is checked for; ``(origin, window, template, plugin)``."""
-    origin = parse_origin(body["origin"])
+    origin = accepted_origin(body["origin"])
     window = _lease(body, now)
     check_unique([r["name"] for r in body["regions"]], "regions")
     template, plugin = _load_flavor(body["flavor"])
