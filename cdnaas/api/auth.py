@@ -58,10 +58,21 @@ def authenticate():
 
 
 def local_caller(request):
-    """The :class:`Caller` of a request with a local token (the ``local`` strategy)."""
-    secret = _presented_token(request)
+    """The :class:`Caller` of a request with a local token (the ``local`` strategy),
+    validated moments ago or read now (``app.extensions["validated_tokens"]``:
+    :class:`cdnaas.api.token_cache.ValidatedTokens`)."""
+    return current_app.extensions["validated_tokens"].caller(_presented_token(request),
+                                                             _read_token)
+
+
+def _read_token(secret):
     with current_app.extensions["db"].engine.connect() as connection:  # no ORM: one row read
-        return tokens.caller_for_secret(connection, secret)
+        return tokens.validate(connection, secret)
+
+
+def forget_validated_tokens():
+    """Forget the local tokens this process validated (one was revoked here)."""
+    current_app.extensions["validated_tokens"].forget()
 
 
 def _presented_token(request):
