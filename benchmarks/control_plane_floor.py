@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cdnaas.common import clock, config, plugins  # noqa: E402
+from cdnaas.common import clock, config, errors, plugins  # noqa: E402
 from cdnaas.common.flavor import PlanRequest, RegionRequest  # noqa: E402
 from cdnaas.common.serve import serve_wsgi  # noqa: E402
 from cdnaas.common.timeutil import isoformat  # noqa: E402
@@ -39,7 +39,10 @@ def create_app(database):
     @app.get("/floor/vcdns/<vcdn_id>")
     def get_vcdn(vcdn_id):
         with database.sessions() as session:
-            found = session.get(Instance, vcdn_id)
+            try:
+                found = instances.instance_row(session, vcdn_id)  # SO's read of it
+            except errors.NotFound:
+                found = None
             if found is None or found.tenant != request.args["tenant"]:
                 return {"error": "not found"}, 404
             return instances.instance_view(found)

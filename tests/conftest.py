@@ -27,6 +27,7 @@ UNIT_MODULES = {
     "test_zone_units",
     "test_backup_units",
     "test_layers",
+    "test_token_cache",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {

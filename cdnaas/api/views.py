@@ -156,6 +156,7 @@ def delete_user(tenant, user):
     """Delete a user of the tenant, revoking its tokens."""
     with _db().transaction() as session:
         tenancy.delete_user(session, g.caller, tenant, user)
+    tokens.forget_validated_tokens()
     return "", 204
 
 
@@ -179,6 +180,7 @@ def create_token(tenant):
 def revoke_token(tenant, token_id):
     with _db().transaction() as session:
         tenancy.revoke_token(session, g.caller, tenant, token_id)
+    tokens.forget_validated_tokens()
     return "", 204
 
 

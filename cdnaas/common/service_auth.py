@@ -82,13 +82,13 @@ def read_keys(path=None) -> list[str]:
 
     :raises cdnaas.common.errors.CdnaasError: (500) the file is missing or holds no key.
     """
-    path = Path(path or key_file())
+    path = os.fspath(path or key_file())  # a stat of a string: read at every call
     try:
-        stat = path.stat()
+        stat = os.stat(path)
     except FileNotFoundError as exc:
         raise errors.CdnaasError(f"no service key at {path}; run 'cdnaas db upgrade' "
                                  "(or set CDNAAS_SERVICE_KEY_FILE)") from exc
-    return list(_keys_of(str(path), stat.st_mtime_ns, stat.st_size))
+    return list(_keys_of(path, stat.st_mtime_ns, stat.st_size))
 
 
 @functools.lru_cache(maxsize=8)

@@ -7,7 +7,7 @@ import datetime as dt
 import logging
 import uuid
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 
 from cdnaas import delivery
 from cdnaas.common import caching, clock, config, entry_points, errors, etags, plugins
@@ -32,7 +32,8 @@ LIST_LIMIT, LIST_MAX = 100, 1000
 # -- representations ---------------------------------------------------------
 
 def instance_view(instance, now=None):
-    """The API's view of ``instance`` at ``now`` (default: the clock's)."""
+    """The API's view of ``instance`` (an :class:`Instance`, or its row:
+    :func:`instance_row`) at ``now`` (default: the clock's)."""
     sig = ServiceInstanceGraph.from_record(instance.sig)
     endpoints = instance.region_endpoints or {}
     regions = []
@@ -92,6 +93,22 @@ def get_instance(session, instance_id):
     if instance is None:
         raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
     return instance
+
+
+#: a vCDN's row by id, every column, for :func:`instance_view` (built once)
+_ROW = select(*Instance.__table__.columns).where(Instance.id == bindparam("instance_id"))
+
+
+def instance_row(session, instance_id):
+    """The row of vCDN ``instance_id`` read without making an ORM object (a third of a
+    GET's cost in SO): what :func:`instance_view` takes, not to be changed.
+
+    :raises NotFound: no such vCDN.
+    """
+    found = session.connection().execute(_ROW, {"instance_id": instance_id}).first()
+    if found is None:
+        raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
+    return found
 
 
 def get_operation(session, operation_id):
