@@ -11,63 +11,12 @@ from tests.openstack.fixtures import *  # noqa: F401,F403 (the mini cloud's fixt
 from tests.support import postgres
 
 
-#: modules of the ``unit`` tier (no process, no database server, no network); a module not
-#: listed here or in SYSTEM_MODULES is ``service``, so a new slow module never slows the unit run
-UNIT_MODULES = {
-    "test_compose", "test_dimensioning", "test_im_flavor", "test_im_policy", "test_im_power",
-    "test_im_qoe", "test_models", "test_placement", "test_portal", "test_qoe_video_plugin",
-    "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
-    "test_traffic_logs", "test_webhook_units",
-    "test_certificates", "test_ports", "test_acme_unit",
-    "test_comforts_unit", "test_pipeline",
-    "test_loadgen_agent",
-    "test_delivery_registry",
-    "test_cli_bodies",
-    "test_policy",
-    "test_zone_units",
-    "test_backup_units",
-    "test_layers",
-    "test_token_cache",
-}
-#: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
-SYSTEM_MODULES = {
-    "test_crash", "test_im_local", "test_local_driver", "test_local_netns", "test_local_stack",
-    "test_log_streaming",
-    "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnf_rendering",
-    "test_openstack_tls", "test_openstack_regions", "test_openstack_traffic", "test_vnf_image",
-    "test_guest_supervision",
-    "test_openstack_shield", "test_openstack_dns", "test_openstack_calibration",
-    "test_dataplane",
-    "test_flavor_packages", "test_sidr_checks",
-    "test_usage",
-    "test_tls", "test_acme", "test_acme_openstack",
-    "test_local_update", "test_lossless_changes",
-    "test_cache_rules", "test_purge", "test_origin_shield",
-    "test_ranges",
-    "test_access",
-    "test_https_policy", "test_openstack_https_policy",
-    "test_openstack_catalog",
-    "test_openstack_identity",
-    "test_openstack_zone_designate",
-    "test_zone_contract", "test_zone_local",
-    "test_compose_run",
-    "test_vnf_health", "test_vnf_healing",
-    "test_backup_local",
-    "test_chaos",
-}
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Mark every test with its tier (``pytest -m unit`` is the developer's fast loop), and
-    group the mini cloud's tests (one hook per conftest: this one calls the mini cloud's,
-    before pytest-xdist turns the group marks into node ids)."""
+    """Group the mini cloud's tests (one hook per conftest: this one calls the mini cloud's,
+    before pytest-xdist turns the group marks into node ids). Each tier's folder marks its
+    own tests (``tests/unit``, ``tests/service``, ``tests/system``: their conftest.py)."""
     minicloud_fixtures.pytest_collection_modifyitems(items)
-    for item in items:
-        module = item.module.__name__.rpartition(".")[2]
-        tier = "unit" if module in UNIT_MODULES else \
-            "system" if module in SYSTEM_MODULES else "service"
-        item.add_marker(tier)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -80,7 +29,7 @@ def service_key(tmp_path_factory):
     # entry points kept in memory unless a test asks for the local zone server (as the
     # noop VIM driver is the stacks' default): stacks and in-process ROs inherit it
     os.environ.setdefault("CDNAAS_ZONE_PUBLISHER", "noop")
-    # custom hostnames served as accepted unless a test checks them (tests/test_zone_local.py)
+    # custom hostnames served as accepted unless a test checks them (tests/system/test_zone_local.py)
     os.environ.setdefault("CDNAAS_HOSTNAME_CHECK", "0")
     yield path
 

@@ -1,0 +1,1 @@
+"""The service tier's test modules (see conftest.py)."""

@@ -1,0 +1,1 @@
+"""The system tier's test modules (see conftest.py)."""

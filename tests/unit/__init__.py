@@ -1,0 +1,1 @@
+"""The unit tier's test modules (see conftest.py)."""
