@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cdnaas.cli import api_commands, stack as stacks
+from cdnaas.cli import stack as stacks
 from cdnaas.cli.main import cli
 from tests.support.stack import running_stack
 
@@ -66,24 +66,6 @@ def test_a_bad_region_is_a_usage_error_that_says_the_syntax(isolated, region, pr
     assert result.exit_code == 2
     assert "Invalid value for '--region'" in result.output
     assert problem in result.output
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("eu-west:1000", {"name": "eu-west", "demand": 1000}),
-    ("eu-west:1000:4.0", {"name": "eu-west", "demand": 1000, "quality": {"min_mos": 4.0}}),
-    ("us-east:50:p95=200", {"name": "us-east", "demand": 50,
-                            "quality": {"response_time": {"percentile": 95.0, "max_ms": 200.0}}}),
-])
-def test_region_syntax(text, expected):
-    assert api_commands.parse_region(text) == expected
-
-
-def test_an_update_may_change_only_demand_or_only_quality():
-    assert api_commands.parse_region("eu-west:2000", update=True) == {"name": "eu-west", "demand": 2000}
-    assert api_commands.parse_region("eu-west::4.2", update=True) == {
-        "name": "eu-west", "quality": {"min_mos": 4.2}}
-    with pytest.raises(ValueError, match="changes nothing"):
-        api_commands.parse_region("eu-west", update=True)
 
 
 @pytest.mark.parametrize("lease", [[], ["--lease-hours", "2", "--lease-end", "2030-01-01T00:00:00Z"]])

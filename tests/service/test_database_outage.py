@@ -4,7 +4,6 @@ The database is a real PostgreSQL address where nothing listens (a server restar
 import pytest
 
 from cdnaas.api.app import create_app as create_api
-from cdnaas.common import errors
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.db.engine import Database
 from cdnaas.so.app import create_app as create_so
@@ -38,9 +37,3 @@ def test_the_api_without_its_database_answers_503_before_any_token_check(unreach
     client = create_api(unreachable).test_client()
     assert_unavailable(client.get("/api/v1/vcdns", headers={"Authorization": "Bearer " + "x" * 40}),
                        "api")
-
-
-def test_a_peer_s_503_is_relayed_as_503():
-    relayed = errors.from_response(503, {"error": {"message": "the so service cannot reach "
-                                                              "its database right now"}})
-    assert isinstance(relayed, errors.Unavailable) and relayed.status == 503

@@ -41,11 +41,6 @@ def test_objects_have_the_papers_sizes_and_are_cacheable(base, path, size):
     assert first.headers["Cache-Control"] == "public, max-age=3600"
 
 
-def test_objects_differ_by_path():
-    assert origin.object_bytes("/video/hd/seg-1.m4s", 1000) != \
-        origin.object_bytes("/video/hd/seg-2.m4s", 1000)
-
-
 def test_manifest_lists_every_segment_of_both_qualities(base):
     answer = requests.get(base + "/video/manifest.mpd", timeout=5)
     assert answer.status_code == 200

@@ -19,16 +19,16 @@ import requests
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import LoadTest, VimError
-from cdnaas.ro.vim.local import cgroups, loadgen
+from cdnaas.ro.vim.local import cgroups
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.support.api import TEMPLATE, Api, vcdn_body
 from tests.support.sigs import sample_sig
 from tests.support.stack import running_stack
 from tests.support.im import eventually
+from tests.unit.test_placement_applied_units import CPUS
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
 
-CPUS = sorted(os.sched_getaffinity(0))
 FIRST, LAST = str(CPUS[0]), str(CPUS[-1])
 
 
@@ -68,24 +68,6 @@ def test_a_group_is_pinned_to_its_hosts_cpus_and_unmapped_hosts_stay_unpinned(mo
         worker.kill()
         worker.wait()
     assert not {name, unpinned, f"{name}-x"} & set(cgroups.names())
-
-
-def test_the_mapping_defaults_to_the_power_drivers_and_refuses_what_is_not_one(monkeypatch):
-    monkeypatch.delenv("CDNAAS_LOCAL_HOST_CPUS", raising=False)
-    monkeypatch.setenv("CDNAAS_POWER_LOCAL_CPUS", "eu-1=0-1,eu-2=2")
-    assert cgroups.cpu_map() == {"eu-1": "0-1", "eu-2": "2"}
-    monkeypatch.delenv("CDNAAS_POWER_LOCAL_CPUS")
-    assert cgroups.cpu_map() == {}
-    for wrong in ("eu-1", "eu-1=a", "=0", "eu-1=3-1"):
-        monkeypatch.setenv("CDNAAS_LOCAL_HOST_CPUS", wrong)
-        with pytest.raises(VimError, match="CDNAAS_LOCAL_HOST_CPUS"):
-            cgroups.cpu_map()
-
-
-def test_the_load_generator_leaves_a_pinned_vnf_on_its_hosts_cpus():
-    with loadgen.pinned([os.getpid()], 1, {CPUS[-1]}) as generator:
-        assert generator == (set(CPUS) - {CPUS[-1]} or None)
-        assert os.sched_getaffinity(0) == set(CPUS)  # nothing was re-pinned
 
 
 @pytest.fixture

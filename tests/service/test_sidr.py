@@ -16,23 +16,17 @@ from cdnaas.common import errors
 from cdnaas.common.clients import SidrClient
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
-from cdnaas.sidr import repository, service
+from cdnaas.sidr import repository
 from cdnaas.sidr.app import create_app
 from tests.support.auth import signed
+from tests.unit.test_sidr_units import STATIC_TEMPLATE, static  # noqa: F401 (fixtures)
 
-REPO = Path(__file__).resolve().parents[2]
-STATIC_TEMPLATE = REPO / "plugins" / "static" / "template.yaml"
 TEMPLATES = "/sidr/v1/templates"
 
 
 @pytest.fixture
 def static_yaml():
     return STATIC_TEMPLATE.read_text(encoding="utf-8")
-
-
-@pytest.fixture
-def static():
-    return yaml.safe_load(STATIC_TEMPLATE.read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -165,35 +159,6 @@ def test_yaml_template_is_validated_like_json(client, static):
 
     assert response.status_code == 400
     assert set(fields(response)) == {"vnfs.dns.instances.min", "vnfs.load_balancer.bogus"}
-
-
-def test_semantic_rules(static):
-    broken = copy.deepcopy(static)
-    broken["vnfs"]["cache"]["instances"] = {"min": 0, "max": 3}
-    broken["vnfs"]["load_balancer"]["instances"] = {"min": 0, "max": 1}
-    broken["vnfs"]["dns"]["ram_mb"] = {"min": 512, "max": 256}
-    broken["vnfs"]["dns"]["instances"] = {"min": 1, "max": 7}  # 6 DNS addresses a region
-    broken["placement"] = {"objective": "fewest_hosts", "max_host_share": 0.5}
-
-    with pytest.raises(errors.BadRequest) as raised:
-        service.validate(broken)
-
-    assert [d["field"] for d in raised.value.details] == [
-        "vnfs.cache.instances.min", "vnfs.load_balancer.instances.min",
-        "vnfs.dns.instances.max", "vnfs.dns.ram_mb", "placement.max_host_share"]
-    assert "at most 6 (got 7)" in raised.value.details[2]["problem"]
-    spread = copy.deepcopy(static)
-    spread["placement"] = {"objective": "spread", "max_host_share": 0.5}
-    service.validate(spread)
-
-
-def test_wrongly_shaped_parts_are_reported_once(static):
-    broken = copy.deepcopy(static)
-    broken["vnfs"]["cache"]["vcpus"] = {"min": "two", "max": 1}
-    broken["vnfs"]["dns"] = "one please"
-
-    assert [p["field"] for p in service.schema_problems(broken)] == ["vnfs.cache.vcpus.min", "vnfs.dns"]
-    assert service.semantic_problems(broken) == []
 
 
 def test_malformed_yaml_names_the_line(client, static_yaml):

@@ -35,7 +35,7 @@ from cdnaas.ro.vim.openstack import userdata
 from cdnaas.so import acme, tls
 from tests.support import pebble
 from tests.support.pebble import pebble_ca  # noqa: F401 (fixture)
-from tests.system.test_access import signed
+from tests.unit.test_access_units import signed
 from tests.unit.test_comforts_unit import openstack_sig
 from tests.system.test_openstack_driver import nothing_left, servers_of, user_data
 from tests.system.test_openstack_https_policy import l7_policies

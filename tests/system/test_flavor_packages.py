@@ -12,20 +12,18 @@ import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
-import yaml
 
 from cdnaas.ro.vim.local import clients
 from tests.support.api import populate
 from tests.support.flavors import SMALL_OBJECTS
 from tests.support.stack import running_stack
+from tests.unit.test_flavor_packages_units import TEMPLATE
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
 
 DISTRIBUTION = "cdnaas-small-objects"
-TEMPLATE = SMALL_OBJECTS / "cdnaas_small_objects" / "template.yaml"
 CSS = b"".join(b".c%d{color:#%06x;margin:0 auto;padding:1px}\n" % (i, i) for i in range(600))
 
 
@@ -148,10 +146,3 @@ def test_a_flavor_package_installed_on_a_running_stack_runs_its_own_config(
     finally:
         pip("uninstall", "-y", DISTRIBUTION)
     assert DISTRIBUTION not in {d.metadata["Name"] for d in importlib.metadata.distributions()}
-
-
-def test_the_example_template_names_its_own_files():
-    document = yaml.safe_load(TEMPLATE.read_text())
-    package = Path(TEMPLATE).parent
-    assert (package / document["model"]).is_file()
-    assert (package / "templates" / document["vnfs"]["cache"]["config_templates"][0]).is_file()

@@ -16,7 +16,7 @@ import yaml
 
 from cdnaas.ro.vim.openstack import userdata
 from cdnaas.vnf import generation
-from tests.system.test_status_private import make_sig
+from tests.unit.test_status_private_units import make_sig
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and nginx need root")
 

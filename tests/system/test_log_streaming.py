@@ -3,11 +3,8 @@ real datagrams to real collectors (syslog over TCP and TLS, NDJSON over HTTP) wi
 bounded queue that drops and counts while a collector is down, and, on the local driver
 (root), records of real requests streamed from the balancer while a dead collector does
 not slow the vCDN."""
-import base64
 import contextlib
-import gzip
 import http.server
-import dataclasses
 import json
 import os
 import socket
@@ -18,15 +15,12 @@ import time
 import uuid
 
 import pytest
-import yaml
 
-from cdnaas.common import errors
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.delivery import logstreams
 from cdnaas.ro.vim import logfiles, logship
 from cdnaas.ro.vim.local import cgroups, clients, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
-from cdnaas.ro.vim.openstack import userdata
 from cdnaas.vnf import cache, tools
 from cdnaas.vnf.balancer import lb_config
 from tests.support.api import vcdn_body
@@ -35,71 +29,12 @@ from tests.support.collectors import HttpCollector, SyslogCollector, wait_for
 from tests.support.sigs import sample_sig
 from tests.system.test_cache_rules import stack  # noqa: F401 (a module's own stack)
 from tests.service.test_cli import invoke, invoke_json
-from tests.system.test_vnf_rendering import cache_values, lb_values, need
+from tests.system.test_vnf_rendering import need
+from tests.unit.test_vnf_rendering_units import cache_values, lb_values
+from tests.unit.test_log_streaming_units import STREAMS
 
 
 # --- the option ---------------------------------------------------------------------------
-
-def refused_field(value):
-    with pytest.raises(errors.BadRequest) as caught:
-        logstreams.check(value, "log_streams")
-    return caught.value.field
-
-
-@pytest.mark.parametrize("value,field", [
-    ({"type": "syslog"}, "log_streams"),
-    ([{"type": "syslog", "address": "a.example:1"}] * 3, "log_streams"),
-    ([{"type": "kafka"}], "log_streams[0].type"),
-    ([{"type": "syslog", "address": "collector.example.com"}], "log_streams[0].address"),
-    ([{"type": "syslog", "address": "collector.example.com:0"}], "log_streams[0].address"),
-    ([{"type": "syslog", "address": "bad_host!:514"}], "log_streams[0].address"),
-    ([{"type": "syslog", "address": "a.example\n:514"}], "log_streams[0].address"),
-    ([{"type": "syslog", "address": "a.example:514\x00"}], "log_streams[0].address"),
-    ([{"type": "syslog", "address": "a.example:514;"}], "log_streams[0].address"),
-    ([{"type": "syslog", "address": "a.example:514", "transport": "udp"}],
-     "log_streams[0].transport"),
-    ([{"type": "syslog", "address": "a.example:514", "ca_certificate": "x"}],
-     "log_streams[0].ca_certificate"),
-    ([{"type": "syslog", "address": "a.example:6514", "transport": "tls",
-       "ca_certificate": "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n"}],
-     "log_streams[0].ca_certificate"),
-    ([{"type": "syslog", "address": "a.example:514", "url": "https://a.example/"}],
-     "log_streams[0].url"),
-    ([{"type": "https", "url": "ftp://a.example/"}], "log_streams[0].url"),
-    ([{"type": "https", "url": "http://a.example/"}], "log_streams[0].url"),
-    ([{"type": "https", "url": "https://u:p@a.example/"}], "log_streams[0].url"),
-    ([{"type": "https", "url": "https://a.example/x y"}], "log_streams[0].url"),
-    ([{"type": "https", "url": "https://a.example/\r\nHost: x"}], "log_streams[0].url"),
-    ([{"type": "https", "url": "https://a.example/", "headers": {"Host": "evil"}}],
-     "log_streams[0].headers.'Host'"),
-    ([{"type": "https", "url": "https://a.example/", "headers": {"Cookie": "a"}}],
-     "log_streams[0].headers.'Cookie'"),
-    ([{"type": "https", "url": "https://a.example/",
-       "headers": {"Authorization": "a\r\nX-Evil: 1"}}],
-     "log_streams[0].headers.'Authorization'"),
-    ([{"type": "https", "url": "https://a.example/", "batch_records": 0}],
-     "log_streams[0].batch_records"),
-    ([{"type": "https", "url": "https://a.example/", "batch_seconds": True}],
-     "log_streams[0].batch_seconds"),
-    ([{"type": "syslog", "address": "127.0.0.1:514"}], "log_streams[0].address"),  # policy
-    ([{"type": "https", "url": "https://169.254.169.254/"}], "log_streams[0].url"),
-])
-def test_each_refusal_names_its_field(value, field):
-    assert refused_field(value) == field
-
-
-def test_defaults_are_filled_headers_masked_and_checking_is_idempotent():
-    stored = logstreams.check([
-        {"type": "syslog", "address": "Collector.Example.com:6514", "transport": "tls"},
-        {"type": "https", "url": "https://logs.example.com/in?x=1",
-         "headers": {"Authorization": "Bearer s3cret"}}], "log_streams")
-    assert stored[0] == {"type": "syslog", "address": "collector.example.com:6514",
-                         "transport": "tls"}
-    assert stored[1]["batch_records"] == 500 and stored[1]["batch_seconds"] == 5
-    assert logstreams.check(stored, "service.log_streams") == stored
-    assert logstreams.view(stored)[1]["headers"] == {"Authorization": logstreams.MASK}
-    assert "s3cret" not in json.dumps(logstreams.view(stored))
-    assert logstreams.check([], "log_streams") is None and logstreams.render(None) is None
 
 
 # --- the shipper against real collectors ----------------------------------------------------
@@ -379,10 +314,6 @@ def test_records_of_real_requests_stream_and_a_dead_collector_costs_no_throughpu
 
 # --- rendering: nginx (both VNFs that log viewers) and OpenStack's cloud-init -------------
 
-STREAMS = [{"type": "syslog", "address": "203.0.113.9:6514", "transport": "tls"},
-           {"type": "https", "url": "https://logs.example.com/in",
-            "headers": {"X-Api-Key": "s3cret-key"}}]
-
 
 @pytest.mark.parametrize("role", ["cache", "load_balancer"])
 def test_the_usage_log_also_goes_to_the_shipper_and_nginx_takes_it(tmp_path, role):
@@ -401,49 +332,6 @@ def test_the_usage_log_also_goes_to_the_shipper_and_nginx_takes_it(tmp_path, rol
     assert f"proxy_pass http://127.0.0.1:{logstreams.STATUS_PORT}/status;" in text
     assert "s3cret-key" not in text  # the collectors' details stay with the shipper
     tools.check_nginx(text, str(tmp_path))
-
-
-def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
-
-
-    monkeypatch.setenv("CDNAAS_LOG_STREAM_QUEUE_RECORDS", "1234")
-    document = sample_sig("os-logs", {"north": 1})
-    document["service"] = {"log_streams": logstreams.check(STREAMS, "log_streams")}
-    sig = ServiceInstanceGraph.from_dict(document)
-    vnf = sig.vnfs_in("north", "cache")[0]
-    cloud = yaml.safe_load(userdata.cache(sig, vnf, "10.200.1.10", "192.0.2.10"))
-    files = {f["path"]: f for f in cloud["write_files"]}
-
-    def content(path):
-        entry = files[path]
-        if entry.get("encoding") == "gz+b64":
-            return gzip.decompress(base64.b64decode(entry["content"])).decode()
-        return entry["content"]
-    unit = content("/etc/systemd/system/cdnaas-logship.service")
-    assert "LoadCredential=logship.json:/etc/cdnaas/logship.json" in unit
-    assert f"ExecStart=/usr/bin/python3 {userdata.LOGSHIP_DIR}/logship.py " \
-        "%d/logship.json" in unit
-    assert "DynamicUser=yes" in unit and "Restart=always" in unit
-    assert "CPUSchedulingPolicy=idle" in unit and "MemoryMax=" in unit
-    assert content(f"{userdata.LOGSHIP_DIR}/logship.py") == open(logship.__file__).read()
-    assert files["/etc/cdnaas/logship.json"]["permissions"] == "0600"
-    config = json.loads(content("/etc/cdnaas/logship.json"))
-    assert config["hostname"] == vnf.name and config["queue_records"] == 1234
-    assert [(d["type"], d["connect"], d["port"], d["tls"]) for d in config["destinations"]] \
-        == [("syslog", "203.0.113.9", 6514, True), ("https", "logs.example.com", 443, True)]
-    assert config["destinations"][1]["headers"] == {"X-Api-Key": "s3cret-key"}
-    assert ["systemctl", "enable", "--now", "cdnaas-logship.service", "cdnaas-cache.service",
-            "cdnaas-usage-rotate.timer"] in cloud["runcmd"]
-    nginx = content("/etc/cdnaas/nginx.conf")
-    assert f"syslog:server=127.0.0.1:{logstreams.SYSLOG_PORT}" in nginx
-    assert "s3cret-key" not in nginx
-    # an origin shield logs no viewer: it streams nothing
-    as_shield = dataclasses.replace(vnf, role="shield")
-    shield = yaml.safe_load(userdata.cache(sig, as_shield, "10.200.1.10", "192.0.2.10"))
-    assert "cdnaas-logship" not in json.dumps(shield) and "syslog:" not in json.dumps(shield)
-    # without streams, nothing of the shipper
-    plain = ServiceInstanceGraph.from_dict({**document, "service": {}})
-    assert "logship" not in userdata.cache(plain, vnf, "10.200.1.10", "192.0.2.10")
 
 
 # --- through the API, the SO and RO on the local driver, and the CLI ------------------------

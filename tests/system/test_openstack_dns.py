@@ -15,7 +15,8 @@ from cdnaas.ro.vim import dnsprobe
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.vnf import subnet
 from tests.openstack.dns_here import DnsHere
-from tests.system.test_openstack_driver import OTHER_NAME, make_sig, nothing_left
+from tests.system.test_openstack_driver import OTHER_NAME, nothing_left
+from tests.unit.test_openstack_driver_units import make_sig
 
 GUEST_BOOT_SECONDS = 6  # a rebuilt server's guest answers this long after Nova was asked
 

@@ -8,17 +8,16 @@ import ipaddress
 
 import pytest
 
-from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, RemovalIncomplete,
-                                VnfInstance)
+from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete
 from cdnaas.ro.vim.openstack import balancers, cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.vnf import subnet
-from tests.system.test_openstack_driver import (caches_of, make_sig, members_of, nothing_left,
-                                         servers_of, tagged, written)
+from tests.system.test_openstack_driver import (caches_of, members_of, nothing_left, servers_of,
+                                                tagged, written)
+from tests.unit.test_openstack_driver_units import make_sig
+from tests.unit.test_openstack_regions_units import NORTH
 
-NORTH = {"north": 1}
 BOTH = {"north": 1, "south": 1}
 SOUTH = {"south": 1}
 
@@ -170,28 +169,6 @@ def test_what_a_done_update_could_not_delete_goes_with_the_next_update(
         admin_conn.network.delete_port(blocker, ignore_missing=True)
         driver.terminate(deployment)
     assert nothing_left(admin_conn, both.vcdn_id) == {}
-
-
-def test_a_balancer_or_shield_an_update_cannot_make_is_refused_before_anything():
-    """A second balancer in a region that stays, or an origin shield: refused before the
-    driver asks the cloud anything (the recorded deployment is a stand-in)."""
-    north = make_sig(NORTH)
-    deployment = Deployment(
-        north.vcdn_id, "openstack",
-        [VnfInstance(v.name, v.role, v.region, v.host, "10.200.0.9", "unused", v.vcpus)
-         for v in north.vnfs], EntryPoint(north.hostname, []), {},
-        {"regions": {"north": {}}, "servers": {}})
-    document = north.to_dict()
-    document["vnfs"].append({**next(v for v in document["vnfs"] if v["role"] ==
-                                    "load_balancer"), "name": "north-lb-2"})
-    with pytest.raises(DeploymentFailed, match=r"north-lb-2 \(load_balancer\) cannot be "
-                                               "added by an update; nothing was changed"):
-        OpenStackDriver().update(deployment, ServiceInstanceGraph.from_dict(document),
-                                 previous=north)
-    document["vnfs"][-1].update(name="shield-0", role="shield")
-    with pytest.raises(DeploymentFailed, match="origin shield"):
-        OpenStackDriver().update(deployment, ServiceInstanceGraph.from_dict(document),
-                                 previous=north)
 
 
 def test_a_region_change_the_ro_did_not_record_is_restored(driver, admin_conn, monkeypatch):

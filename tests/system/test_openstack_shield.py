@@ -13,7 +13,7 @@ import ipaddress
 import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
+from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack import cloud, plan, rebuild, servers, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vim.pipeline import Undo
@@ -21,24 +21,14 @@ from cdnaas.vnf import subnet
 from cdnaas.vnf import endpoints
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
-from tests.system.test_openstack_driver import make_sig, nothing_left, rebuilds, reconfigured, tagged
-
-SHIELD = "shield-0"
+from tests.system.test_openstack_driver import nothing_left, rebuilds, reconfigured, tagged
+from tests.unit.test_openstack_driver_units import make_sig
+from tests.unit.test_openstack_shield_units import SHIELD, shielded
 
 
 @pytest.fixture
 def driver(caches_here_env):
     return OpenStackDriver()
-
-
-def shielded(caches, vcdn_id=None):
-    """A SIG of ``caches`` ({region: count}) with an origin shield in its default region."""
-    document = make_sig(caches, vcdn_id).to_dict()
-    region = document["default_region"]
-    document["vnfs"].append({"name": SHIELD, "role": "shield", "region": region,
-                             "host": f"{region}-host-2", "vcpus": 1, "ram_mb": 512,
-                             "image": "cdnaas-vnf"})
-    return ServiceInstanceGraph.from_dict(document)
 
 
 def nginx_of(admin_conn, deployment, name):
@@ -266,34 +256,3 @@ def test_a_failed_or_interrupted_region_change_beside_a_shield_is_undone(
     finally:
         driver.terminate(deployment)
     assert nothing_left(admin_conn, north.vcdn_id) == {}
-
-
-def test_a_shield_across_openstack_regions_is_refused_before_anything():
-    document = shielded({"north": 1, "south": 1}).to_dict()
-    document["regions"][1]["vim_region"] = "RegionTwo"
-    with pytest.raises(DeploymentFailed, match="OpenStack region.*nothing was created"):
-        OpenStackDriver().deploy(ServiceInstanceGraph.from_dict(document))
-
-
-def test_what_an_update_cannot_do_beside_a_shield_is_refused_before_the_cloud_is_asked():
-    """The shield's region goes (the shield would move: refused, saying what to do), the
-    regions change without the SIG served, or a new region is in another OpenStack region:
-    refused before the driver asks the cloud anything (the deployment is a stand-in)."""
-    both = shielded({"north": 1, "south": 1})
-    deployment = Deployment(
-        both.vcdn_id, "openstack",
-        [VnfInstance(v.name, v.role, v.region, v.host, "10.200.0.9", "unused", v.vcpus)
-         for v in both.vnfs], EntryPoint(both.hostname, []), {},
-        {"regions": {"north": {}, "south": {}}, "servers": {}})
-    south = shielded({"south": 1}, both.vcdn_id)
-    with pytest.raises(DeploymentFailed, match=f"move an origin shield.*{SHIELD} .north to "
-                                               "south.: region north, where it runs, is "
-                                               "removed: keep north.*nothing was changed"):
-        OpenStackDriver().update(deployment, south, previous=both)
-    with pytest.raises(DeploymentFailed, match="needs the SIG it serves.*nothing was changed"):
-        OpenStackDriver().update(deployment, shielded({"north": 1}, both.vcdn_id))
-    document = shielded({"north": 1, "south": 1, "west": 1}, both.vcdn_id).to_dict()
-    document["regions"][2]["vim_region"] = "RegionTwo"
-    with pytest.raises(DeploymentFailed, match="OpenStack region.*nothing was changed"):
-        OpenStackDriver().update(deployment, ServiceInstanceGraph.from_dict(document),
-                                 previous=both)

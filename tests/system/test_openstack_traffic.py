@@ -7,15 +7,14 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
 from cdnaas.ro import traffic
 from cdnaas.ro.vim.openstack import rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
-from cdnaas.vnf import endpoints
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
-from tests.system.test_openstack_driver import make_sig, nothing_left
+from tests.system.test_openstack_driver import nothing_left
+from tests.unit.test_openstack_driver_units import make_sig
 
 
 @pytest.fixture
@@ -101,24 +100,6 @@ def test_usage_comes_from_the_caches_logs_with_the_viewers_and_their_bytes(
     finally:
         driver.terminate(deployment)
     assert nothing_left(admin_conn, sig.vcdn_id) == {}
-
-
-def test_a_cache_rotates_its_usage_log_every_minute_past_its_size():
-    """The user-data's timer and unit: every minute, the script with the log, its size
-    and nginx's pid file in the image's prefix."""
-    sig = make_sig({"north": 1})
-    vnf = sig.vnfs_in("north", "cache")[0]
-    document = yaml.safe_load(userdata.cache(sig, vnf, "10.200.1.10", "192.0.2.10"))
-    files = {f["path"]: f["content"] for f in document["write_files"]}
-    assert "OnUnitActiveSec=1min" in files["/etc/systemd/system/cdnaas-usage-rotate.timer"]
-    unit = files["/etc/systemd/system/cdnaas-usage-rotate.service"]
-    assert (f"Environment=LOG={userdata.PREFIX}/logs/usage.log "
-            f"LIMIT={userdata.USAGE_ROTATE_BYTES} PID={userdata.PREFIX}/nginx.pid") in unit
-    assert ["systemctl", "enable", "--now", "cdnaas-cache.service",
-            "cdnaas-usage-rotate.timer"] in document["runcmd"]
-    nginx = files[f"{userdata.CONF_DIR}/nginx.conf"]
-    assert f"location = {endpoints.USAGE_LOG_PATH} {{" in nginx
-    assert f"alias {userdata.PREFIX}/logs/usage.log;" in nginx
 
 
 def test_the_health_of_a_cache_is_what_its_guest_says(driver, admin_conn, monkeypatch):

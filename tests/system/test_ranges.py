@@ -8,7 +8,6 @@ object, the keys log, and byte-range DASH and HLS viewers that play
 without a stall. The local-driver end of it (a vCDN's own balancer) is in
 ``test_a_vcdn_on_the_local_driver_answers_ranges``."""
 import contextlib
-import copy
 import dataclasses
 import json
 import os
@@ -19,25 +18,22 @@ import requests
 import yaml
 
 from cdnaas.calibration import viewers
-from cdnaas.common import errors, slicing
-from cdnaas.common.flavor import PlanRequest
+from cdnaas.common import slicing
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
 from cdnaas.ro.vim import purge
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vim.openstack import userdata
-from cdnaas.sidr import checks
-from cdnaas.vnf import endpoints, fields, tools
+from cdnaas.vnf import endpoints, tools
 from cdnaas.vnf.balancer import lb_config
 from cdnaas.vnf.cache import cache_config
-from cdnaas.vnf.options import nginx_slice_size
 from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.system.test_cache_rules import stack  # noqa: F401 (a module's own stack)
-from tests.system.test_openstack_driver import make_sig
-from tests.system.test_origin_shield import STATIC
-from tests.system.test_vnf_rendering import cache_values, need, start_nginx, wait_until
+from tests.unit.test_openstack_driver_units import make_sig
+from tests.system.test_vnf_rendering import need, start_nginx, wait_until
+from tests.unit.test_vnf_rendering_units import cache_values
 
 NAME = "ranges.example.com"
 SEGMENT = "/video/hd/seg-1.m4s"
@@ -46,15 +42,6 @@ MIB = 1 << 20
 
 
 # --- the slice size -----------------------------------------------------------------------
-
-@pytest.mark.parametrize("value", ["256k", "65m", "1g", "0m", "01m", "1M", "1 m", "1m;",
-                                   "", 1048576, None])
-def test_slice_sizes_outside_512k_to_64m_are_refused(value):
-    with pytest.raises(errors.BadRequest) as caught:
-        slicing.slice_bytes(value)
-    assert caught.value.field == "slice_size"
-    with pytest.raises(fields.ConfigError, match="slice_size"):
-        nginx_slice_size(value if value is not None else "")
 
 
 @pytest.mark.parametrize("value,size", [("512k", 512 << 10), ("1m", MIB), ("64m", 64 * MIB)])
@@ -67,20 +54,6 @@ def test_slice_sizes_render_and_pass_nginx(tmp_path, value, size):
         management_sources=["127.0.0.1"], service={"slice_size": value}))
     assert f"slice {value};" in text and f'"s":"{value}"' in text
     tools.check_nginx(text, str(tmp_path))
-
-
-def test_the_flavor_sets_the_slice_size_sidr_checks_it_and_the_sig_carries_it():
-    template = copy.deepcopy(STATIC)
-    template["slice_size"] = "128k"
-    assert checks.config_problems(template, None) == [{
-        "field": "slice_size", "problem": "slice_size '128k' is not a size like 512k, 1m or "
-                                          "64m (k or m, from 512k to 64m)"}]
-    template["slice_size"] = "4m"
-    request = PlanRequest(vcdn_id="v", hostname="h", origin=Origin("http", "o", 80),
-                          regions=[], default_region="r", template=template)
-    assert request.graph([]).service == {"slice_size": "4m"}
-    assert PlanRequest(vcdn_id="v", hostname="h", origin=Origin("http", "o", 80), regions=[],
-                       default_region="r", template=STATIC).graph([]).service == {}
 
 
 # --- real nginx on loopback: origin <- shield <- cache <- balancer (HTTPS, h2) -------------

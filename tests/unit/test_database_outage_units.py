@@ -1,0 +1,11 @@
+"""A service whose database cannot be reached answers 503 with a Retry-After (nothing was
+done; try again), never an internal error; the customer API relays a peer's 503 as it is.
+The database is a real PostgreSQL address where nothing listens (a server restarting)."""
+
+from cdnaas.common import errors
+
+
+def test_a_peer_s_503_is_relayed_as_503():
+    relayed = errors.from_response(503, {"error": {"message": "the so service cannot reach "
+                                                              "its database right now"}})
+    assert isinstance(relayed, errors.Unavailable) and relayed.status == 503

@@ -1,0 +1,14 @@
+"""The local driver with real processes and real queries: nginx caches and balancers,
+dnsmasq geo-DNS, clients in network namespaces of each region (root only)."""
+import os
+
+import pytest
+
+from cdnaas.ro.vim.base import PrerequisitesMissing
+from cdnaas.ro.vim.local.driver import LocalDriver
+
+
+def test_without_root_the_driver_says_so(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(PrerequisitesMissing, match="root"):
+        LocalDriver().check_prerequisites()

@@ -1,0 +1,9 @@
+"""The sample origin: objects of the paper's sizes, the manifest, headers, counters, load."""
+
+
+from cdnaas.origin import server as origin
+
+
+def test_objects_differ_by_path():
+    assert origin.object_bytes("/video/hd/seg-1.m4s", 1000) != \
+        origin.object_bytes("/video/hd/seg-2.m4s", 1000)
