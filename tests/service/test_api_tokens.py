@@ -1,6 +1,8 @@
 """Local API tokens: named users per tenant, scopes (read-only, purge-only, full) and
 expiry, over real HTTP against five real services on the noop driver, on SQLite and on
-a real PostgreSQL; the migration that brings them keeps the tokens issued before it."""
+a real PostgreSQL; the migration that brings them keeps the tokens issued before it.
+
+Its tests that start no process are in tests/unit/test_api_tokens_units.py (the unit tier)."""
 import hashlib
 
 import pytest

@@ -1,6 +1,8 @@
 """The request-body gate (cdnaas.common.bodies) with the worst bytes, against each service's
 app: every bad body answers 400 or 413 with a JSON error naming the field, and nothing is
-stored."""
+stored.
+
+Its tests that start no process are in tests/unit/test_bodies_units.py (the unit tier)."""
 import time
 
 import pytest
@@ -118,6 +120,3 @@ def test_a_plain_template_still_registers(clients):
                                     headers={"Content-Type": YAML})
     assert response.status_code == 201, response.json
     assert response.json["flavor"] == "static"
-
-
-# -- unit checks of the parsers -----------------------------------------------------------

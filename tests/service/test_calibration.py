@@ -3,7 +3,8 @@ real campaign on the local driver, and ``cdnaas calibrate`` end to end.
 
 The local-driver tests deploy real caches and drive real load (wrk, the viewer
 simulator) for a few seconds each; they are bounded in count and time.
-"""
+
+Its tests that start no process are in tests/unit/test_calibration_units.py (the unit tier)."""
 import resource
 import shutil
 import subprocess
@@ -34,12 +35,6 @@ def local_ready():
 
 
 needs_local = pytest.mark.skipif(not local_ready(), reason="needs root, the local driver's tools and wrk")
-
-
-# -- the QoE model and the paper's smoothing ------------------------------------------
-
-
-# -- the model file --------------------------------------------------------------------
 
 
 # -- the driver interface --------------------------------------------------------------

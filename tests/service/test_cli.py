@@ -1,4 +1,6 @@
-"""The ``cdnaas`` CLI: argument checks in-process, the real stack end to end."""
+"""The ``cdnaas`` CLI: argument checks in-process, the real stack end to end.
+
+Its tests that start no process are in tests/unit/test_cli_units.py (the unit tier)."""
 import json
 import os
 import signal

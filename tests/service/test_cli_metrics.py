@@ -1,6 +1,8 @@
 """What the CLI shows of the Instance Manager: sparklines of a vCDN's metrics, its decisions
 and the hosts' power; ``charts`` on its own, then the commands against a real stack on the
-noop driver whose load file feeds the modelled viewers."""
+noop driver whose load file feeds the modelled viewers.
+
+Its tests that start no process are in tests/unit/test_cli_metrics_units.py (the unit tier)."""
 import datetime as dt
 import json
 import re
@@ -14,9 +16,6 @@ from cdnaas.common import charts
 from cdnaas.common import timeutil
 from tests.support.api import vcdn_body
 from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers
-
-
-# -- charts -----------------------------------------------------------------------------------
 
 
 # -- against a running stack ------------------------------------------------------------------

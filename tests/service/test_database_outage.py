@@ -1,6 +1,9 @@
 """A service whose database cannot be reached answers 503 with a Retry-After (nothing was
 done; try again), never an internal error; the customer API relays a peer's 503 as it is.
-The database is a real PostgreSQL address where nothing listens (a server restarting)."""
+The database is a real PostgreSQL address where nothing listens (a server restarting).
+
+Its tests that start no process are in tests/unit/test_database_outage_units.py (the unit
+tier)."""
 import pytest
 
 from cdnaas.api.app import create_app as create_api

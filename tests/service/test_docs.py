@@ -1,6 +1,8 @@
 """The documentation site builds without a warning, shows what it is generated from (every
 declared setting, every documented route), and the README stays the short front page
-that links into it."""
+that links into it.
+
+Its tests that start no process are in tests/unit/test_docs_units.py (the unit tier)."""
 import html
 import re
 import subprocess

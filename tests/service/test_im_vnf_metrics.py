@@ -1,5 +1,8 @@
 """What the Instance Manager reads through RO: each VNF's load figures from the VIM driver
-(the no-op driver's model, the local driver's nginx and cgroups) and RO's metrics endpoint."""
+(the no-op driver's model, the local driver's nginx and cgroups) and RO's metrics endpoint.
+
+Its tests that start no process are in tests/unit/test_im_vnf_metrics_units.py (the unit
+tier)."""
 import os
 import time
 import uuid

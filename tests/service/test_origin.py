@@ -1,4 +1,6 @@
-"""The sample origin: objects of the paper's sizes, the manifest, headers, counters, load."""
+"""The sample origin: objects of the paper's sizes, the manifest, headers, counters, load.
+
+Its tests that start no process are in tests/unit/test_origin_units.py (the unit tier)."""
 import concurrent.futures
 import http.client
 import socket

@@ -2,7 +2,10 @@
 nothing stored), rendered into a real nginx cache whose fetch server fails over to a
 second sample origin (a killed primary, a hung one, chosen statuses), picks an origin
 per path prefix and sends the vCDN's headers and Host; deployed on the local driver with
-the secondary resolved as the primary is."""
+the secondary resolved as the primary is.
+
+Its tests that start no process are in tests/unit/test_origin_group_units.py (the unit
+tier)."""
 import concurrent.futures
 import contextlib
 import signal
@@ -36,9 +39,6 @@ from tests.unit.test_origin_group_units import SECRET
 def loopback_allowed(monkeypatch):
     """The operator allows this machine's origins (the sample origins listen here)."""
     monkeypatch.setenv("CDNAAS_ORIGIN_ALLOW", "127.0.0.1")
-
-
-# --- validation -------------------------------------------------------------------------
 
 
 # --- real nginx on loopback ---------------------------------------------------------------

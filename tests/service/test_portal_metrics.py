@@ -1,5 +1,8 @@
 """The portal's vCDN detail: its page and scripts wire the charts and decisions to the API, and
-the hand-written SVG charts (``charts.js``, run in Node) draw the API's real metrics."""
+the hand-written SVG charts (``charts.js``, run in Node) draw the API's real metrics.
+
+Its tests that start no process are in tests/unit/test_portal_metrics_units.py (the unit
+tier)."""
 import json
 import re
 import shutil
@@ -56,9 +59,6 @@ METRICS = {"vcdn_id": "v1", "since": "2030-01-31T17:00:00Z", "until": "2030-01-3
                    point(30, viewers=250.0, mos=4.3, watts=152.0)]},
                {"scope": "region", "key": "us-<east>", "points": [point(0, viewers=7.0)]},
                {"scope": "vcdn", "key": "", "points": [point(0, viewers=300.0)]}]}
-
-
-# -- the page and its scripts -----------------------------------------------------------------
 
 
 # -- the chart code ---------------------------------------------------------------------------

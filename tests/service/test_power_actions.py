@@ -3,19 +3,16 @@ sysfs; openstack drives an Ironic node through a fake at the SDK edge, since the
 has no Ironic: tests/test_power_openstack.py disables and enables its real nova-compute),
 RO's endpoint (409 on a host carrying VNFs, 404, 400, 401), and the IM's side: never a host
 with reservations or VNFs, woken before a lease needs it, none switched twice within the
-dwell where the region can help it, every action a decision with its inputs."""
+dwell where the region can help it, every action a decision with its inputs.
+
+Its tests that start no process are in tests/unit/test_power_actions_units.py (the unit
+tier)."""
 import datetime as dt
 
 
 from cdnaas.im.models import HostMark
 from tests.unit.test_power_actions_units import (  # noqa: F401 (fixtures)
     database, power_world, powered)
-
-
-# -- drivers ------------------------------------------------------------------------------------
-
-
-# -- RO's endpoint ------------------------------------------------------------------------------
 
 
 # -- the IM's decisions -------------------------------------------------------------------------
@@ -106,6 +103,3 @@ def test_a_scale_out_refused_for_capacity_wakes_a_host_once_while_it_boots(datab
     woken = powered(world, "power_up")
     assert len(woken) == 1 and "SO refused a scale out for capacity" in woken[0]["reason"]
     assert "lacks" in woken[0]["reason"]
-
-
-# -- the dwell: no host changes power state twice within it where the region can help it --------

@@ -5,7 +5,8 @@ round robin, or a balancer): in turn for the lifecycle, first-alive for the kill
 that replica A does the work until it is killed and replica B must take it over. The
 noop driver takes ``STEP_DELAY`` s per VNF so that a kill lands inside an operation;
 leases last ``LEASE`` s so that takeovers come quickly.
-"""
+
+Its tests that start no process are in tests/unit/test_replicas_units.py (the unit tier)."""
 import concurrent.futures
 import datetime as dt
 import json

@@ -2,7 +2,10 @@
 the field, nothing stored), rendered into a real nginx cache in front of the sample
 origin (headers added and removed, CORS answers and preflights, custom error pages from
 files, gzip and brotli that decode to the origin's bytes), carried by the OpenStack
-user-data, and written by the local driver for a deployed vCDN."""
+user-data, and written by the local driver for a deployed vCDN.
+
+Its tests that start no process are in tests/unit/test_response_rules_units.py (the unit
+tier)."""
 import contextlib
 import gzip
 
@@ -23,9 +26,6 @@ from tests.support.delivery import assert_api_refuses, local_stack, sample_origi
 from tests.service.test_cli import invoke_json
 from tests.system.test_vnf_rendering import need, start_nginx
 from tests.unit.test_response_rules_units import PAGE, RULES
-
-
-# --- validation -------------------------------------------------------------------------
 
 
 # --- real nginx on loopback ---------------------------------------------------------------

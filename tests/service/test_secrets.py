@@ -1,7 +1,9 @@
 """RO's secret store (cdnaas.ro.secrets) on SQLite and PostgreSQL, and its Barbican
 backend's translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager;
 the Barbican calls themselves run against the mini OpenStack's Barbican in
-tests/test_openstack_tls.py."""
+tests/test_openstack_tls.py.
+
+Its tests that start no process are in tests/unit/test_secrets_units.py (the unit tier)."""
 
 import pytest
 
@@ -70,9 +72,3 @@ def test_ro_refuses_what_is_not_a_certificate_and_its_key(store, issued):
     with pytest.raises(errors.BadRequest):
         store.store("vcdn-4", "garbage", issued.key_pem)
     assert store.list("vcdn-4") == []
-
-
-# -- Barbican (translation, with a recording key manager) --------------------------------
-
-
-# -- SO deletes references once no SIG uses them (its runner, with an RO in memory) -------

@@ -1,5 +1,8 @@
 """Service-to-service authentication: tokens, key rotation, and every internal route of a
-real stack refusing callers without the installation's key."""
+real stack refusing callers without the installation's key.
+
+Its tests that start no process are in tests/unit/test_service_auth_units.py (the unit
+tier)."""
 import re
 import stat
 import subprocess
@@ -15,9 +18,6 @@ from tests.support.api import Api, populate, vcdn_body
 from tests.support.stack import running_stack
 
 INTERNAL = ("so", "sidr", "ro", "im")
-
-
-# -- tokens -------------------------------------------------------------------------------------
 
 
 # -- a real stack ---------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""SIDR: template registration, validation and lookup, on SQLite and PostgreSQL."""
+"""SIDR: template registration, validation and lookup, on SQLite and PostgreSQL.
+
+Its tests that start no process are in tests/unit/test_sidr_units.py (the unit tier)."""
 import copy
 import os
 import socket

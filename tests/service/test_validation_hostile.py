@@ -4,7 +4,9 @@ operator's origin policy and the service templates' model files.
 Every refusal is a 400/422 naming the field, and nothing is stored; a model file's
 content never appears in a message; an accepted origin always renders back into a
 URL with the same host and port and no config metacharacter (a property test).
-"""
+
+Its tests that start no process are in tests/unit/test_validation_hostile_units.py (the unit
+tier)."""
 import re
 import socket
 from urllib.parse import urlsplit
@@ -82,9 +84,6 @@ def test_an_accepted_prefix_is_canonical_cidr(prefix):
         return
     assert re.fullmatch(r"[0-9a-f:.]+/[0-9]{1,3}", normalised), normalised
     assert "%" not in prefix
-
-
-# --- client prefixes --------------------------------------------------------------------------
 
 
 # --- the origin policy ------------------------------------------------------------------------

@@ -3,7 +3,9 @@ secrets sealed and masked, signed URLs and cookies verified by njs in real nginx
 (valid, expired, tampered, other path, other prefix, other client, cookie, two keys), the
 token out of the cache key, viewer prefixes allowed or denied through the balancer's
 X-Forwarded-For, regions refused, rate limits (429); on the local driver, a vCDN signs
-URLs through the API and rotates its keys under load without losing a request."""
+URLs through the API and rotates its keys under load without losing a request.
+
+Its tests that start no process are in tests/unit/test_access_units.py (the unit tier)."""
 import concurrent.futures
 import contextlib
 import os

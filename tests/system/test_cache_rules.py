@@ -2,7 +2,9 @@
 (TTL per path, query strings in the key, origin Cache-Control ignored) and changed on a
 live vCDN by a PATCH that reloads every cache gracefully (local driver) or rebuilds
 every cache (OpenStack driver: which servers here, the rebuild itself in
-``tests/test_openstack_driver.py``)."""
+``tests/test_openstack_driver.py``).
+
+Its tests that start no process are in tests/unit/test_cache_rules_units.py (the unit tier)."""
 import contextlib
 import os
 import time
@@ -19,9 +21,6 @@ from tests.support.api import populate, vcdn_body
 from tests.support.delivery import sample_origin
 from tests.support.stack import running_stack
 from tests.system.test_vnf_rendering import need, start_nginx
-
-
-# --- validation -------------------------------------------------------------------------
 
 
 # --- real nginx on loopback ---------------------------------------------------------------

@@ -3,7 +3,10 @@ installs ``examples/cdnaas-small-objects`` with pip while the five services run,
 registers its template, and a vCDN of it runs the flavor's own nginx config and serves
 as that config says (gzip, browser caching of assets, its header), through the flavor's
 origin shield. No service restarts.
-The package is uninstalled at the end, so the environment is left as it was found."""
+The package is uninstalled at the end, so the environment is left as it was found.
+
+Its tests that start no process are in tests/unit/test_flavor_packages_units.py (the unit
+tier)."""
 import gzip
 import http.server
 import importlib.metadata

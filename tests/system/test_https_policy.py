@@ -4,7 +4,10 @@ on the local driver (real nginx, a viewer's curl and openssl in its region's nam
 plain HTTP redirected (301/308 with path and query) or refused (403), HSTS on HTTPS only,
 TLS 1.2 refused under a 1.3 minimum, a name the vCDN does not serve (or none) failing the
 handshake, a PATCH of the policy reloading the balancer with no request failed, and
-hostile or contradictory bodies refused naming the field with nothing written."""
+hostile or contradictory bodies refused naming the field with nothing written.
+
+Its tests that start no process are in tests/unit/test_https_policy_units.py (the unit
+tier)."""
 import http.server
 import json
 import socket

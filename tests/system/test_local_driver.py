@@ -1,5 +1,8 @@
 """The local driver with real processes and real queries: nginx caches and balancers,
-dnsmasq geo-DNS, clients in network namespaces of each region (root only)."""
+dnsmasq geo-DNS, clients in network namespaces of each region (root only).
+
+Its tests that start no process are in tests/unit/test_local_driver_units.py (the unit
+tier)."""
 import concurrent.futures
 import ipaddress
 import os

@@ -1,6 +1,8 @@
 """Entering a network namespace from one thread (the local driver's way of
 starting VNF tools without nsenter): only that thread moves, and it comes back;
-deleting namespaces stops what still runs in them."""
+deleting namespaces stops what still runs in them.
+
+Its tests that start no process are in tests/unit/test_local_netns_units.py (the unit tier)."""
 import concurrent.futures
 import os
 import subprocess

@@ -2,7 +2,10 @@
 real datagrams to real collectors (syslog over TCP and TLS, NDJSON over HTTP) with a
 bounded queue that drops and counts while a collector is down, and, on the local driver
 (root), records of real requests streamed from the balancer while a dead collector does
-not slow the vCDN."""
+not slow the vCDN.
+
+Its tests that start no process are in tests/unit/test_log_streaming_units.py (the unit
+tier)."""
 import contextlib
 import http.server
 import json
@@ -32,9 +35,6 @@ from tests.service.test_cli import invoke, invoke_json
 from tests.system.test_vnf_rendering import need
 from tests.unit.test_vnf_rendering_units import cache_values, lb_values
 from tests.unit.test_log_streaming_units import STREAMS
-
-
-# --- the option ---------------------------------------------------------------------------
 
 
 # --- the shipper against real collectors ----------------------------------------------------

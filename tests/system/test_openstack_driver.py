@@ -10,7 +10,9 @@ members, scaling, a new origin, cache rules and names by rolling rebuilds (undon
 after an interruption), teardown by tag, a quota refusal mid-deployment rolled back,
 servers on their planned hosts (or, where Nova's policy refuses, in their zone with
 the difference recorded). The VNF image in qemu is `tests/test_vnf_image.py`.
-"""
+
+Its tests that start no process are in tests/unit/test_openstack_driver_units.py (the unit
+tier)."""
 import base64
 import dataclasses
 import ipaddress
@@ -31,6 +33,7 @@ from tests.openstack.fixtures import ORIGIN
 from tests.openstack.generator_here import UNIT, GeneratorsHere, exec_start, generator_files
 from tests.support.sigs import sample_sig
 from tests.unit.test_openstack_driver_units import make_sig
+
 
 @pytest.fixture
 def driver(openstack_env):

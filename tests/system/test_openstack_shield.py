@@ -7,7 +7,10 @@ fetch for both, and a purge empties the shield first; a new origin rebuilds the 
 before the caches; a region added gives the shield a leg there (attached to its server)
 and a region removed takes it away, an update that fails in the middle leaving the
 previous vCDN as it was; what an update cannot do beside a shield (add, remove or move
-it) is refused before anything changes; the legs go with the vCDN."""
+it) is refused before anything changes; the legs go with the vCDN.
+
+Its tests that start no process are in tests/unit/test_openstack_shield_units.py (the unit
+tier)."""
 import ipaddress
 
 import pytest

@@ -2,7 +2,10 @@
 the plan, its config, and on the local driver a real shield between two regions' caches
 and the origin (one origin fetch for the whole vCDN, purged first, gone with the vCDN),
 which follows the vCDN's regions as they come and go, moves with its region, and is put
-back where it was when an update fails."""
+back where it was when an update fails.
+
+Its tests that start no process are in tests/unit/test_origin_shield_units.py (the unit
+tier)."""
 import contextlib
 import copy
 import ipaddress

@@ -1,7 +1,9 @@
 """Purge and prefetch: requests checked strictly, the mechanism on a real nginx cache on
 loopback (keys as the cache rules build them, prefixes from the keys log), and the
 operations through the customer API on the local driver: a purged path is a MISS on
-every cache, a prefix purge spares other paths, a prefetch makes the first fetch a HIT."""
+every cache, a prefix purge spares other paths, a prefetch makes the first fetch a HIT.
+
+Its tests that start no process are in tests/unit/test_purge_units.py (the unit tier)."""
 import pytest
 
 from cdnaas.common.clients import RoClient
@@ -12,9 +14,6 @@ from tests.system.test_cache_rules import (  # noqa: F401 (a module's own stack)
     loopback_cache, stack)
 from tests.service.test_cli import invoke, invoke_json
 from tests.system.test_vnf_rendering import status_from
-
-
-# --- validation -------------------------------------------------------------------------
 
 
 # --- the mechanism on one real cache ------------------------------------------------------

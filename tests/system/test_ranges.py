@@ -6,7 +6,9 @@ balancer with HTTPS/HTTP/2 in front, as a vCDN with a shield chains them) ranges
 without Range kept whole (not sliced), a purge that removes every slice and the whole
 object, the keys log, and byte-range DASH and HLS viewers that play
 without a stall. The local-driver end of it (a vCDN's own balancer) is in
-``test_a_vcdn_on_the_local_driver_answers_ranges``."""
+``test_a_vcdn_on_the_local_driver_answers_ranges``.
+
+Its tests that start no process are in tests/unit/test_ranges_units.py (the unit tier)."""
 import contextlib
 import dataclasses
 import json

@@ -1,5 +1,7 @@
 """Flavor-defined VNF configs and what SIDR checks of them (real nginx -t, dnsmasq --test),
-plugins found without a restart, and deprecating and deleting template versions."""
+plugins found without a restart, and deprecating and deleting template versions.
+
+Its tests that start no process are in tests/unit/test_sidr_checks_units.py (the unit tier)."""
 import time
 
 import pytest
@@ -39,12 +41,6 @@ def test_a_plugin_installed_after_the_first_lookup_is_found(site):
     installed_plugin(site, "late-flavor")
     assert plugins.load(plugins.FLAVORS, "late-flavor").name == "late-flavor"
     assert "late-flavor" in plugins.names(plugins.FLAVORS)
-
-
-# -- template files: a search path, never out of its folders --------------------------------
-
-
-# -- extra variables of boot_config ---------------------------------------------------------
 
 
 # -- RO renders the flavor's template, on the local driver and in cloud-init ----------------

@@ -5,7 +5,9 @@ cache nginx, one balancer nginx, dnsmasq) and, for the geo-DNS steering, in two
 throwaway network namespaces. They need root and the binaries (Debian packages
 nginx-light or nginx, dnsmasq-base, nftables, iproute2); without them they are
 skipped, saying which is missing.
-"""
+
+Its tests that start no process are in tests/unit/test_vnf_rendering_units.py (the unit
+tier)."""
 import concurrent.futures
 import contextlib
 import os
@@ -90,9 +92,6 @@ def stop(process):
             process.kill()
             process.wait(timeout=10)
     process.stderr.close()
-
-
-# --- rendering and validation (no tools needed) --------------------------------------------
 
 
 # --- the real tools accept what we render, and say why they refuse ---------------------------

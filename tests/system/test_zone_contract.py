@@ -6,7 +6,9 @@ where its zone is served); a publisher without one, or whose fixture skips (its
 service cannot run here), is skipped. Where a zone is served, what the publisher says
 it published is asked of the authoritative server itself, and while a delegation
 changes a query loop checks that the name never stops being delegated.
-"""
+
+Its tests that start no process are in tests/unit/test_zone_contract_units.py (the unit
+tier)."""
 import threading
 import time
 

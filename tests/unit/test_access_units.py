@@ -3,7 +3,10 @@ secrets sealed and masked, signed URLs and cookies verified by njs in real nginx
 (valid, expired, tampered, other path, other prefix, other client, cookie, two keys), the
 token out of the cache key, viewer prefixes allowed or denied through the balancer's
 X-Forwarded-For, regions refused, rate limits (429); on the local driver, a vCDN signs
-URLs through the API and rotates its keys under load without losing a request."""
+URLs through the API and rotates its keys under load without losing a request.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_access.py."""
 import stat
 
 import pytest
@@ -157,9 +160,3 @@ def test_openstack_caches_get_the_files_root_only():
     assert keys["permissions"] == "0600" and SECRET_A in keys["content"]
     nginx = files[f"{userdata.CONF_DIR}/nginx.conf"]["content"]
     assert "set_real_ip_from 10.20.0.0/24;" in nginx and SECRET_A not in nginx
-
-
-# --- real nginx on loopback ---------------------------------------------------------------
-
-
-# --- the local driver -------------------------------------------------------------------

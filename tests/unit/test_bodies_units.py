@@ -1,6 +1,9 @@
 """The request-body gate (cdnaas.common.bodies) with the worst bytes, against each service's
 app: every bad body answers 400 or 413 with a JSON error naming the field, and nothing is
-stored."""
+stored.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_bodies.py."""
 import importlib
 import io
 import json
@@ -116,9 +119,6 @@ def test_host_numbers_beyond_the_database_are_refused(clients):
 def test_template_version_path_segment_is_bounded(clients, path):
     response = clients["sidr"].get(path)
     _assert_refused(response, 400, "version")
-
-
-# -- YAML templates (SIDR, and the API which forwards them) ---------------------------------
 
 
 # -- unit checks of the parsers -----------------------------------------------------------

@@ -2,7 +2,10 @@
 (TTL per path, query strings in the key, origin Cache-Control ignored) and changed on a
 live vCDN by a PATCH that reloads every cache gracefully (local driver) or rebuilds
 every cache (OpenStack driver: which servers here, the rebuild itself in
-``tests/test_openstack_driver.py``)."""
+``tests/test_openstack_driver.py``).
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_cache_rules.py."""
 import dataclasses
 
 import pytest
@@ -98,9 +101,3 @@ def test_new_rules_rebuild_every_openstack_cache_and_nothing_else():
     # the defaults written out render as no rules at all: the same user-data, no rebuild
     assert rebuilt(sig, dataclasses.replace(sig, service={"cache_rules": caching.DEFAULTS})) \
         == {}
-
-
-# --- real nginx on loopback ---------------------------------------------------------------
-
-
-# --- a PATCH on a live vCDN of the local driver -----------------------------------------

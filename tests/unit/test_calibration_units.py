@@ -3,7 +3,9 @@ real campaign on the local driver, and ``cdnaas calibrate`` end to end.
 
 The local-driver tests deploy real caches and drive real load (wrk, the viewer
 simulator) for a few seconds each; they are bounded in count and time.
-"""
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_calibration.py."""
 import math
 import os
 
@@ -245,9 +247,3 @@ def test_the_openstack_driver_refuses_a_loopback_origin(host):
     from cdnaas.ro.vim.openstack.lookup import resolve
     with pytest.raises(VimError, match="loopback address.*CDNAAS_CALIBRATION_ORIGIN_HOST"):
         resolve(Origin("http", host, 8080))
-
-
-# -- a real campaign on the local driver -------------------------------------------------
-
-
-# -- cdnaas calibrate end to end -----------------------------------------------------------

@@ -1,6 +1,9 @@
 """What the CLI shows of the Instance Manager: sparklines of a vCDN's metrics, its decisions
 and the hosts' power; ``charts`` on its own, then the commands against a real stack on the
-noop driver whose load file feeds the modelled viewers."""
+noop driver whose load file feeds the modelled viewers.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_cli_metrics.py."""
 import datetime as dt
 
 import click
@@ -73,6 +76,3 @@ def test_since_takes_an_iso_time_or_how_long_ago():
     assert dt.timedelta(minutes=14, seconds=59) < ago < dt.timedelta(minutes=15, seconds=5)
     with pytest.raises(click.BadParameter):
         since.convert("a while", None, None)
-
-
-# -- against a running stack ------------------------------------------------------------------

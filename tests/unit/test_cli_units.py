@@ -1,4 +1,7 @@
-"""The ``cdnaas`` CLI: argument checks in-process, the real stack end to end."""
+"""The ``cdnaas`` CLI: argument checks in-process, the real stack end to end.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_cli.py."""
 
 import pytest
 
@@ -24,9 +27,3 @@ def test_an_update_may_change_only_demand_or_only_quality():
         "name": "eu-west", "quality": {"min_mos": 4.2}}
     with pytest.raises(ValueError, match="changes nothing"):
         api_commands.parse_region("eu-west", update=True)
-
-
-# -- the stack machinery ----------------------------------------------------------------------
-
-
-# -- end to end -------------------------------------------------------------------------------

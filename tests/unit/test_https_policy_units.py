@@ -4,7 +4,10 @@ on the local driver (real nginx, a viewer's curl and openssl in its region's nam
 plain HTTP redirected (301/308 with path and query) or refused (403), HSTS on HTTPS only,
 TLS 1.2 refused under a 1.3 minimum, a name the vCDN does not serve (or none) failing the
 handshake, a PATCH of the policy reloading the balancer with no request failed, and
-hostile or contradictory bodies refused naming the field with nothing written."""
+hostile or contradictory bodies refused naming the field with nothing written.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_https_policy.py."""
 import types
 
 import pytest
@@ -92,9 +95,6 @@ def test_a_policy_needing_https_names_what_to_change():
     assert refused.value.field == "certificate"
     https.check_served({"http": "redirect"}, True)
     https.check_served(None, False)
-
-
-# --- end to end on the local driver -----------------------------------------------------
 
 
 # --- the Octavia balancer's listeners (OpenStack: the arguments sent, no cloud) ----------

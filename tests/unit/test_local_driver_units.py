@@ -1,5 +1,8 @@
 """The local driver with real processes and real queries: nginx caches and balancers,
-dnsmasq geo-DNS, clients in network namespaces of each region (root only)."""
+dnsmasq geo-DNS, clients in network namespaces of each region (root only).
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_local_driver.py."""
 import os
 
 import pytest

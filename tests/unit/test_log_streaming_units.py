@@ -2,7 +2,10 @@
 real datagrams to real collectors (syslog over TCP and TLS, NDJSON over HTTP) with a
 bounded queue that drops and counts while a collector is down, and, on the local driver
 (root), records of real requests streamed from the balancer while a dead collector does
-not slow the vCDN."""
+not slow the vCDN.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_log_streaming.py."""
 import base64
 import gzip
 import dataclasses
@@ -83,12 +86,6 @@ def test_defaults_are_filled_headers_masked_and_checking_is_idempotent():
     assert logstreams.check([], "log_streams") is None and logstreams.render(None) is None
 
 
-# --- the shipper against real collectors ----------------------------------------------------
-
-
-# --- the local driver: real requests, a collector that dies ---------------------------------
-
-
 # --- rendering: nginx (both VNFs that log viewers) and OpenStack's cloud-init -------------
 
 STREAMS = [{"type": "syslog", "address": "203.0.113.9:6514", "transport": "tls"},
@@ -137,6 +134,3 @@ def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
     # without streams, nothing of the shipper
     plain = ServiceInstanceGraph.from_dict({**document, "service": {}})
     assert "logship" not in userdata.cache(plain, vnf, "10.200.1.10", "192.0.2.10")
-
-
-# --- through the API, the SO and RO on the local driver, and the CLI ------------------------

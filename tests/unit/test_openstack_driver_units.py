@@ -10,7 +10,9 @@ members, scaling, a new origin, cache rules and names by rolling rebuilds (undon
 after an interruption), teardown by tag, a quota refusal mid-deployment rolled back,
 servers on their planned hosts (or, where Nova's policy refuses, in their zone with
 the difference recorded). The VNF image in qemu is `tests/test_vnf_image.py`.
-"""
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_openstack_driver.py."""
 import uuid
 
 import pytest
@@ -131,6 +133,3 @@ def test_plan_flavors_addresses_and_tags():
     assert plan.vcdn_tag("x" * 64).startswith("cdnaas-vcdn:sha1-")
     assert len(plan.vcdn_tag("x" * 64)) <= 60
     assert plan.vcdn_from_tags(["cdnaas", plan.vcdn_tag("abc")]) == "abc"
-
-
-# -- the load generator of a calibration (cdnaas.ro.vim.openstack.loadgen) ---------------

@@ -7,7 +7,10 @@ fetch for both, and a purge empties the shield first; a new origin rebuilds the 
 before the caches; a region added gives the shield a leg there (attached to its server)
 and a region removed takes it away, an update that fails in the middle leaving the
 previous vCDN as it was; what an update cannot do beside a shield (add, remove or move
-it) is refused before anything changes; the legs go with the vCDN."""
+it) is refused before anything changes; the legs go with the vCDN.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_openstack_shield.py."""
 
 import pytest
 

@@ -2,7 +2,10 @@
 nothing stored), rendered into a real nginx cache whose fetch server fails over to a
 second sample origin (a killed primary, a hung one, chosen statuses), picks an origin
 per path prefix and sends the vCDN's headers and Host; deployed on the local driver with
-the secondary resolved as the primary is."""
+the secondary resolved as the primary is.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_origin_group.py."""
 from pathlib import Path
 
 import pytest
@@ -122,9 +125,6 @@ def test_prefix_lifetimes_come_before_the_cache_rules(tmp_path):
         cache_rules={"ttl": [{"match": "prefix", "path": "/", "ttl": "1h"}]})
     assert text.index("location ~ ^/live/ {") < text.index("location ~ ^/ {")
     assert "origin_primary" not in text  # a lifetime alone needs no fetch server
-
-
-# --- real nginx on loopback ---------------------------------------------------------------
 
 
 # --- the API and the local driver ---------------------------------------------------------

@@ -2,7 +2,10 @@
 the plan, its config, and on the local driver a real shield between two regions' caches
 and the origin (one origin fetch for the whole vCDN, purged first, gone with the vCDN),
 which follows the vCDN's regions as they come and go, moves with its region, and is put
-back where it was when an update fails."""
+back where it was when an update fails.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_origin_shield.py."""
 import copy
 import os
 
@@ -80,6 +83,3 @@ def test_a_shield_config_listens_on_each_leg_and_says_it_is_the_shield(tmp_path)
     for bad in (["198.18.1.4;"], "198.18.1.4", ["0.0.0.0:80"], [None]):
         with pytest.raises(fields.ConfigError, match="also_listen"):
             cache.cache_config(**values, shield=True, also_listen=bad)
-
-
-# --- a real shield on the local driver --------------------------------------------------------

@@ -1,5 +1,8 @@
 """The portal's vCDN detail: its page and scripts wire the charts and decisions to the API, and
-the hand-written SVG charts (``charts.js``, run in Node) draw the API's real metrics."""
+the hand-written SVG charts (``charts.js``, run in Node) draw the API's real metrics.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_portal_metrics.py."""
 import re
 
 
@@ -20,9 +23,3 @@ def test_the_page_loads_the_chart_code_before_the_app_and_has_a_detail_view():
     assert "regionPanels(metrics, mosTargets(vcdn), vcdn.regions.map((r) => r.name))" in app
     assert "setInterval(refreshDetail" in app
     assert "openDetail(vcdn.id)" in app
-
-
-# -- the chart code ---------------------------------------------------------------------------
-
-
-# -- against a running stack ------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """Purge and prefetch: requests checked strictly, the mechanism on a real nginx cache on
 loopback (keys as the cache rules build them, prefixes from the keys log), and the
 operations through the customer API on the local driver: a purged path is a MISS on
-every cache, a prefix purge spares other paths, a prefetch makes the first fetch a HIT."""
+every cache, a prefix purge spares other paths, a prefetch makes the first fetch a HIT.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_purge.py."""
 import pytest
 
 from cdnaas.common import caching, errors
@@ -55,9 +58,3 @@ def test_a_refusal_says_what_the_escapes_decode_to(path, words):
     with pytest.raises(errors.BadRequest) as caught:
         caching.invalidation({"paths": [path]})
     assert words in str(caught.value) and caught.value.field == "paths[0]"
-
-
-# --- the mechanism on one real cache ------------------------------------------------------
-
-
-# --- through the API, on the local driver -------------------------------------------------

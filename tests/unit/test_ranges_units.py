@@ -6,7 +6,10 @@ balancer with HTTPS/HTTP/2 in front, as a vCDN with a shield chains them) ranges
 without Range kept whole (not sliced), a purge that removes every slice and the whole
 object, the keys log, and byte-range DASH and HLS viewers that play
 without a stall. The local-driver end of it (a vCDN's own balancer) is in
-``test_a_vcdn_on_the_local_driver_answers_ranges``."""
+``test_a_vcdn_on_the_local_driver_answers_ranges``.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_ranges.py."""
 import copy
 
 import pytest
@@ -44,12 +47,3 @@ def test_the_flavor_sets_the_slice_size_sidr_checks_it_and_the_sig_carries_it():
     assert request.graph([]).service == {"slice_size": "4m"}
     assert PlanRequest(vcdn_id="v", hostname="h", origin=Origin("http", "o", 80), regions=[],
                        default_region="r", template=STATIC).graph([]).service == {}
-
-
-# --- real nginx on loopback: origin <- shield <- cache <- balancer (HTTPS, h2) -------------
-
-
-# --- a vCDN on the local driver --------------------------------------------------------------
-
-
-# --- OpenStack: the same rendered file in cloud-init ----------------------------------------

@@ -5,7 +5,9 @@ round robin, or a balancer): in turn for the lifecycle, first-alive for the kill
 that replica A does the work until it is killed and replica B must take it over. The
 noop driver takes ``STEP_DELAY`` s per VNF so that a kill lands inside an operation;
 leases last ``LEASE`` s so that takeovers come quickly.
-"""
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_replicas.py."""
 import datetime as dt
 
 from sqlalchemy.exc import OperationalError
@@ -27,12 +29,6 @@ def operation(stack, operation_id):
     database = getattr(stack, "db", stack)
     with database.sessions() as session:
         return session.get(Operation, operation_id)
-
-
-# -- lifecycle ----------------------------------------------------------------------------------
-
-
-# -- kills --------------------------------------------------------------------------------------
 
 
 # -- two SO runners in one process, on PostgreSQL -----------------------------------------------

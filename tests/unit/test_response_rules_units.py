@@ -2,7 +2,10 @@
 the field, nothing stored), rendered into a real nginx cache in front of the sample
 origin (headers added and removed, CORS answers and preflights, custom error pages from
 files, gzip and brotli that decode to the origin's bytes), carried by the OpenStack
-user-data, and written by the local driver for a deployed vCDN."""
+user-data, and written by the local driver for a deployed vCDN.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_response_rules.py."""
 import base64
 import gzip
 
@@ -122,9 +125,3 @@ def test_a_new_page_rebuilds_every_openstack_cache_and_nothing_else():
     # the page's text alone changes: the config is the same, the user-data is not
     assert sorted(rebuilt(paged(PAGE), paged(PAGE + "<p>again</p>"))) == caches
     assert rebuilt(paged(PAGE), paged(PAGE)) == {}
-
-
-# --- real nginx on loopback ---------------------------------------------------------------
-
-
-# --- the API and the local driver ---------------------------------------------------------

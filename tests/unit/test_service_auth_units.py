@@ -1,5 +1,8 @@
 """Service-to-service authentication: tokens, key rotation, and every internal route of a
-real stack refusing callers without the installation's key."""
+real stack refusing callers without the installation's key.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_service_auth.py."""
 import re
 import stat
 
@@ -78,6 +81,3 @@ def test_metrics_tokens_live_long_but_only_for_metrics(key):
 def test_a_request_without_a_bearer_credential_is_refused(value):
     with pytest.raises(errors.Unauthorized, match="internal service"):
         service_auth.bearer(value)
-
-
-# -- a real stack ---------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Flavor-defined VNF configs and what SIDR checks of them (real nginx -t, dnsmasq --test),
-plugins found without a restart, and deprecating and deleting template versions."""
+plugins found without a restart, and deprecating and deleting template versions.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_sidr_checks.py."""
 import copy
 from pathlib import Path
 
@@ -39,9 +42,6 @@ def flavored(name, plugin, cache=("custom-cache.conf.j2",), dns=("dnsmasq-geo.co
 
 def problems(response):
     return {d["field"]: d["problem"] for d in response.json["error"]["details"]}
-
-
-# -- plugins found without a restart --------------------------------------------------------
 
 
 # -- template files: a search path, never out of its folders --------------------------------
@@ -99,9 +99,6 @@ def test_extra_variables_are_checked(tmp_path):
         templates.extra_variables({"l": ["a"] * 65}, {})
 
 
-# -- RO renders the flavor's template, on the local driver and in cloud-init ----------------
-
-
 # -- SIDR checks at registration -------------------------------------------------------------
 
 
@@ -118,6 +115,3 @@ def test_the_sample_is_a_vnf_of_each_role_at_the_smallest_size():
     assert sorted(v.role for v in sig.vnfs) == ["cache", "dns", "load_balancer"]
     assert sig.plugin == "static" and sig.vnfs_in(role="cache")[0].config_templates == \
         ["nginx-cache.conf.j2"]
-
-
-# -- deprecate and delete versions (SIDR asks SO) --------------------------------------------

@@ -3,7 +3,10 @@ viewer of a region resolves the tenant's own name through the vCDN's DNS, fetche
 HTTP/2 with the tenant's certificate (checked against a throwaway CA), the certificate
 is rotated by PATCH while HTTPS requests run (none fails), hostile certificates are
 refused, the key is found nowhere but in RO's encrypted store and the balancers' 0600
-files, and nothing of it is left once the vCDN ends."""
+files, and nothing of it is left once the vCDN ends.
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_tls.py."""
 
 import pytest
 

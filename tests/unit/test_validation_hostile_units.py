@@ -4,7 +4,9 @@ operator's origin policy and the service templates' model files.
 Every refusal is a 400/422 naming the field, and nothing is stored; a model file's
 content never appears in a message; an accepted origin always renders back into a
 URL with the same host and port and no config metacharacter (a property test).
-"""
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_validation_hostile.py."""
 import os
 import socket
 import time
@@ -81,9 +83,6 @@ def test_an_ipv6_origin_stays_bracketed_in_its_url():
     assert origin.url == "http://[2001:db8::1]:8080"
     assert urlsplit(origin.url).hostname == "2001:db8::1" and urlsplit(origin.url).port == 8080
     assert validation.parse_origin(origin.url) == origin
-
-
-# --- property: what is accepted renders back to itself --------------------------------------
 
 
 # --- client prefixes --------------------------------------------------------------------------

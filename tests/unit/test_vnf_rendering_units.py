@@ -5,7 +5,9 @@ cache nginx, one balancer nginx, dnsmasq) and, for the geo-DNS steering, in two
 throwaway network namespaces. They need root and the binaries (Debian packages
 nginx-light or nginx, dnsmasq-base, nftables, iproute2); without them they are
 skipped, saying which is missing.
-"""
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/system/test_vnf_rendering.py."""
 import os
 import re
 import shutil
@@ -381,12 +383,6 @@ def test_check_nft_needs_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError, match="needs root"):
         tools.check_nft(geodns.steering_rules(**steering_values()))
-
-
-# --- nginx on loopback: origin <- two caches <- balancer ------------------------------------
-
-
-# --- dnsmasq on loopback ------------------------------------------------------------------
 
 
 # --- geo-DNS steering in throwaway network namespaces -----------------------------------------
