@@ -1,6 +1,6 @@
 """Viewers on kept-alive HTTP/1.1 connections, as players and browsers hold them: shared by
 ``benchmarks/key_rotation.py`` and the tests of reconfigurations under load
-(``tests/test_lossless_changes.py``).
+(``tests/system/test_lossless_changes.py``).
 
 A request sent on a connection the server closed while it was idle (a reset or an end
 before any byte of the response) is sent once more on a new connection, as RFC 9112

@@ -1,6 +1,6 @@
 """Sphinx configuration of the CDNaaS documentation site.
 
-Build it (what ``tests/test_docs.py`` runs, warnings as errors)::
+Build it (what ``tests/service/test_docs.py`` runs, warnings as errors)::
 
     .venv/bin/sphinx-build -W --keep-going -b html docs /tmp/cdnaas-docs
 

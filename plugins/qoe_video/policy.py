@@ -46,7 +46,7 @@ at ``T + 0.2`` the load is about 7% below the target's, room for two samples
 of counting and a KVM boot (about two periods) while a flash crowd grows a
 few percent a period; ``T + 0.5`` leaves a dead band of about 12% of load
 between the thresholds, which viewers jittering by +-5% a sample never cross
-back and forth (``tests/test_im_policy.py``; ``benchmarks/im_trace.py``).
+back and forth (``tests/unit/test_im_policy.py``; ``benchmarks/im_trace.py``).
 """
 import dataclasses
 import math

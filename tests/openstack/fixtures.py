@@ -9,7 +9,7 @@
   ``OS_CLOUD=minicloud`` and an owner of its own (``CDNAAS_OS_OWNER``), so the
   ``cleanup(set())`` of one test never touches another test's vCDNs.
 - ``fail_host_openstack`` / ``origin_openstack``: what the driver contract test
-  (``tests/test_vim_contract.py``) asks of each driver. ``fail(host)`` disables
+  (``tests/system/test_vim_contract.py``) asks of each driver. ``fail(host)`` disables
   the nova-compute service of the zone the host's region maps to (``<region>-az``),
   so a server placed there really fails to schedule (NoValidHost); it is enabled
   again after the test.
@@ -25,7 +25,7 @@
   ``driver_name=openstack`` the mini cloud before its ``driver`` fixture runs.
 - ``designate_zone`` (module): an operator zone of its own for the module's tests (made
   by the ``designate`` publisher's ``ensure_zone``, deleted after them);
-  ``zone_server_designate``: the zone publishers' contract (``tests/test_zone_contract.py``)
+  ``zone_server_designate``: the zone publishers' contract (``tests/system/test_zone_contract.py``)
   on it, served by the mini cloud's BIND.
 
 Use: ``from tests.openstack.fixtures import *  # noqa`` in a conftest or test module.

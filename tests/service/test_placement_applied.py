@@ -6,7 +6,7 @@ process of a VNF may then run only on its planned host's CPUs (``Cpus_allowed_li
 deployment record and the IM's ``hosts power`` agree on where every VNF runs. The
 calibration's load generator keeps working beside a pinned VNF. The OpenStack half
 (servers on their planned compute hosts, a refused way falling back with the difference
-recorded) is in ``tests/test_openstack_driver.py``.
+recorded) is in ``tests/system/test_openstack_driver.py``.
 
 Its tests that start no process are in tests/unit/test_placement_applied_units.py (the unit
 tier)."""

@@ -1,6 +1,6 @@
 """The ``openstack`` host power driver against the real mini OpenStack: a nova-compute
 service disabled with the reason, then enabled again (the Ironic path, which the mini cloud
-cannot run, is tested against a fake at the SDK edge in tests/test_power_actions.py)."""
+cannot run, is tested against a fake at the SDK edge in tests/service/test_power_actions.py)."""
 import pytest
 
 from cdnaas.ro.power.base import HostUnknown

@@ -4,7 +4,7 @@
 ``cdnaas.flavors`` entry point) into a folder on ``sys.path``, which is all
 ``importlib.metadata`` looks at: the in-process services find it by re-scanning,
 as they find a package ``pip`` installed after they started. End-to-end tests
-install a real package with pip instead (``tests/test_flavor_packages.py``).
+install a real package with pip instead (``tests/system/test_flavor_packages.py``).
 """
 import textwrap
 from pathlib import Path

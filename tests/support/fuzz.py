@@ -1,6 +1,6 @@
 """Generated-case fuzzing of the five OpenAPI documents against a running stack.
 
-Shared by ``tests/test_fuzz.py`` (a small fixed budget in the suite) and
+Shared by ``tests/service/test_fuzz.py`` (a small fixed budget in the suite) and
 ``benchmarks/fuzz.py`` (20,000+ cases). schemathesis generates requests from each
 document in ``api-spec/`` (valid ones and ones that break the document, half each, with
 a fixed seed), sends them to the service with a fresh credential per case (the operator

@@ -2,7 +2,7 @@
 (TTL per path, query strings in the key, origin Cache-Control ignored) and changed on a
 live vCDN by a PATCH that reloads every cache gracefully (local driver) or rebuilds
 every cache (OpenStack driver: which servers here, the rebuild itself in
-``tests/test_openstack_driver.py``).
+``tests/system/test_openstack_driver.py``).
 
 Its tests that start no process are in tests/unit/test_cache_rules_units.py (the unit tier)."""
 import contextlib

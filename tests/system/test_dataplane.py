@@ -4,7 +4,7 @@ Rendered configs carry limits sized from the VNF's vCPUs and the viewers its reg
 plans (and nginx accepts them); on the local driver (root) a cache of one vCPU holds
 2,000 concurrent connections, straight and through its balancer, without a socket
 error, an answer other than 2xx, or nginx running out of connections. Request
-collapsing under the new configs: tests/test_local_driver.py.
+collapsing under the new configs: tests/system/test_local_driver.py.
 """
 import os
 import uuid

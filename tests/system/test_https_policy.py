@@ -39,7 +39,7 @@ PATH = "/objects/chunk-low"
 #: the PATCH's request loop: at most this many requests, for at most this long
 LOOP_REQUESTS, LOOP_SECONDS = 300, 20.0
 #: curl's exit codes: TLS handshake failed; HTTP/2 stream refused by a leaving worker's
-#: GOAWAY (not processed, retried as browsers do: tests/test_tls.py)
+#: GOAWAY (not processed, retried as browsers do: tests/system/test_tls.py)
 HANDSHAKE_FAILED, GOAWAY_REFUSED = 35, 16
 #: an OCSP responder named by address (TEST-NET-1: never reached), so nginx keeps
 #: stapling on without resolving a name as it loads its config

@@ -4,12 +4,12 @@ The session fixture starts keystone, glance, placement, nova (four fake compute
 hosts, two in each of the availability zones ``north-az`` and ``south-az``), neutron and octavia
 on loopback, installing what is missing (a few minutes the first time), and
 stops them at the end. The driver contract runs on it as the ``[openstack]``
-cases of ``tests/test_vim_contract.py``; here is what only a cloud shows: zones,
+cases of ``tests/system/test_vim_contract.py``; here is what only a cloud shows: zones,
 flavors, user-data, networks, ports, security groups, balancers and their
 members, scaling, a new origin, cache rules and names by rolling rebuilds (undone, and restored
 after an interruption), teardown by tag, a quota refusal mid-deployment rolled back,
 servers on their planned hosts (or, where Nova's policy refuses, in their zone with
-the difference recorded). The VNF image in qemu is `tests/test_vnf_image.py`.
+the difference recorded). The VNF image in qemu is `tests/system/test_vnf_image.py`.
 
 Its tests that start no process are in tests/unit/test_openstack_driver_units.py (the unit
 tier)."""

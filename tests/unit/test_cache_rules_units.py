@@ -2,7 +2,7 @@
 (TTL per path, query strings in the key, origin Cache-Control ignored) and changed on a
 live vCDN by a PATCH that reloads every cache gracefully (local driver) or rebuilds
 every cache (OpenStack driver: which servers here, the rebuild itself in
-``tests/test_openstack_driver.py``).
+``tests/system/test_openstack_driver.py``).
 
 These are the module's tests that start no process (the unit tier); the others are in
 tests/system/test_cache_rules.py."""

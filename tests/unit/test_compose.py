@@ -1,5 +1,5 @@
 """docker-compose.yml, images/Dockerfile and scripts/compose-images agree with the code (no
-Docker engine needed; tests/test_compose_run.py runs them)."""
+Docker engine needed; tests/system/test_compose_run.py runs them)."""
 import importlib
 import importlib.metadata
 import re

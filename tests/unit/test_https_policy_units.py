@@ -160,7 +160,7 @@ def test_the_octavia_driver_sends_the_policy_with_the_balancer_and_sees_a_change
     assert [p["redirect_prefix"] for p in http["l7policies"]] == \
         [f"https://{name}" for name in [sig.hostname, *NAMES]]
     # a change of the policy, or a new name the redirect must match, is a change the
-    # update flow gives the live balancers (tests/test_openstack_https_policy.py)
+    # update flow gives the live balancers (tests/system/test_openstack_https_policy.py)
     before = ServiceInstanceGraph.from_dict(sample_sig())
     assert balancers.https_policy_changed(before, sig)
     renamed = ServiceInstanceGraph.from_dict(sample_sig())

@@ -7,7 +7,7 @@ and the user-data that ships the agent (:func:`.userdata.load_generator`).
 
 The agent here runs no generator: its ``measure`` is replaced by one answering wrk's
 printed report, so what is checked is everything around the generator. The real wrk
-and viewers run under the agent in ``tests/test_openstack_driver.py`` (the mini cloud,
+and viewers run under the agent in ``tests/system/test_openstack_driver.py`` (the mini cloud,
 and the VNF image in qemu).
 """
 import base64

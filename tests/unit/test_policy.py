@@ -1,6 +1,6 @@
 """The customer API's oslo.policy rules: one per route, the defaults for each kind of caller,
 the local strategy's two token headers, a policy file's overrides and the committed sample.
-(The Keystone strategy against a real Keystone: ``tests/test_openstack_identity.py``.)"""
+(The Keystone strategy against a real Keystone: ``tests/system/test_openstack_identity.py``.)"""
 import os
 import re
 import subprocess

@@ -1,7 +1,7 @@
 """RO's secret store (cdnaas.ro.secrets) on SQLite and PostgreSQL, and its Barbican
 backend's translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager;
 the Barbican calls themselves run against the mini OpenStack's Barbican in
-tests/test_openstack_tls.py.
+tests/system/test_openstack_tls.py.
 
 These are the module's tests that start no process (the unit tier); the others are in
 tests/service/test_secrets.py."""

@@ -1,6 +1,6 @@
 """Settings are declared once (cdnaas/common/settings.py): every name the code reads is
 declared, read at call time and refused with its name when malformed; the docs' configuration
-reference is rendered from the declaration (tests/test_docs.py builds it)."""
+reference is rendered from the declaration (tests/service/test_docs.py builds it)."""
 import re
 from pathlib import Path
 

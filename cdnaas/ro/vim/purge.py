@@ -12,7 +12,7 @@ management side only) serves three things for this module (:mod:`cdnaas.vnf`):
   request path removes what a fetch of that path would be served. 200: removed, 404:
   not cached (both success). The module removes the node from the keys zone, so the
   next fetch is a MISS even where ``open_file_cache`` still holds the deleted file open
-  (tests/test_purge.py checks it).
+  (tests/system/test_purge.py checks it).
 - ``KEYS_LOG_PATH``: the cache's keys log, one JSON line ``{"u": decoded path, "a": raw
   query string}`` per answer fetched from the origin (``MISS`` or ``EXPIRED``), with,
   from a cache that slices, ``"s"`` its slice size and ``"c"`` the origin's

@@ -13,7 +13,7 @@ Publishers are selected, as Octavia's provider drivers, by entry-point name
 authoritative server the stack starts, updated by RFC 2136), ``designate``
 (OpenStack's DNS service), ``noop`` (in memory, for tests without DNS). Only RO
 calls them. Every publisher speaks the dataclasses below and passes the same
-contract test (``tests/test_zone_contract.py``); the records it must hold for a
+contract test (``tests/system/test_zone_contract.py``); the records it must hold for a
 delegation are worked out once, here (:func:`plan`, :meth:`Delegation.records`), so
 that no publisher names things its own way.
 
