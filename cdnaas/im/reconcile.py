@@ -76,7 +76,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
         health_before = decisions.latest(session, "health")
         changed = decisions.last_changes(session)
     current = []
-    for vcdn in so.instances(state="ACTIVE"):
+    for vcdn in so.instances(state="ACTIVE", brief=True):
         if not share.covers(vcdn["id"]):
             continue
         if parse(vcdn["lease"]["end"]) <= now:
@@ -275,7 +275,7 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
     :param peers: the other replicas' latest summaries (their vCDNs' region needs).
     :param refused: ``{region: SO's answer}`` of scale outs SO refused this pass.
     """
-    carried = _carried(ro)
+    carried = ro.placement()
     since = hosts.track_empty(database, now, hosts_now, carried)
     with database.sessions() as session:
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
@@ -288,16 +288,6 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
     with database.sessions() as session:
         off = sum(m.state == hosts.POWER_DOWN for m in hosts.marks(session).values())
     return recorded, off
-
-
-def _carried(ro):
-    """``{host: ["deployment/VNF", ...]}`` of every deployment RO has not deleted."""
-    carried = {}
-    for deployment in ro.deployments(live=True):
-        for vnf in deployment["vnfs"]:
-            if vnf.get("host"):
-                carried.setdefault(vnf["host"], []).append(f"{deployment['id']}/{vnf['name']}")
-    return carried
 
 
 #: MOS above the target at which a region's caches are counted as needed (the level the

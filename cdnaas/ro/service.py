@@ -163,6 +163,21 @@ class DeploymentService:
         with self.database.transaction() as session:
             return [represent(r) for r in session.scalars(query)]
 
+    def placement(self):
+        """``{host: ["deployment/VNF", ...]}`` of every VNF of the deployments not DELETED
+        that sits on a host: what the IM's host plan needs of them (:meth:`list` works
+        out a whole representation, its SIG's digest too, of each)."""
+        carried = {}
+        with self.database.sessions() as session:
+            for deployment_id, deployment in session.execute(
+                    select(DeploymentRecord.id, DeploymentRecord.deployment)
+                    .where(DeploymentRecord.status != DELETED)):
+                for vnf in (deployment or {}).get("vnfs", []):
+                    if vnf.get("host"):
+                        carried.setdefault(vnf["host"], []).append(
+                            f"{deployment_id}/{vnf['name']}")
+        return carried
+
     def delete(self, deployment_id):
         """Remove ``deployment_id``'s resources.
 
