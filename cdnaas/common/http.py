@@ -2,6 +2,7 @@
 import logging
 import threading
 
+import orjson
 import requests
 from flask import current_app, has_app_context
 
@@ -149,6 +150,6 @@ def _decode(response):
     if not response.content:
         return None
     try:
-        return response.json()
-    except ValueError:
+        return orjson.loads(response.content)  # 3-5x the standard decoder's speed
+    except orjson.JSONDecodeError:
         return {"error": {"message": response.text[:500]}}

@@ -49,6 +49,7 @@ class Memory:
 
     def __init__(self):
         self._kept = {}
+        self._health = {}
 
     def __len__(self):
         return len(self._kept)
@@ -57,15 +58,29 @@ class Memory:
         """``(previous, history)`` of ``vcdn_id``, or None if not kept."""
         return self._kept.get(vcdn_id)
 
+    def health(self, vcdn_id):
+        """``(outcome, unhealthy VNF names)`` of ``vcdn_id``'s health as last recorded, or
+        None if not kept."""
+        return self._health.get(vcdn_id)
+
     def keep(self, seen, at):
-        """Remember the points of ``seen`` (each a :class:`Seen`, its history closed) as
-        written ``at``; forget every other vCDN."""
+        """Remember the points and health of ``seen`` (each a :class:`Seen`, its history
+        closed, its health recorded) as written ``at``; forget every other vCDN."""
+        self._health = {observed.vcdn["id"]: health_status(observed.health)
+                        for observed in seen}
         self._kept = {
             observed.vcdn["id"]: (
                 {(p["scope"], p["key"]): types.SimpleNamespace(**{**_COLUMNS, **p, "at": at})
                  for p in observed.points},
                 {region: levels[-HISTORY_PASSES:] for region, levels in observed.history.items()})
             for observed in seen}
+
+
+def health_status(health):
+    """``(outcome, unhealthy VNF names)`` of RO's health answer, as a ``health`` decision
+    records it."""
+    unhealthy = [v["name"] for v in health["vnfs"] if not v["healthy"]]
+    return ("unhealthy" if unhealthy else "healthy"), unhealthy
 
 
 def read(database, ro, sidr, vcdns, remembered, models):

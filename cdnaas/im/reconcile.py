@@ -72,9 +72,6 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     so, ro, sidr = so or SoClient(), ro or RoClient(), sidr or SidrClient()
     share = share or shares.everything()
     recorded, seen = [], []
-    with database.sessions() as session:
-        health_before = decisions.latest(session, "health")
-        changed = decisions.last_changes(session)
     current = []
     for vcdn in so.instances(state="ACTIVE", brief=True):
         if not share.covers(vcdn["id"]):
@@ -86,6 +83,12 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
 
     def remembered(vcdn_id):
         return memory.recall(vcdn_id) if memory and share.continued(vcdn_id) else None
+    health_before = {v["id"]: memory.health(v["id"]) for v in current
+                     if memory and share.continued(v["id"])}
+    with database.sessions() as session:
+        health_before.update(decisions.latest_health(
+            session, [v["id"] for v in current if health_before.get(v["id"]) is None]))
+        changed = decisions.last_changes(session)
 
     chunks = [current[i:i + reading.CHUNK] for i in range(0, len(current), reading.CHUNK)]
     models = {}
@@ -173,10 +176,10 @@ def _close_histories(seen, now):
 
 
 def _health_change(database, vcdn, health, now, last):
-    unhealthy = [v["name"] for v in health["vnfs"] if not v["healthy"]]
-    status = "unhealthy" if unhealthy else "healthy"
-    if last is not None and last.outcome == status and \
-            last.details.get("unhealthy", []) == unhealthy:
+    """Record ``vcdn``'s ``health`` (RO's answer) unless it is ``last``'s ``(outcome,
+    unhealthy VNF names)``; return the decision recorded, if any."""
+    status, unhealthy = reading.health_status(health)
+    if last == (status, unhealthy):
         return None  # nothing changed since the last pass
     reason = f"{len(unhealthy)} VNF(s) failing health checks" if unhealthy \
         else "every VNF answers"
