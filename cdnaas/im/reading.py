@@ -5,7 +5,8 @@ its traffic cursor).
 vCDNs are read in chunks of :data:`CHUNK`: one ``POST /ro/v1/readings`` and one query
 for the cursors per chunk, chunks on the pass's threads. What a replica's previous pass
 wrote of a vCDN it still observes is kept in its :class:`Memory`, so only vCDNs new to
-it (its first pass, a share it took over) are read back from the database, one by one.
+it (its first pass, a share it took over) are read back from the database, a query
+for each of their points and region histories per chunk.
 """
 import dataclasses
 import logging
@@ -99,12 +100,13 @@ def read(database, ro, sidr, vcdns, remembered, models):
         chunk = vcdns[start:start + CHUNK]
         ids = [v["id"] for v in chunk]
         known = {i: remembered(i) for i in ids}
+        unknown = [i for i in ids if known[i] is None]
         with database.sessions() as session:
             cursors = usage.cursors(session, ids)
-            for vcdn_id in ids:
-                if known[vcdn_id] is None:
-                    known[vcdn_id] = (series.previous(session, vcdn_id),
-                                      series.region_history(session, vcdn_id, HISTORY_PASSES))
+            if unknown:
+                previous = series.previous(session, unknown)
+                history = series.region_history(session, unknown, HISTORY_PASSES)
+                known.update({i: (previous.get(i, {}), history.get(i, {})) for i in unknown})
         try:
             answers = ro.readings_many([{"id": i, "cursor": cursors.get(i)} for i in ids])
         except errors.CdnaasError as exc:
