@@ -71,10 +71,11 @@ class SoClient(JsonClient):
         return self.patch(f"/so/v1/regions/{region}/hosts/{host}", json=body)
 
     # vCDN instances
-    def instances(self, state=None, tenant=None):
+    def instances(self, state=None, tenant=None, brief=False):
         """Every vCDN (DELETED ones only with that ``state``), only those in ``state``
-        and/or of ``tenant`` when given, oldest first: all pages."""
-        params = {"state": state, "tenant": tenant}
+        and/or of ``tenant`` when given, oldest first: all pages (``brief``: only the
+        fields the IM reads, ``GET /so/v1/instances?brief=true``)."""
+        params = {"state": state, "tenant": tenant, "brief": "true" if brief else None}
         return self.every_page("/so/v1/instances", "vcdns",
                                {k: v for k, v in params.items() if v is not None})
 
@@ -278,6 +279,11 @@ class RoClient(JsonClient):
         (``GET /ro/v1/deployments``)."""
         params = {"live": "true"} if live else None
         return self.get("/ro/v1/deployments", params=params)["deployments"]
+
+    def placement(self):
+        """``{host: ["deployment/VNF", ...]}`` of the deployments not DELETED
+        (``GET /ro/v1/placement``)."""
+        return self.get("/ro/v1/placement")["hosts"]
 
     def store_secret(self, owner, certificate, private_key):
         """Have RO keep vCDN ``owner``'s certificate chain and key; returns ``{ref, owner,
