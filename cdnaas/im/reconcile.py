@@ -294,9 +294,9 @@ def _carried(ro):
     """``{host: ["deployment/VNF", ...]}`` of every deployment RO has not deleted."""
     carried = {}
     for deployment in ro.deployments(live=True):
-        for vnf in deployment["vnfs"]:
-            if vnf.get("host"):
-                carried.setdefault(vnf["host"], []).append(f"{deployment['id']}/{vnf['name']}")
+        for vnf in deployment.vnfs:
+            if vnf.host:
+                carried.setdefault(vnf.host, []).append(f"{deployment.id}/{vnf.name}")
     return carried
 
 

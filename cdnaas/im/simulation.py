@@ -39,7 +39,7 @@ import dataclasses
 import datetime as dt
 import itertools
 
-from cdnaas.common import errors
+from cdnaas.common import answers, errors
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
 from cdnaas.common.timeutil import isoformat
 from cdnaas.im import power
@@ -321,8 +321,11 @@ class _Ro:
 
     def deployments(self, live=False):  # the one vCDN, live whatever ``live`` says
         vnfs = {v.name: v for v in self.plant.serving.vnfs + self.plant.sig.vnfs}
-        return [{"id": self.plant.sig.vcdn_id, "status": "ACTIVE",
-                 "vnfs": [{"name": v.name, "host": v.host} for v in vnfs.values()]}]
+        return [answers.Deployment(
+            id=self.plant.sig.vcdn_id, driver="plant", status="ACTIVE", steps=[], error=None,
+            last_error=None, sig_digest=None, entry_point=None, region_endpoints={},
+            vnfs=tuple(answers.DeployedVnf(v.name, v.role, v.region, v.host, "", v.vcpus)
+                       for v in vnfs.values()))]
 
     def power_driver(self):
         return {"driver": "plant", "records_only": False}
@@ -338,5 +341,9 @@ class _Sidr:
         self.plant = plant
         self.base_url = f"simulation:{next(_PLANTS)}"  # flavors are cached per SIDR
 
-    def get_template(self, _flavor, _version):
-        return {"document": self.plant.template}
+    def get_template(self, flavor, version):
+        template = self.plant.template
+        return answers.Template(flavor=flavor, version=version,
+                                technology=template.get("technology", "vm"),
+                                plugin=template.get("plugin", ""), deprecated=False,
+                                document=template)
