@@ -18,7 +18,7 @@ UNIT_MODULES = {
     "test_im_qoe", "test_models", "test_placement", "test_portal", "test_qoe_video_plugin",
     "test_resizing", "test_settings", "test_so_retry", "test_spec_routes", "test_static_flavor",
     "test_traffic_logs", "test_webhook_units",
-    "test_certificates", "test_ports", "test_acme_unit",
+    "test_certificates", "test_ports", "test_acme_unit", "test_answers",
     "test_comforts_unit", "test_pipeline",
     "test_loadgen_agent",
     "test_delivery_registry",

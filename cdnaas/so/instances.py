@@ -224,7 +224,7 @@ def _check_quality(regions, template):
 
 def _load_flavor(flavor):
     try:
-        template = SidrClient().get_template(flavor)["document"]
+        template = SidrClient().get_template(flavor).document
     except errors.NotFound as exc:
         offered = ", ".join(sorted({t["flavor"] for t in SidrClient().list_templates()
                                     if not t.get("deprecated")})) or "none"
@@ -494,7 +494,7 @@ def _template_of(instance):
     """
     key = (instance.flavor, instance.template_version)
     try:
-        document = SidrClient().get_template(*key)["document"]
+        document = SidrClient().get_template(*key).document
     except errors.UpstreamError as exc:
         if key not in _TEMPLATES_SEEN:
             raise

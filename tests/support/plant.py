@@ -39,7 +39,7 @@ import dataclasses
 import datetime as dt
 import itertools
 
-from cdnaas.common import errors
+from cdnaas.common import answers, errors
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
 from cdnaas.common.timeutil import isoformat
 from cdnaas.im import power
@@ -341,5 +341,9 @@ class _Sidr:
         self.plant = plant
         self.base_url = f"simulation:{next(_PLANTS)}"  # flavors are cached per SIDR
 
-    def get_template(self, _flavor, _version):
-        return {"document": self.plant.template}
+    def get_template(self, flavor, version):
+        template = self.plant.template
+        return answers.Template(flavor=flavor, version=version,
+                                technology=template.get("technology", "vm"),
+                                plugin=template.get("plugin", ""), deprecated=False,
+                                document=template)
