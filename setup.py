@@ -27,6 +27,7 @@ setup(
         "openapi-core>=0.19",
         "psycopg[binary]>=3.1",
         "requests>=2.31",
+        "orjson>=3.9",  # service bodies (cdnaas.common.bodies, cdnaas.common.http)
         "click>=8.1",
         "rich>=13.0",
         "prometheus-client>=0.20",

@@ -51,14 +51,14 @@ def snapshot(ro_deployment, owner, state_dir, into):
     ``owner`` under ``state_dir`` into the folder ``into``; the paths in its configs are
     rewritten to the copy."""
     vnfs = []
-    for vnf in ro_deployment["vnfs"]:
-        source = Path(state_dir) / "local" / owner / ro_deployment["id"] / vnf["name"]
+    for vnf in ro_deployment.vnfs:
+        source = Path(state_dir) / "local" / owner / ro_deployment.id / vnf.name
         target = Path(into) / vnf["name"]
         shutil.copytree(source, target, ignore=shutil.ignore_patterns(*SKIPPED))
         for conf in target.glob("*.conf"):
             conf.write_text(conf.read_text().replace(str(source), str(target)))
         (target / "logs").mkdir(exist_ok=True)
-        namespace = network.namespace_name(owner, ro_deployment["id"], vnf["name"])
+        namespace = network.namespace_name(owner, ro_deployment.id, vnf.name)
         links = json.loads(subprocess.run(["ip", "-j", "-n", namespace, "addr", "show"],
                                           capture_output=True, check=True, text=True).stdout)
         legs = [f"{i['local']}/{i['prefixlen']}"
@@ -68,7 +68,7 @@ def snapshot(ro_deployment, owner, state_dir, into):
         ports = target / "dns-ports.json"
         vnfs.append(Vnf(target, legs, json.loads(ports.read_text())["ports"]
                         if ports.exists() else {}))
-    return Snapshot(vnfs, ro_deployment["entry_point"]["hostname"])
+    return Snapshot(vnfs, ro_deployment.entry_point["hostname"])
 
 
 def _names(shot, run):

@@ -56,7 +56,7 @@ def timed_api(session, api, vcdn_id, kind, body):
 def timed_direct(pool, caches, paths, prefixes):
     """The same purges sent straight to every cache's management listener at once."""
     started = time.perf_counter()
-    list(pool.map(lambda c: purge.invalidate(c["address"], paths, prefixes), caches))
+    list(pool.map(lambda c: purge.invalidate(c.address, paths, prefixes), caches))
     return time.perf_counter() - started
 
 
@@ -64,7 +64,7 @@ def statuses(pool, caches, paths):
     """X-Cache-Status of every path fetched from every cache's public listener."""
     def one(cache):
         seen = []
-        purge.exchange(cache["address"], 80, [p.encode() for p in paths],
+        purge.exchange(cache.address, 80, [p.encode() for p in paths],
                        lambda _t, answer: seen.append(answer.getheader("X-Cache-Status")))
         return seen
     return [status for seen in pool.map(one, caches) for status in seen]
@@ -90,7 +90,7 @@ def deploy(session, api, origin_url):
 
 def measure(session, api, stack, vcdn_id, args):
     ro = RoClient(base_url=stack.urls["ro"], key_file=Path(stack.state_dir) / "service.key")
-    caches = [v for v in ro.get_deployment(vcdn_id)["vnfs"] if v["role"] == "cache"]
+    caches = [v for v in ro.get_deployment(vcdn_id).vnfs if v.role == "cache"]
     paths = [f"{PREFIX}{n}" for n in range(args.objects)]
     times = {"prefetch (API)": [], "paths (API)": [], "paths (direct)": [],
              "prefix (API)": [], "prefix (direct)": []}

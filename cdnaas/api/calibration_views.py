@@ -9,9 +9,8 @@ from flask import Blueprint, request
 
 from cdnaas.api.policy import ADMIN, ADMIN_READER, Routes
 from cdnaas.calibration import reference
-from cdnaas.calibration.client import CalibrationClient
 from cdnaas.common import errors
-from cdnaas.common.clients import SidrClient, SoClient
+from cdnaas.common.clients import CalibrationClient, SidrClient, SoClient
 from cdnaas.planning import models
 
 blueprint = Blueprint("api_calibration", __name__, url_prefix="/api/v1")
@@ -32,7 +31,7 @@ TUNABLE = ("connections", "throughput_seconds", "window_seconds", "windows", "vi
 def start_calibration():
     body = request.get_json()
     template = SidrClient().get_template(body["flavor"])
-    document = template["document"]
+    document = template.document
     region, host = _host(body["host"])
     cache = document["vnfs"]["cache"]["vcpus"]
     wanted = body.get("vcpus") or [v for v in DEFAULT_VCPUS
@@ -43,20 +42,20 @@ def start_calibration():
             f"vcpus {refused or wanted}: a cache of flavor {body['flavor']} takes "
             f"{cache['min']}-{cache['max']} vCPUs and host {host['name']} has {host['vcpus']}",
             field="vcpus")
-    plan = {"flavor": template["flavor"], "template_version": template["version"],
+    plan = {"flavor": template.flavor, "template_version": template.version,
             "technology": document["technology"], "plugin": document["plugin"],
             "host": host["name"],
             "region": {k: region.get(k) for k in ("name", "zone", "vim_region", "client_prefixes")},
             "vnfs": document["vnfs"], "vcpus": sorted(set(wanted)),
             **{k: body[k] for k in TUNABLE if k in body}}
-    return CalibrationClient().start(plan), 202
+    return CalibrationClient().start(plan).body, 202
 
 
 @routes.get("/calibrations", "cdn:calibration:get_all", ADMIN_READER,
             "List calibrations with their progress (operator).")
 def list_calibrations():
     """The jobs RO knows (the running one and the latest finished), newest first."""
-    jobs = sorted(CalibrationClient().jobs(), key=lambda j: j["created_at"], reverse=True)
+    jobs = sorted(CalibrationClient().jobs(), key=lambda j: j.created_at, reverse=True)
     return {"calibrations": [_summary(job) for job in jobs]}
 
 
@@ -65,24 +64,25 @@ def list_calibrations():
 def get_calibration(job_id):
     """The job; once COMPLETED with ``curves``: its QoE curve, then the reference's."""
     job = CalibrationClient().job(job_id)
-    if job["state"] == COMPLETED:
-        document = job["result"]["model"]
-        kind, shipped = reference.reference_model(SidrClient().list_templates(job["flavor"]),
-                                                  document["technology"])
-        job["curves"] = [reference.curve_points("calibrated", models.parse(document, "calibrated")),
-                         reference.curve_points(kind, shipped)]
-    return job
+    if job.state != COMPLETED:
+        return job.body
+    document = job.result["model"]
+    kind, shipped = reference.reference_model(SidrClient().list_templates(job.flavor),
+                                              document["technology"])
+    return {**job.body,
+            "curves": [reference.curve_points("calibrated", models.parse(document, "calibrated")),
+                       reference.curve_points(kind, shipped)]}
 
 
 def _summary(job):
     """A job as the list shows it: when it started and ended, and its share of steps done."""
-    steps = job["steps"]
+    steps = job.steps
     progress = sum(min(s["done"], s["total"]) / s["total"] for s in steps) / len(steps) if steps else 0
-    return {"id": job["id"], "flavor": job["flavor"], "host": job["host"], "vcpus": job["vcpus"],
-            "state": job["state"], "started_at": job["created_at"],
-            "ended_at": job["updated_at"] if job["state"] in FINISHED else None,
-            "progress": round(1.0 if job["state"] == COMPLETED else progress, 3),
-            "error": job["error"]}
+    return {"id": job.id, "flavor": job.flavor, "host": job.host, "vcpus": job.vcpus,
+            "state": job.state, "started_at": job.created_at,
+            "ended_at": job.updated_at if job.state in FINISHED else None,
+            "progress": round(1.0 if job.state == COMPLETED else progress, 3),
+            "error": job.error}
 
 
 def _host(name):

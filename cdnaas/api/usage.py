@@ -30,12 +30,12 @@ def usage(caller, vcdn_id, args):
     created), per region and in total, each with its price."""
     vcdn = vcdns.owned(caller, vcdn_id)
     since, until = windows.window(args, "from", "to", clock.now(),
-                                  lambda _end: parse(vcdn["created_at"]), USAGE_LONGEST)
+                                  lambda _end: parse(vcdn.created_at), USAGE_LONGEST)
     found = ImClient().usage(vcdn_id, since, until)
     so = SoClient()
     for part in found["regions"] + [found["total"]]:
-        priced(so, vcdn["flavor"], part)
-    return {"flavor": vcdn["flavor"], "state": vcdn["state"], **found}
+        priced(so, vcdn.flavor, part)
+    return {"flavor": vcdn.flavor, "state": vcdn.state, **found}
 
 
 def priced(so, flavor, figures):
@@ -65,7 +65,7 @@ def access_log(caller, vcdn_id, args):
                                        until=until.isoformat(),
                                        limit=args.get("limit", EXPORT_LIMIT, type=int))
     except (errors.NotFound, errors.Conflict):
-        raise errors.Conflict(f"vCDN {vcdn_id} is {vcdn['state']}: its balancers keep the "
+        raise errors.Conflict(f"vCDN {vcdn_id} is {vcdn.state}: its balancers keep the "
                               "access log only while it is ACTIVE; its usage stays at "
                               f"/api/v1/vcdns/{vcdn_id}/usage", field="vcdn_id") from None
     return Response(chunks, mimetype="application/x-ndjson")
@@ -78,11 +78,11 @@ def log_streams(caller, vcdn_id):
     try:
         vnfs = RoClient().log_streams(vcdn_id)["vnfs"]
     except (errors.NotFound, errors.Conflict):
-        raise errors.Conflict(f"vCDN {vcdn_id} is {vcdn['state']}: its log shippers run "
+        raise errors.Conflict(f"vCDN {vcdn_id} is {vcdn.state}: its log shippers run "
                               "only while it is ACTIVE", field="vcdn_id") from None
     shippers = [v["shipper"] for v in vnfs if v["shipper"]]
     destinations = [d for s in shippers for d in s["destinations"]]
-    return {"log_streams": vcdn.get("log_streams", []), "vnfs": vnfs,
+    return {"log_streams": vcdn.log_streams or [], "vnfs": vnfs,
             "totals": {"received": sum(s["received"] for s in shippers),
                        "sent": sum(d["sent"] for d in destinations),
                        "dropped": sum(d["dropped"] for d in destinations)}}

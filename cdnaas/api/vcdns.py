@@ -18,22 +18,23 @@ def _so():
 
 
 def _accepted(answer):
-    return answer, 202, {"Location": f"/api/v1/operations/{answer['operation']['id']}",
-                         "ETag": etags.etag(answer["vcdn"]["revision"])}
+    return answer.body, 202, {"Location": f"/api/v1/operations/{answer.operation.id}",
+                              "ETag": etags.etag(answer.vcdn.revision)}
 
 
 def shown(vcdn):
     """A vCDN's answer: its representation with its ``ETag`` (its revision)."""
-    return vcdn, 200, {"ETag": etags.etag(vcdn["revision"])}
+    return vcdn.body, 200, {"ETag": etags.etag(vcdn.revision)}
 
 
 def owned(caller, vcdn_id):
-    """The vCDN ``vcdn_id`` if the caller may see it; 404 otherwise."""
+    """The vCDN ``vcdn_id`` (an :class:`~cdnaas.common.answers.Instance`) if the caller may
+    see it; 404 otherwise."""
     try:
         vcdn = _so().instance(vcdn_id)
     except errors.NotFound:
         vcdn = None
-    if vcdn is None or not (caller.is_operator or vcdn["tenant"] == caller.tenant):
+    if vcdn is None or not (caller.is_operator or vcdn.tenant == caller.tenant):
         raise errors.NotFound(f"no vCDN {vcdn_id}; GET /api/v1/vcdns lists yours",
                               field="vcdn_id")
     return vcdn
@@ -92,10 +93,10 @@ def operations(caller, vcdn_id, args):
 def operation(caller, operation_id):
     try:
         found = _so().operation(operation_id)
-        owned(caller, found["vcdn_id"])
+        owned(caller, found.vcdn_id)
     except errors.NotFound:
         raise errors.NotFound(f"no operation {operation_id}", field="operation_id") from None
-    return found
+    return found.body
 
 
 def metrics(caller, vcdn_id, args):

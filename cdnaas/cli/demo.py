@@ -117,7 +117,7 @@ def ensure_origin(timeout=10.0):
 def show_from_clients(vcdn):
     """With the local driver: resolve and fetch as a viewer of each region would."""
     try:
-        driver = RoClient().get_deployment(vcdn["id"])["driver"]
+        driver = RoClient().get_deployment(vcdn["id"]).driver
     except errors.CdnaasError:
         return
     if driver != "local":

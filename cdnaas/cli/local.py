@@ -29,7 +29,7 @@ def cleanup(everything):
         except errors.UpstreamError as exc:
             raise click.ClickException(f"the Resource Orchestrator does not answer ({exc}); "
                                        "start it, or use --all to remove every local VNF") from exc
-        known = {d["id"] for d in deployments}
+        known = {d.id for d in deployments}
     removed = LocalDriver().cleanup(known)
     output.note(f"removed {len(removed)} stray deployment(s)"
                 + (f": {', '.join(removed)}" if removed else ""))

@@ -21,6 +21,7 @@ import json
 import math
 import re
 
+import orjson
 import yaml
 from flask import g, request
 from flask.json.provider import DefaultJSONProvider
@@ -70,10 +71,25 @@ def install(app):
 
 
 class StrictJSONProvider(DefaultJSONProvider):
-    """Flask's JSON provider, loading with :func:`load_json` (``request.get_json()``)."""
+    """Flask's JSON provider, loading with :func:`load_json` (``request.get_json()``) and
+    answering through orjson: an IM pass's readings, 100 vCDNs an answer, spent an eighth
+    of RO's CPU in the standard encoder. Values orjson does not write as Flask would
+    (times, dataclasses, decimals) go through Flask's ``default``; a document orjson
+    refuses (an integer beyond 64 bits, a lone surrogate) through the standard encoder."""
+
+    _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME \
+        | orjson.OPT_PASSTHROUGH_DATACLASS
 
     def loads(self, s, **kwargs):
         return load_json(s)
+
+    def dumps(self, obj, **kwargs):
+        if kwargs not in ({}, {"separators": (",", ":")}) or self.sort_keys:
+            return super().dumps(obj, **kwargs)  # indented (debug) or sorted: as Flask does
+        try:
+            return orjson.dumps(obj, default=self.default, option=self._OPTIONS).decode()
+        except orjson.JSONEncodeError:
+            return super().dumps(obj)
 
 
 def check_current_request():

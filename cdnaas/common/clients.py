@@ -1,4 +1,6 @@
 """Clients of the internal services, one class per service."""
+from cdnaas.common.answers import (Accepted, Calibration, Deployment, Instance, Operation,
+                                   Template, from_json, many)
 from cdnaas.common.http import JsonClient
 from cdnaas.common.timeutil import isoformat
 
@@ -16,8 +18,9 @@ class SidrClient(JsonClient):
         return self.get("/sidr/v1/templates", params={"flavor": flavor} if flavor else None)["templates"]
 
     def get_template(self, flavor, version=None):
+        """The template of ``flavor`` (its latest version offered when ``version`` is None)."""
         path = f"/sidr/v1/templates/{flavor}" + (f"/{version}" if version else "")
-        return self.get(path)
+        return from_json(Template, self.get(path))
 
     def register_template(self, document):
         return self.post("/sidr/v1/templates", json=document)
@@ -71,10 +74,11 @@ class SoClient(JsonClient):
         return self.patch(f"/so/v1/regions/{region}/hosts/{host}", json=body)
 
     # vCDN instances
-    def instances(self, state=None, tenant=None):
+    def instances(self, state=None, tenant=None, brief=False):
         """Every vCDN (DELETED ones only with that ``state``), only those in ``state``
-        and/or of ``tenant`` when given, oldest first: all pages."""
-        params = {"state": state, "tenant": tenant}
+        and/or of ``tenant`` when given, oldest first: all pages (``brief``: only the
+        fields the IM reads, ``GET /so/v1/instances?brief=true``)."""
+        params = {"state": state, "tenant": tenant, "brief": "true" if brief else None}
         return self.every_page("/so/v1/instances", "vcdns",
                                {k: v for k, v in params.items() if v is not None})
 
@@ -88,14 +92,15 @@ class SoClient(JsonClient):
                         params={k: v for k, v in params.items() if v is not None} or None)
 
     def instance(self, instance_id):
-        return self.get(f"/so/v1/instances/{instance_id}")
+        return from_json(Instance, self.get(f"/so/v1/instances/{instance_id}"))
 
     def sig(self, instance_id):
         return self.get(f"/so/v1/instances/{instance_id}/sig")
 
     def create_instance(self, tenant, request):
-        """Lease a vCDN for ``tenant``; returns ``{vcdn, operation}`` (202)."""
-        return self.post("/so/v1/instances", json={"tenant": tenant, "request": request})
+        """Lease a vCDN for ``tenant``; returns the :class:`Accepted` vCDN and operation."""
+        return from_json(Accepted, self.post("/so/v1/instances",
+                                             json={"tenant": tenant, "request": request}))
 
     def quote(self, tenant, request):
         return self.post("/so/v1/quotes", json={"tenant": tenant, "request": request})
@@ -109,12 +114,13 @@ class SoClient(JsonClient):
 
     def update_instance(self, instance_id, body, if_match=None):
         """Change a vCDN (``VcdnChange``); ``if_match``: an If-Match header to honour."""
-        return self.patch(f"/so/v1/instances/{instance_id}", json=body,
-                          headers=_if_match(if_match))
+        return from_json(Accepted, self.patch(f"/so/v1/instances/{instance_id}", json=body,
+                                              headers=_if_match(if_match)))
 
     def delete_instance(self, instance_id, reason, if_match=None):
-        return self.delete(f"/so/v1/instances/{instance_id}", params={"reason": reason},
-                           headers=_if_match(if_match))
+        return from_json(Accepted, self.delete(f"/so/v1/instances/{instance_id}",
+                                               params={"reason": reason},
+                                               headers=_if_match(if_match)))
 
     def scale(self, instance_id, region, caches, reason=None):
         """Set ``region``'s number of caches (an UPDATE operation)."""
@@ -135,13 +141,15 @@ class SoClient(JsonClient):
 
     def invalidate(self, instance_id, body):
         """Purge ``body``'s ``paths`` and ``prefixes`` from every cache of the vCDN; returns
-        ``{vcdn, operation}`` (202, an INVALIDATE operation)."""
-        return self.post(f"/so/v1/instances/{instance_id}/invalidations", json=body)
+        the :class:`Accepted` vCDN and INVALIDATE operation."""
+        return from_json(Accepted, self.post(f"/so/v1/instances/{instance_id}/invalidations",
+                                             json=body))
 
     def prefetch(self, instance_id, body):
-        """Have every cache of the vCDN fetch ``body``'s ``paths``; returns ``{vcdn,
-        operation}`` (202, a PREFETCH operation)."""
-        return self.post(f"/so/v1/instances/{instance_id}/prefetches", json=body)
+        """Have every cache of the vCDN fetch ``body``'s ``paths``; returns the
+        :class:`Accepted` vCDN and PREFETCH operation."""
+        return from_json(Accepted, self.post(f"/so/v1/instances/{instance_id}/prefetches",
+                                             json=body))
 
     def sign_url(self, instance_id, body):
         """A URL of the vCDN signed as ``body`` asks: ``{url, path, query, expires, key_id}``."""
@@ -153,7 +161,7 @@ class SoClient(JsonClient):
         return self.get(f"/so/v1/instances/{instance_id}/operations", params=params or None)
 
     def operation(self, operation_id):
-        return self.get(f"/so/v1/operations/{operation_id}")
+        return from_json(Operation, self.get(f"/so/v1/operations/{operation_id}"))
 
     # webhooks (cdnaas.so.webhooks); ``tenant``: only that tenant's (None: any)
     def webhooks(self, tenant=None):
@@ -210,12 +218,15 @@ class RoClient(JsonClient):
     service = "ro"
 
     def deploy(self, deployment_id, sig):
-        return self.put(f"/ro/v1/deployments/{deployment_id}", json={"sig": sig})
+        """Deploy (or update to) ``sig``; returns the :class:`Deployment` as RO took it."""
+        return from_json(Deployment, self.put(f"/ro/v1/deployments/{deployment_id}",
+                                              json={"sig": sig}))
 
     def get_deployment(self, deployment_id, wait=0.0):
         """The deployment; with ``wait``, RO answers at its next change (long poll)."""
         params = {"wait": wait} if wait else None
-        return self.get(f"/ro/v1/deployments/{deployment_id}", params=params)
+        return from_json(Deployment, self.get(f"/ro/v1/deployments/{deployment_id}",
+                                              params=params))
 
     def undeploy(self, deployment_id):
         return self.delete(f"/ro/v1/deployments/{deployment_id}")
@@ -277,7 +288,12 @@ class RoClient(JsonClient):
         """Every deployment (``live``: those not DELETED), oldest first
         (``GET /ro/v1/deployments``)."""
         params = {"live": "true"} if live else None
-        return self.get("/ro/v1/deployments", params=params)["deployments"]
+        return many(Deployment, self.get("/ro/v1/deployments", params=params)["deployments"])
+
+    def placement(self):
+        """``{host: ["deployment/VNF", ...]}`` of the deployments not DELETED
+        (``GET /ro/v1/placement``)."""
+        return self.get("/ro/v1/placement")["hosts"]
 
     def store_secret(self, owner, certificate, private_key):
         """Have RO keep vCDN ``owner``'s certificate chain and key; returns ``{ref, owner,
@@ -339,3 +355,19 @@ class ImClient(JsonClient):
 
     def hosts(self):
         return self.get("/im/v1/hosts")
+
+
+class CalibrationClient(JsonClient):
+    """Resource Orchestrator: calibration campaigns through the VIM driver."""
+
+    service = "ro"
+
+    def start(self, request):
+        """Start a campaign; returns the :class:`Calibration` job (202). 409 while one runs."""
+        return from_json(Calibration, self.post("/ro/v1/calibrations", json=request))
+
+    def job(self, job_id):
+        return from_json(Calibration, self.get(f"/ro/v1/calibrations/{job_id}"))
+
+    def jobs(self):
+        return many(Calibration, self.get("/ro/v1/calibrations")["calibrations"])

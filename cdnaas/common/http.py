@@ -5,6 +5,7 @@ import threading
 from urllib.parse import urlencode
 
 import certifi
+import orjson
 import requests
 import urllib3
 from flask import current_app, has_app_context
@@ -231,6 +232,6 @@ def _decode(response):
     if not response.content:
         return None
     try:
-        return response.json()
-    except ValueError:
+        return orjson.loads(response.content)  # 3-5x the standard decoder's speed
+    except orjson.JSONDecodeError:
         return {"error": {"message": response.text[:500]}}

@@ -62,14 +62,18 @@ def through_so(database, now, vcdn_id, kind, call, reason, details, region=None)
     return record(database, now, kind, outcome, reason, details, vcdn_id=vcdn_id, region=region)
 
 
-def latest(session, kind):
-    """``{vcdn_id: Action}``: the latest ``kind`` decision of every vCDN that has one (one
-    query for a whole pass)."""
-    newest = (select(func.max(Action.id)).where(Action.kind == kind,
-                                                Action.instance_id.is_not(None))
+def latest_health(session, vcdn_ids):
+    """``{vcdn_id: (outcome, unhealthy VNF names)}`` of the latest ``health`` decision of
+    each of ``vcdn_ids`` that has one (one query)."""
+    if not vcdn_ids:
+        return {}
+    newest = (select(func.max(Action.id)).where(Action.kind == "health",
+                                                Action.instance_id.in_(vcdn_ids))
               .group_by(Action.instance_id))
-    return {action.instance_id: action
-            for action in session.scalars(select(Action).where(Action.id.in_(newest)))}
+    return {vcdn_id: (outcome, details.get("unhealthy", []))
+            for vcdn_id, outcome, details in session.execute(
+                select(Action.instance_id, Action.outcome, Action.details)
+                .where(Action.id.in_(newest)))}
 
 
 def last_changes(session):

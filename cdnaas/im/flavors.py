@@ -56,7 +56,7 @@ def of(vcdn, sidr):
     with _cache_lock:
         found = _cache.get(key)
     if found is None:
-        template = sidr.get_template(vcdn["flavor"], vcdn["template_version"])["document"]
+        template = sidr.get_template(vcdn["flavor"], vcdn["template_version"]).document
         plugin = plugins.load(plugins.FLAVORS, template["plugin"])
         found = Flavor(template=template, plugin=plugin, plugin_folder=models.plugin_folder(plugin))
         with _cache_lock:

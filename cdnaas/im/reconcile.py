@@ -36,14 +36,13 @@ restart after each change, and health is recorded only when it changes. The
 clock is a parameter, so tests and the benchmark drive it.
 """
 import concurrent.futures
-import dataclasses
 import datetime as dt
 import logging
 import math
 import threading
 import time
 
-from cdnaas.common import clock, config, errors
+from cdnaas.common import clock, config
 from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
@@ -73,11 +72,8 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     so, ro, sidr = so or SoClient(), ro or RoClient(), sidr or SidrClient()
     share = share or shares.everything()
     recorded, seen = [], []
-    with database.sessions() as session:
-        health_before = decisions.latest(session, "health")
-        changed = decisions.last_changes(session)
     current = []
-    for vcdn in so.instances(state="ACTIVE"):
+    for vcdn in so.instances(state="ACTIVE", brief=True):
         if not share.covers(vcdn["id"]):
             continue
         if parse(vcdn["lease"]["end"]) <= now:
@@ -87,6 +83,12 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
 
     def remembered(vcdn_id):
         return memory.recall(vcdn_id) if memory and share.continued(vcdn_id) else None
+    health_before = {v["id"]: memory.health(v["id"]) for v in current
+                     if memory and share.continued(v["id"])}
+    with database.sessions() as session:
+        health_before.update(decisions.latest_health(
+            session, [v["id"] for v in current if health_before.get(v["id"]) is None]))
+        changed = decisions.last_changes(session)
 
     chunks = [current[i:i + reading.CHUNK] for i in range(0, len(current), reading.CHUNK)]
     models = {}
@@ -174,10 +176,10 @@ def _close_histories(seen, now):
 
 
 def _health_change(database, vcdn, health, now, last):
-    unhealthy = [v["name"] for v in health["vnfs"] if not v["healthy"]]
-    status = "unhealthy" if unhealthy else "healthy"
-    if last is not None and last.outcome == status and \
-            last.details.get("unhealthy", []) == unhealthy:
+    """Record ``vcdn``'s ``health`` (RO's answer) unless it is ``last``'s ``(outcome,
+    unhealthy VNF names)``; return the decision recorded, if any."""
+    status, unhealthy = reading.health_status(health)
+    if last == (status, unhealthy):
         return None  # nothing changed since the last pass
     reason = f"{len(unhealthy)} VNF(s) failing health checks" if unhealthy \
         else "every VNF answers"
@@ -276,7 +278,7 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
     :param peers: the other replicas' latest summaries (their vCDNs' region needs).
     :param refused: ``{region: SO's answer}`` of scale outs SO refused this pass.
     """
-    carried = _carried(ro)
+    carried = ro.placement()
     since = hosts.track_empty(database, now, hosts_now, carried)
     with database.sessions() as session:
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
@@ -289,16 +291,6 @@ def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
     with database.sessions() as session:
         off = sum(m.state == hosts.POWER_DOWN for m in hosts.marks(session).values())
     return recorded, off
-
-
-def _carried(ro):
-    """``{host: ["deployment/VNF", ...]}`` of every deployment RO has not deleted."""
-    carried = {}
-    for deployment in ro.deployments(live=True):
-        for vnf in deployment["vnfs"]:
-            if vnf.get("host"):
-                carried.setdefault(vnf["host"], []).append(f"{deployment['id']}/{vnf['name']}")
-    return carried
 
 
 #: MOS above the target at which a region's caches are counted as needed (the level the

@@ -19,6 +19,7 @@ from sqlalchemy import DateTime, and_, delete, func, insert, literal, select
 
 from cdnaas.common import config
 from cdnaas.common.timeutil import aware, isoformat
+from cdnaas.db import bulk
 from cdnaas.im.models import History, Sample
 
 SCOPES = ("cache", "vnf", "region", "vcdn", "host")
@@ -44,21 +45,28 @@ def history_kept():
 
 
 def write(session, at, points):
-    """Store ``points`` (dicts of :class:`Sample` columns but ``at``) as taken ``at``: one
-    Core INSERT of many rows (a pass writes a dozen points per vCDN: as ORM objects, those
-    of 300 vCDNs took a second to flush, and the ORM's bulk insert of 1,000 two seconds of
-    the IM's CPU)."""
-    if points:
-        columns = [c.name for c in Sample.__table__.columns if c.name not in ("id", "at")]
-        session.execute(insert(Sample.__table__), [
-            {"at": at, **dict.fromkeys(columns), **point} for point in points])
+    """Store ``points`` (dicts of :class:`Sample` columns but ``at``) as taken ``at``, in
+    bulk (:func:`cdnaas.db.bulk.insert`: a pass writes a dozen points per vCDN; as ORM
+    objects, those of 300 vCDNs took a second to flush)."""
+    bulk.insert(session, Sample.__table__, ("at", *_WRITTEN),
+                [(at, *[point.get(name) for name in _WRITTEN]) for point in points])
 
 
-def previous(session, vcdn_id):
-    """``{(scope, key): Sample}`` of the vCDN's latest pass ({} before its first)."""
-    latest = select(func.max(Sample.at)).where(Sample.vcdn_id == vcdn_id).scalar_subquery()
-    rows = session.scalars(select(Sample).where(Sample.vcdn_id == vcdn_id, Sample.at == latest))
-    return {(row.scope, row.key): row for row in rows}
+#: the columns a point sets (all but its id and ``at``)
+_WRITTEN = tuple(c.name for c in Sample.__table__.columns if c.name not in ("id", "at"))
+
+
+def previous(session, vcdn_ids):
+    """``{vcdn_id: {(scope, key): Sample}}`` of the latest pass of each of ``vcdn_ids``
+    that had one (one query: its passes are those of its ``vcdn`` points)."""
+    latest = (select(Sample.vcdn_id, func.max(Sample.at).label("at"))
+              .where(Sample.vcdn_id.in_(vcdn_ids), Sample.scope == "vcdn")
+              .group_by(Sample.vcdn_id).subquery())
+    found = {}
+    for row in session.scalars(select(Sample).join(
+            latest, and_(Sample.vcdn_id == latest.c.vcdn_id, Sample.at == latest.c.at))):
+        found.setdefault(row.vcdn_id, {})[(row.scope, row.key)] = row
+    return found
 
 
 def previous_hosts(session):
@@ -92,19 +100,23 @@ class Level:
     vcpus: int | None
 
 
-def region_history(session, vcdn_id, passes):
-    """``{region: [Level, ...]}`` of the vCDN's latest ``passes`` passes, oldest first: one
-    query for all its regions (the index on the series bounds it to those passes)."""
-    latest = (select(Sample.at).where(Sample.vcdn_id == vcdn_id, Sample.scope == "vcdn")
-              .order_by(Sample.at.desc()).limit(passes).subquery())
+def region_history(session, vcdn_ids, passes):
+    """``{vcdn_id: {region: [Level, ...]}}`` of the latest ``passes`` passes of each of
+    ``vcdn_ids``, oldest first: one query for them all (each vCDN's passes ranked by its
+    ``vcdn`` points; the index on the series bounds it to those passes)."""
+    ranked = (select(Sample.vcdn_id, Sample.at, func.row_number().over(
+        partition_by=Sample.vcdn_id, order_by=Sample.at.desc()).label("rank"))
+        .where(Sample.vcdn_id.in_(vcdn_ids), Sample.scope == "vcdn").subquery())
+    since = (select(ranked.c.vcdn_id, func.min(ranked.c.at).label("at"))
+             .where(ranked.c.rank <= passes).group_by(ranked.c.vcdn_id).subquery())
     rows = session.execute(
-        select(Sample.key, Sample.at, Sample.viewers, Sample.mos, Sample.vcpus)
-        .where(Sample.vcdn_id == vcdn_id, Sample.scope == "region",
-               Sample.at >= select(func.min(latest.c.at)).scalar_subquery())
-        .order_by(Sample.at))
+        select(Sample.vcdn_id, Sample.key, Sample.at, Sample.viewers, Sample.mos, Sample.vcpus)
+        .join(since, Sample.vcdn_id == since.c.vcdn_id)
+        .where(Sample.scope == "region", Sample.at >= since.c.at).order_by(Sample.at))
     found = {}
-    for key, at, viewers, mos, vcpus in rows:
-        found.setdefault(key, []).append(Level(aware(at), viewers, mos, vcpus))
+    for vcdn_id, key, at, viewers, mos, vcpus in rows:
+        found.setdefault(vcdn_id, {}).setdefault(key, []).append(
+            Level(aware(at), viewers, mos, vcpus))
     return found
 
 

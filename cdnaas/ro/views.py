@@ -21,6 +21,11 @@ def list_deployments():
     return {"deployments": _service().list(live=request.args.get("live") == "true")}
 
 
+@blueprint.get("/placement")
+def placement():
+    return {"hosts": _service().placement()}
+
+
 @blueprint.get("/deployments/<deployment_id>")
 def get_deployment(deployment_id):
     return _service().get(deployment_id, wait=request.args.get("wait", 0.0, type=float))

@@ -5,9 +5,9 @@ served (in the SIG: balancers, geo-DNS, managed certificates) only after SO has 
 through a resolver (``CDNAAS_HOSTNAME_RESOLVER``, else this machine's), either a CNAME
 of it to the vCDN's entry point (its hostname in the operator's zone) or a TXT record
 ``_cdnaas.<hostname>`` holding the vCDN's token for it. Until then the vCDN's view
-shows it ``pending`` with the records to create. :class:`.hostname_verifier.Verifier` looks every
-``CDNAAS_HOSTNAME_CHECK_INTERVAL`` seconds and activates what it sees with an UPDATE
-operation. ``CDNAAS_HOSTNAME_CHECK=0`` activates names as they are accepted.
+shows it ``pending`` with the records to create. :class:`.hostname_verifier.Verifier`
+looks every ``CDNAAS_HOSTNAME_CHECK_INTERVAL`` seconds and activates what it sees with an
+UPDATE operation. ``CDNAAS_HOSTNAME_CHECK=0`` activates names as they are accepted.
 
 The verified names are recorded in the instance's ``service["verified_hostnames"]``
 (never in the SIG, whose ``hostnames`` are the active ones: :func:`active`).

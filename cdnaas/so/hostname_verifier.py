@@ -33,11 +33,16 @@ class Verifier:
         if not checking():
             return []
         with self.database.sessions() as session:
-            pending = [(i.id, i.sig["hostname"], [h for h in i.service.get("hostnames", [])
-                                                  if h not in active(i.service)])
-                       for i in session.scalars(select(Instance).where(
-                           Instance.state.in_((states.ACTIVE, states.SCHEDULED))))
-                       if i.service and i.service.get("hostnames")]
+            # the service settings of every vCDN, the SIG (large) only of those naming hosts
+            named = {vcdn_id: service for vcdn_id, service in session.execute(
+                select(Instance.id, Instance.service).where(
+                    Instance.state.in_((states.ACTIVE, states.SCHEDULED))))
+                if service and service.get("hostnames")}
+            entries = dict(session.execute(select(Instance.id, Instance.sig).where(
+                Instance.id.in_(named)))) if named else {}
+        pending = [(vcdn_id, entries[vcdn_id]["hostname"],
+                    [h for h in service["hostnames"] if h not in active(service)])
+                   for vcdn_id, service in named.items() if vcdn_id in entries]
         ask, started = resolver(), []
         for vcdn_id, entry, names in pending:
             found = [h for h in names if seen(vcdn_id, h, entry, ask)]

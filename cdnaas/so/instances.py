@@ -8,6 +8,7 @@ import logging
 import uuid
 
 from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy.orm import load_only
 
 from cdnaas import delivery
 from cdnaas.common import caching, clock, config, entry_points, errors, etags, plugins
@@ -55,6 +56,26 @@ def instance_view(instance, now=None):
             **delivery.view(instance.service),
             "revision": instance.revision,
             "created_at": isoformat(instance.created_at), "updated_at": isoformat(instance.updated_at)}
+
+
+#: the columns of a brief view (:func:`brief_view`)
+BRIEF_COLUMNS = (Instance.id, Instance.name, Instance.tenant, Instance.flavor,
+                 Instance.template_version, Instance.state, Instance.regions,
+                 Instance.lease_start, Instance.lease_end, Instance.revision,
+                 Instance.created_at)
+
+
+def brief_view(instance):
+    """What the Instance Manager reads of a vCDN each pass (``brief=true`` lists): its
+    id, name, tenant, flavor, state, lease, regions as requested (``name``, ``demand``,
+    ``quality``) and revision; nothing drawn from its SIG or service settings, which a
+    full :func:`instance_view` works out for every vCDN listed."""
+    return {"id": instance.id, "name": instance.name, "tenant": instance.tenant,
+            "flavor": instance.flavor, "template_version": instance.template_version,
+            "state": instance.state,
+            "lease": {"start": isoformat(instance.lease_start),
+                      "end": isoformat(instance.lease_end)},
+            "regions": instance.regions, "revision": instance.revision}
 
 
 def _entry_point(instance, sig):
@@ -127,7 +148,7 @@ def list_operations(session, instance_id, limit=None, marker=None):
 
 
 def list_instances(session, tenant=None, state=None, name=None, limit=None, marker=None,
-                   include_deleted=False):
+                   include_deleted=False, brief=False):
     """One page of vCDNs, oldest first (by creation time, then id), and the marker of the
     next page (None: this is the last).
 
@@ -135,9 +156,12 @@ def list_instances(session, tenant=None, state=None, name=None, limit=None, mark
 
     :param marker: the id of the last vCDN of the previous page.
     :param limit: at most this many (1 to :data:`LIST_MAX`; default :data:`LIST_LIMIT`).
+    :param brief: read only the columns of :func:`brief_view`.
     :raises BadRequest: ``marker`` names no vCDN this list holds.
     """
     query = select(Instance)
+    if brief:
+        query = query.options(load_only(*BRIEF_COLUMNS))
     if tenant:
         query = query.where(Instance.tenant == tenant)
     if state:
@@ -200,7 +224,7 @@ def _check_quality(regions, template):
 
 def _load_flavor(flavor):
     try:
-        template = SidrClient().get_template(flavor)["document"]
+        template = SidrClient().get_template(flavor).document
     except errors.NotFound as exc:
         offered = ", ".join(sorted({t["flavor"] for t in SidrClient().list_templates()
                                     if not t.get("deprecated")})) or "none"
@@ -470,7 +494,7 @@ def _template_of(instance):
     """
     key = (instance.flavor, instance.template_version)
     try:
-        document = SidrClient().get_template(*key)["document"]
+        document = SidrClient().get_template(*key).document
     except errors.UpstreamError as exc:
         if key not in _TEMPLATES_SEEN:
             raise

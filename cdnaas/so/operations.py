@@ -34,6 +34,7 @@ from sqlalchemy.exc import OperationalError
 
 from cdnaas import delivery
 from cdnaas.common import caching, clock, config, errors
+from cdnaas.common.answers import Deployment
 from cdnaas.common.clients import RoClient
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, utcnow
@@ -63,10 +64,19 @@ def retryable(exc):
 
 
 def serves(deployment, sig):
-    """Whether RO's ``deployment`` (its representation, or None) is ACTIVE with ``sig`` (a
-    :class:`ServiceInstanceGraph`): the same SIG, not only the same VNF names."""
-    return bool(deployment) and deployment.get("status") == S.RO_ACTIVE \
-        and deployment.get("sig_digest") == sig.digest()
+    """Whether RO's ``deployment`` (a :class:`~cdnaas.common.answers.Deployment`, or None)
+    is ACTIVE with ``sig`` (a :class:`ServiceInstanceGraph`): the same SIG, not only the
+    same VNF names."""
+    return deployment is not None and deployment.status == S.RO_ACTIVE \
+        and deployment.sig_digest == sig.digest()
+
+
+def gone(deployment_id):
+    """The :class:`~cdnaas.common.answers.Deployment` of one RO no longer knows: DELETED,
+    nothing left."""
+    return Deployment(id=deployment_id, driver="", status=S.RO_DELETED, steps=[], error=None,
+                      last_error=None, sig_digest=None, entry_point=None, region_endpoints={},
+                      vnfs=())
 
 
 class PatientRo:
@@ -86,7 +96,8 @@ class PatientRo:
         self.deadline = time.monotonic() + timeout
 
     def call(self, method, *args, **kwargs):
-        """``client.<method>(*args, **kwargs)``, retried with backoff until the deadline.
+        """``method(*args, **kwargs)`` (``method``: a method of :attr:`client`, such as
+        ``ro.client.deploy``), retried with backoff until the deadline.
 
         :raises CdnaasError: a permanent refusal (4xx), at once.
         :raises TimeoutError: RO still failed at the deadline.
@@ -94,7 +105,7 @@ class PatientRo:
         delay = BACKOFF_FIRST
         while True:
             try:
-                return getattr(self.client, method)(*args, **kwargs)
+                return method(*args, **kwargs)
             except errors.CdnaasError as exc:
                 if not retryable(exc):
                     raise
@@ -102,7 +113,8 @@ class PatientRo:
                 if left <= 0:
                     raise TimeoutError(f"RO could not be reached until the deployment "
                                        f"timeout: {exc}") from exc
-                LOG.warning("RO %s failed (%s); retrying in %.1f s", method, exc, min(delay, left))
+                LOG.warning("RO %s failed (%s); retrying in %.1f s", method.__name__, exc,
+                            min(delay, left))
                 self.pause(min(delay, left))
                 delay = min(delay * 2, BACKOFF_MAX)
 
@@ -116,7 +128,7 @@ class PatientRo:
     def current(self, deployment_id, wait=0.0):
         """RO's deployment, or None when RO knows none."""
         try:
-            return self.call("get_deployment", deployment_id, wait=wait)
+            return self.call(self.client.get_deployment, deployment_id, wait=wait)
         except errors.NotFound:
             return None
 
@@ -293,7 +305,7 @@ class OperationRunner:
             try:
                 deployment = self._apply(operation_id, instance_id, sig, S.APPLY)
                 if not serves(deployment, sig):
-                    raise OperationFailed(deployment.get("last_error") or deployment.get("error")
+                    raise OperationFailed(deployment.last_error or deployment.error
                                           or "RO kept the previous VNFs")
             except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
                 self._begin_rollback(operation_id, S.APPLY,
@@ -318,7 +330,7 @@ class OperationRunner:
             self._set_step(operation_id, S.ROLL_BACK, S.SKIPPED)
             self._complete_update(operation_id, instance_id, sig, deployment)
         else:  # reservations stay those of both SIGs: they cover whatever may run
-            status = (deployment or {}).get("status", "gone")
+            status = deployment.status if deployment is not None else "gone"
             self._finish(operation_id, S.FAILED, f"{error}; RO now reports the vCDN {status}, "
                          "neither the previous nor the new SIG: delete it", S.FAILED)
 
@@ -332,13 +344,13 @@ class OperationRunner:
             previous = session.get(Operation, operation_id).previous_sig
         rotated = tls.superseded_ref(ServiceInstanceGraph.from_record(previous), sig)
         if rotated:  # the new certificate serves: the old one goes
-            tls.release(rotated, f"operation {operation_id} replaced it", self._ro().call)
+            tls.release(rotated, f"operation {operation_id} replaced it", self._ro())
 
     def _terminate(self, operation_id, instance_id):
         try:
             self._remove(operation_id, instance_id, S.UNDEPLOY)
             if self._served_https(instance_id):  # nothing runs: no certificate stays
-                tls.release_all(instance_id, self._ro().call)
+                tls.release_all(instance_id, self._ro())
         except (OperationFailed, errors.CdnaasError, TimeoutError) as exc:
             self._finish(operation_id, S.FAILED, f"removal failed, retry DELETE: {exc}", S.FAILED)
             return
@@ -367,13 +379,13 @@ class OperationRunner:
             while True:
                 try:
                     if kind == S.INVALIDATE:
-                        answer = ro.call("invalidate", instance_id, request["paths"],
+                        answer = ro.call(ro.client.invalidate, instance_id, request["paths"],
                                          request["prefixes"])
                     else:
-                        answer = ro.call("prefetch", instance_id, request["paths"])
+                        answer = ro.call(ro.client.prefetch, instance_id, request["paths"])
                     break
                 except errors.Conflict:
-                    if (ro.current(instance_id) or {}).get("status") not in S.RO_BUSY:
+                    if (ro.current(instance_id) or gone(instance_id)).status not in S.RO_BUSY:
                         raise
                     self._settle(ro, operation_id, instance_id, step)
         except (errors.CdnaasError, TimeoutError) as exc:
@@ -409,14 +421,14 @@ class OperationRunner:
         resumed = self._step_state(operation_id, step) == S.PROCESSING
         self._set_step(operation_id, step, S.PROCESSING)
         current = ro.current(instance_id) if resumed else None
-        if current is not None and current["status"] in (S.RO_ERROR, S.RO_DELETED):
-            raise OperationFailed(current.get("error") or f"RO reports it {current['status']}")
-        serving = current is not None and current["status"] == S.RO_ACTIVE
-        if serving and not serves(current, sig) and current.get("last_error"):
-            raise OperationFailed(current["last_error"])  # RO tried this SIG and kept the last
+        if current is not None and current.status in (S.RO_ERROR, S.RO_DELETED):
+            raise OperationFailed(current.error or f"RO reports it {current.status}")
+        serving = current is not None and current.status == S.RO_ACTIVE
+        if serving and not serves(current, sig) and current.last_error:
+            raise OperationFailed(current.last_error)  # RO tried this SIG and kept the last
         if current is None or (serving and not serves(current, sig)):
             try:
-                ro.call("deploy", instance_id, sig.to_dict())
+                ro.call(ro.client.deploy, instance_id, sig.to_dict())
             except errors.Conflict:
                 LOG.info("RO already works on %s; following it", instance_id)
         deployment = self._follow(operation_id, ro, instance_id, step, until=(S.RO_ACTIVE,))
@@ -433,19 +445,19 @@ class OperationRunner:
         self._set_step(operation_id, step, S.PROCESSING)
         while True:
             try:
-                ro.call("undeploy", instance_id)
+                ro.call(ro.client.undeploy, instance_id)
             except errors.NotFound:
                 return
             except errors.Conflict as exc:  # a deploy or update runs: let it end, then remove
-                if (ro.current(instance_id) or {}).get("status") not in S.RO_BUSY:
+                if (ro.current(instance_id) or gone(instance_id)).status not in S.RO_BUSY:
                     raise OperationFailed(str(exc)) from exc
                 self._settle(ro, operation_id, instance_id, step)
                 continue
             deployment = self._follow(operation_id, ro, instance_id, step,
                                       until=(S.RO_DELETED, S.RO_ERROR))
-            if deployment["status"] == S.RO_DELETED or not deployment["vnfs"]:
+            if deployment.status == S.RO_DELETED or not deployment.vnfs:
                 return
-            raise OperationFailed(deployment.get("error") or "RO could not remove every VNF")
+            raise OperationFailed(deployment.error or "RO could not remove every VNF")
 
     def _settle(self, ro, operation_id, instance_id, step):
         """Follow RO until the deployment rests (ACTIVE, ERROR, DELETED); None if unknown."""
@@ -463,14 +475,13 @@ class OperationRunner:
         while True:
             if self.claims.lost(operation_id):
                 raise leases.LostClaim(f"operation {operation_id} was taken over")
-            deployment = ro.current(instance_id, wait=LONG_POLL_SECONDS) or \
-                {"status": S.RO_DELETED, "vnfs": [], "steps": []}
-            self._mirror(operation_id, step, deployment.get("steps") or [])
-            status = deployment["status"]
+            deployment = ro.current(instance_id, wait=LONG_POLL_SECONDS) or gone(instance_id)
+            self._mirror(operation_id, step, deployment.steps or [])
+            status = deployment.status
             if status in until:
                 return deployment
             if status not in S.RO_BUSY:
-                raise OperationFailed(deployment.get("error") or f"RO ended {status}")
+                raise OperationFailed(deployment.error or f"RO ended {status}")
             if ro.expired():
                 raise TimeoutError(f"RO still {status} after the deployment timeout")
 
@@ -574,7 +585,7 @@ class OperationRunner:
             capacity.reserve(session, instance_id, previous, aware(instance.lease_start),
                              aware(instance.lease_end))
         if abandoned:  # the change's new certificate never served
-            tls.release(abandoned, f"operation {operation_id} was rolled back", self._ro().call)
+            tls.release(abandoned, f"operation {operation_id} was rolled back", self._ro())
 
     def _finish(self, operation_id, state, error, instance_state, deployment=None):
         """End the operation in ``state``; the instance goes to ``instance_state`` (None:
@@ -592,8 +603,8 @@ class OperationRunner:
             operation.steps = steps
             instance = session.get(Instance, operation.instance_id)
             if deployment is not None:
-                instance.entry_point = deployment.get("entry_point")
-                instance.region_endpoints = deployment.get("region_endpoints")
+                instance.entry_point = deployment.entry_point
+                instance.region_endpoints = deployment.region_endpoints
             webhooks.operation_ended(session, instance.tenant, operation)  # with its end
             if instance_state is None:
                 LOG.info("operation %s %s: %s", operation_id, state, error or "ok")

@@ -253,31 +253,41 @@ class Stored(contextlib.AbstractContextManager):
         return False
 
 
-def _plain_call(method, *args):
-    return getattr(RoClient(), method)(*args)
+class Once:
+    """A plain RO client called once per call: :func:`release` and :func:`release_all`'s
+    default, where SO's runner gives its patient one (``cdnaas.so.operations.PatientRo``,
+    retried while RO is away): both have ``client`` and ``call(method, *args)``, which
+    calls ``method``, a method of ``client``."""
+
+    def __init__(self):
+        self.client = RoClient()
+
+    @staticmethod
+    def call(method, *args):
+        return method(*args)
 
 
-def release(ref, why, call=None):
+def release(ref, why, ro=None):
     """Delete secret ``ref`` in RO (logged, never raised: a vCDN's end deletes every
-    secret of it again, :func:`release_all`); ``call`` as for :func:`release_all`."""
+    secret of it again, :func:`release_all`); ``ro`` as for :func:`release_all`."""
+    ro = ro or Once()
     try:
-        (call or _plain_call)("delete_secret", ref)
+        ro.call(ro.client.delete_secret, ref)
         LOG.info("deleted secret %s: %s", ref, why)
     except errors.CdnaasError as exc:
         LOG.warning("secret %s (%s) could not be deleted now: %s", ref, why, exc)
 
 
-def release_all(owner, call=None):
+def release_all(owner, ro=None):
     """Delete every secret RO keeps for vCDN ``owner``; return how many.
 
-    :param call: ``call(method, *args)`` of an :class:`RoClient` method (SO's runner gives
-        its patient one, retried while RO is away); by default a plain client's.
+    :param ro: how to call RO (:class:`Once` by default).
     :raises CdnaasError: RO refused or could not be reached (the vCDN's end is retried).
     """
-    call = call or _plain_call
-    refs = [s["ref"] for s in call("secrets", owner)]
+    ro = ro or Once()
+    refs = [s["ref"] for s in ro.call(ro.client.secrets, owner)]
     for ref in refs:
-        call("delete_secret", ref)
+        ro.call(ro.client.delete_secret, ref)
     return len(refs)
 
 

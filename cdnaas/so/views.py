@@ -79,12 +79,14 @@ def update_host(region, host):
 def list_instances():
     # the OpenAPI document has already checked each parameter's form
     args = request.args
+    brief = args.get("brief") == "true"
     with _db().sessions() as session:
         found, marker = instances.list_instances(
             session, tenant=args.get("tenant"), state=args.get("state"), name=args.get("name"),
             limit=args.get("limit", type=int), marker=args.get("marker"),
-            include_deleted=args.get("include_deleted") == "true")
-        return {"vcdns": [instances.instance_view(i) for i in found], "next": marker}
+            include_deleted=args.get("include_deleted") == "true", brief=brief)
+        view = instances.brief_view if brief else instances.instance_view
+        return {"vcdns": [view(i) for i in found], "next": marker}
 
 
 @blueprint.post("/instances")

@@ -65,7 +65,7 @@ def sig_of(stack, vcdn_id):
 
 def serving(stack, vcdn_id):
     """RO serves exactly SO's SIG (the digest SO compares)."""
-    return stack.client(RoClient).get_deployment(vcdn_id)["sig_digest"] == \
+    return stack.client(RoClient).get_deployment(vcdn_id).sig_digest == \
         digest(sig_of(stack, vcdn_id))
 
 

@@ -66,9 +66,9 @@ def test_postgresql_round_trip(postgres_admin_url, tmp_path):
         report = ro.reconciliations()
         assert [r["status"] for r in report] == ["DONE"], report
         deployment = ro.get_deployment(kept)
-        assert deployment["status"] == "ACTIVE"
+        assert deployment.status == "ACTIVE"
         assert {(a["deployment"], a["vnf"], a["action"]) for a in report[0]["actions"]} == \
-            {(kept, v["name"], "adopt") for v in deployment["vnfs"]}
+            {(kept, v.name, "adopt") for v in deployment.vnfs}
         stack.so_db = Database(url)
         try:
             with stack.so_db.sessions() as session:

@@ -323,7 +323,7 @@ def test_a_pass_reads_its_vcdns_at_once(database, monkeypatch, workers, overlap)
     monkeypatch.setattr(reading, "CHUNK", 1)
     world = World(database, [("eu", 20000), ("us", 5000)], TWO_REGIONS)
     view = world.plant.view
-    monkeypatch.setattr(world.plant.so, "instances", lambda state=None: [
+    monkeypatch.setattr(world.plant.so, "instances", lambda state=None, brief=False: [
         view(), {**view(), "id": "vcdn-twin"}] if state in (None, "ACTIVE") else [])
     both = threading.Barrier(2, timeout=2)
     met = []

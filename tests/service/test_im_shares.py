@@ -45,7 +45,7 @@ def world(database, monkeypatch):
     monkeypatch.setenv("CDNAAS_IM_INTERVAL", "0.1")
     found = World(database, [("eu", 2000)], HOSTS)
     view = found.plant.view
-    monkeypatch.setattr(found.plant.so, "instances", lambda state=None: [
+    monkeypatch.setattr(found.plant.so, "instances", lambda state=None, brief=False: [
         {**view(), "id": "vcdn-sim" if n == 0 else f"vcdn-{n}"} for n in range(VCDNS)]
         if state in (None, "ACTIVE") else [])
     return found

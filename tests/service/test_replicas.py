@@ -136,7 +136,7 @@ def test_two_replicas_pass_a_lifecycle_and_run_everything_once(stack):
     for op in deletes:
         assert wait_operation(stack, op).state == "COMPLETED"
     for vcdn, _op in created:
-        assert stack.ro.get_deployment(vcdn)["status"] == "DELETED"
+        assert stack.ro.get_deployment(vcdn).status == "DELETED"
         assert reserved(stack, vcdn) == 0
     # each operation ran once: one replica logged its end, nobody took one over
     assert all(finished(stack, op) == 1 for op in operations), \
@@ -178,7 +178,7 @@ def test_only_one_ro_replica_takes_a_deployment(stack):
         answers = sorted(pool.map(put, urls))
     assert answers == [202] + [409] * (len(urls) - 1)
     deadline = time.monotonic() + 30
-    while stack.ro.get_deployment("race-1")["status"] != "ACTIVE":
+    while stack.ro.get_deployment("race-1").status != "ACTIVE":
         assert time.monotonic() < deadline
         time.sleep(0.1)
     stack.ro.undeploy("race-1")
@@ -233,10 +233,10 @@ def test_a_killed_ro_replica_has_its_work_finished_by_the_other(stack, kind):
         first.restart("ro")
     if kind == "terminate":  # B finished removing it
         assert ended.state == "COMPLETED", ended.error
-        assert deployment["status"] == "DELETED"
+        assert deployment.status == "DELETED"
     else:  # B removed what A half built, as a restarted RO does; SO rolled back
         assert ended.state == "ROLLED_BACK" and "interrupted" in ended.error, ended.error
-        assert deployment["vnfs"] == []
+        assert deployment.vnfs == ()
     assert reserved(stack, vcdn_id) == 0
 
 

@@ -319,9 +319,9 @@ def test_cdnaas_ro_process(tmp_path):
     try:
         ro = RoClient(base_url=base_url, timeout=5)
         _wait_until(lambda: ro.get("/healthz"), process)
-        assert ro.deploy("vcdn-1", sample_sig("vcdn-1"))["status"] == "DEPLOYING"
+        assert ro.deploy("vcdn-1", sample_sig("vcdn-1")).status == "DEPLOYING"
         active = _wait_until(lambda: _with_status(ro.get_deployment("vcdn-1"), "ACTIVE"), process)
-        assert active["entry_point"]["hostname"] == "vcdn-1.cdn.example.net"
+        assert active.entry_point["hostname"] == "vcdn-1.cdn.example.net"
         assert ro.health("vcdn-1")["healthy"] is True
         assert ro.undeploy("vcdn-1")["status"] == "DELETING"
         _wait_until(lambda: _with_status(ro.get_deployment("vcdn-1"), "DELETED"), process)
@@ -333,9 +333,9 @@ def test_cdnaas_ro_process(tmp_path):
         process.wait(timeout=10)
 
 
-def _with_status(body, status):
-    assert body["status"] == status, body
-    return body
+def _with_status(deployment, status):
+    assert deployment.status == status, deployment
+    return deployment
 
 
 def _wait_until(attempt, process, seconds=15):

@@ -77,7 +77,7 @@ def test_services_reach_each_other_and_tools_with_the_key(stack):
     accepted = stack.acme.ok("POST", "/vcdns", 202, json=vcdn_body("signed"))
     assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
     vcdn_id = accepted["vcdn"]["id"]
-    assert stack.client(RoClient).get_deployment(vcdn_id)["status"] == "ACTIVE"
+    assert stack.client(RoClient).get_deployment(vcdn_id).status == "ACTIVE"
     assert stack.client(SoClient).get(f"/so/v1/instances/{vcdn_id}")["tenant"] == "acme"
     with pytest.raises(errors.Unauthorized):
         RoClient(base_url=stack.urls["ro"]).get_deployment(vcdn_id)  # the test process's key

@@ -223,8 +223,8 @@ def test_real_process_serves_the_client(tmp_path, static):
 
         registered = client.register_template(static)
         assert registered["flavor"] == "static" and registered["version"] == 1
-        assert client.get_template("static") == registered
-        assert client.get_template("static", 1) == registered
+        assert client.get_template("static").body == registered
+        assert client.get_template("static", 1).body == registered
         assert client.list_templates(flavor="static") == [registered]
         with pytest.raises(errors.Conflict):
             client.register_template(static)

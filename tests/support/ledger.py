@@ -21,7 +21,7 @@ from sqlalchemy import select
 from cdnaas.cli import stack as stacks
 from cdnaas.common import errors
 from cdnaas.ro.vim.local import cgroups, network
-from cdnaas.so import states
+from cdnaas.so import operations, states
 from cdnaas.so.models import Instance, Operation, Reservation
 
 
@@ -71,9 +71,9 @@ def assert_agreed(stack, vcdn_id):
     try:
         deployment = stack.ro.get_deployment(vcdn_id)
     except errors.NotFound:
-        deployment = {"status": "DELETED", "vnfs": []}
-    said = {v["name"] for v in deployment["vnfs"]}
-    assert deployment["status"] in ("ACTIVE", "DELETED", "ERROR"), deployment
+        deployment = operations.gone(vcdn_id)
+    said = {v.name for v in deployment.vnfs}
+    assert deployment.status in ("ACTIVE", "DELETED", "ERROR"), deployment
     assert real_vnfs(vcdn_id) == said
     assert reserved == per_host(said, placed)
     if not said:
@@ -149,7 +149,7 @@ def assert_ledger(stack):
 
     :returns: ``{vcdn id: {vnf names}}`` RO reports.
     """
-    said = {d["id"]: d for d in stack.ro.deployments(live=True) if d["vnfs"]}
+    said = {d.id: d for d in stack.ro.deployments(live=True) if d.vnfs}
     with stack.so_db.sessions() as session:
         reserving = set(session.scalars(
             select(Reservation.instance_id).join(Instance, Instance.id == Reservation.instance_id)
@@ -157,13 +157,13 @@ def assert_ledger(stack):
     assert reserving == set(said), (f"reserved without VNFs: {reserving - set(said)}; "
                                     f"VNFs without reservations: {set(said) - reserving}")
     here = running(stack)
-    vnfs = {vcdn_id: {v["name"] for v in d["vnfs"]} for vcdn_id, d in said.items()}
+    vnfs = {vcdn_id: {v.name for v in d.vnfs} for vcdn_id, d in said.items()}
     for source in ("namespaces", "cgroups", "processes"):
         assert here[source] == vnfs, f"{source} here differ from RO's VNFs: {here[source]} != {vnfs}"
-    assert here["bridges"] == {vcdn_id: set(d["region_endpoints"]) for vcdn_id, d in said.items()}
+    assert here["bridges"] == {vcdn_id: set(d.region_endpoints) for vcdn_id, d in said.items()}
     for vcdn_id, deployment in said.items():
         reserved, placed = so_view(stack, vcdn_id)
         assert reserved == per_host(vnfs[vcdn_id], placed), (
             f"{vcdn_id}: SO reserves {reserved}, RO's VNFs take "
-            f"{per_host(vnfs[vcdn_id], placed)}", deployment["vnfs"])
+            f"{per_host(vnfs[vcdn_id], placed)}", deployment.vnfs)
     return vnfs

@@ -39,7 +39,7 @@ import dataclasses
 import datetime as dt
 import itertools
 
-from cdnaas.common import errors
+from cdnaas.common import answers, errors
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
 from cdnaas.common.timeutil import isoformat
 from cdnaas.im import power
@@ -269,7 +269,7 @@ class _So:
     def __init__(self, plant):
         self.plant = plant
 
-    def instances(self, state=None):
+    def instances(self, state=None, brief=False):  # pylint: disable=unused-argument
         view = self.plant.view()
         return [view] if state in (None, view["state"]) else []
 
@@ -319,10 +319,13 @@ class _Ro:
     def traffic(self, _deployment_id, cursor=None):  # requests are not simulated one by one
         return {"cursor": cursor or "", "more": False, "regions": []}
 
-    def deployments(self, live=False):  # the one vCDN, live whatever ``live`` says
-        vnfs = {v.name: v for v in self.plant.serving.vnfs + self.plant.sig.vnfs}
-        return [{"id": self.plant.sig.vcdn_id, "status": "ACTIVE",
-                 "vnfs": [{"name": v.name, "host": v.host} for v in vnfs.values()]}]
+    def placement(self):  # the one vCDN's VNFs, serving and planned
+        carried = {}
+        for vnf in {v.name: v for v in self.plant.serving.vnfs + self.plant.sig.vnfs}.values():
+            if vnf.host:
+                carried.setdefault(vnf.host, []).append(
+                    f"{self.plant.sig.vcdn_id}/{vnf.name}")
+        return carried
 
     def power_driver(self):
         return {"driver": "plant", "records_only": False}
@@ -338,5 +341,9 @@ class _Sidr:
         self.plant = plant
         self.base_url = f"simulation:{next(_PLANTS)}"  # flavors are cached per SIDR
 
-    def get_template(self, _flavor, _version):
-        return {"document": self.plant.template}
+    def get_template(self, flavor, version):
+        template = self.plant.template
+        return answers.Template(flavor=flavor, version=version,
+                                technology=template.get("technology", "vm"),
+                                plugin=template.get("plugin", ""), deprecated=False,
+                                document=template)

@@ -89,9 +89,9 @@ def wait_in_step(stack, vcdn_id, status, step):
         try:
             deployment = stack.ro.get_deployment(vcdn_id)
         except errors.NotFound:
-            deployment = {"status": None, "steps": []}
-        if deployment["status"] == status and any(
-                s["name"] == step and s["state"] == "PROCESSING" for s in deployment["steps"]):
+            deployment = None
+        if deployment is not None and deployment.status == status and any(
+                s["name"] == step and s["state"] == "PROCESSING" for s in deployment.steps):
             return
         time.sleep(0.02)
     raise AssertionError(f"RO never reached {status} / {step}: {deployment}")
@@ -164,7 +164,7 @@ def test_a_crash_inside_an_instantiate(stack, origin, service, step):
 @pytest.mark.parametrize("service", ["ro", "so", "im"])
 def test_a_crash_inside_an_update(stack, origin, service):
     vcdn_id = created(stack, origin, f"upd-{service}")
-    before = {v["name"] for v in stack.ro.get_deployment(vcdn_id)["vnfs"]}
+    before = {v.name for v in stack.ro.get_deployment(vcdn_id).vnfs}
     operation_id = scale_out(stack, vcdn_id)
     wait_in_step(stack, vcdn_id, "UPDATING", "boot caches")
     time.sleep(STEP_DELAY / 2)  # the new cache answers, the balancer does not know it yet

@@ -57,7 +57,7 @@ def vcdn(stack, origin):
     accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
     assert stack.acme.wait(accepted["operation"]["id"], 120)["state"] == "COMPLETED"
     deployment = stack.client(RoClient).get_deployment(accepted["vcdn"]["id"])
-    caches = [v for v in deployment["vnfs"] if v["role"] == "cache"]
+    caches = [v for v in deployment.vnfs if v.role == "cache"]
     assert len(caches) == 4
     yield {"id": accepted["vcdn"]["id"], "caches": caches}
     stack.acme.call("DELETE", f"/vcdns/{accepted['vcdn']['id']}")
@@ -70,10 +70,10 @@ def fetch_everywhere(vcdn, path):
         _bridge, subnet = network.find_bridge(vcdn["id"], region)
         address = subnet[200]  # on the caches' own subnet: no route needed
         with clients.client(vcdn["id"], region, address) as viewer:
-            for cache in (c for c in vcdn["caches"] if c["region"] == region):
-                status, headers, _ = viewer.fetch(f"http://{cache['address']}{path}")
+            for cache in (c for c in vcdn["caches"] if c.region == region):
+                status, headers, _ = viewer.fetch(f"http://{cache.address}{path}")
                 assert status == 200, (cache, path, status)
-                seen[cache["name"]] = headers["x-cache-status"]
+                seen[cache.name] = headers["x-cache-status"]
     return seen
 
 
@@ -85,7 +85,7 @@ def run(stack, vcdn, kind, body):
     assert operation["state"] == "COMPLETED", operation
     assert operation["request"]["paths"] == body.get("paths", [])
     [step] = operation["steps"]
-    assert sorted(c["name"] for c in step["detail"]) == sorted(c["name"] for c in vcdn["caches"])
+    assert sorted(c["name"] for c in step["detail"]) == sorted(c.name for c in vcdn["caches"])
     assert {c["state"] for c in step["detail"]} == {"COMPLETED"}
     return step
 

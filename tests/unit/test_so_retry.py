@@ -9,7 +9,7 @@ import time
 import pytest
 from sqlalchemy import select
 
-from cdnaas.common import errors
+from cdnaas.common import answers, errors
 from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
@@ -49,12 +49,14 @@ class FakeRo:
         if self.refuse:
             raise self.refuse
         self.deployments[deployment_id] = {
-            "id": deployment_id, "status": "ACTIVE", "steps": [], "error": None,
-            "last_error": None, "vnfs": [{"name": v["name"]} for v in sig["vnfs"]],
+            "id": deployment_id, "driver": "fake", "status": "ACTIVE", "steps": [],
+            "error": None, "last_error": None,
+            "vnfs": [{**{k: v[k] for k in ("name", "role", "region", "host", "vcpus")},
+                      "address": "198.18.0.10"} for v in sig["vnfs"]],
             "sig_digest": digest(sig),
             "entry_point": {"hostname": sig["hostname"], "dns_servers": ["198.18.0.53"]},
             "region_endpoints": {}}
-        return self.deployments[deployment_id]
+        return answers.from_json(answers.Deployment, self.deployments[deployment_id])
 
     def get_deployment(self, deployment_id, wait=0.0):
         self._reach("get")
@@ -62,15 +64,16 @@ class FakeRo:
             raise errors.NotFound(f"no deployment {deployment_id}")
         if self.working.is_set():
             time.sleep(min(wait, 0.02))  # a long poll
-            return {**self.deployments[deployment_id], "status": "DEPLOYING"}
-        return self.deployments[deployment_id]
+            return answers.from_json(answers.Deployment,
+                                     {**self.deployments[deployment_id], "status": "DEPLOYING"})
+        return answers.from_json(answers.Deployment, self.deployments[deployment_id])
 
     def undeploy(self, deployment_id):
         self._reach("undeploy")
         if deployment_id not in self.deployments:
             raise errors.NotFound(f"no deployment {deployment_id}")
         self.deployments[deployment_id].update(status="DELETED", vnfs=[])
-        return self.deployments[deployment_id]
+        return answers.from_json(answers.Deployment, self.deployments[deployment_id])
 
 
 @pytest.fixture
