@@ -50,7 +50,7 @@ setup(
         # its own: 1.49+ speaks the CDP of Chromium 131 and later (tested with 156).
         "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5",
                  "playwright>=1.49,<2", "brotli>=1.1,<2",
-                 # the layers of .importlinter, checked by tests/unit/test_layers.py
+                 # the layers of .importlinter, checked by tests/service/test_layers.py
                  "import-linter>=2.1,<3"],
         # the `openstack cdn ...` commands (cdnaas.osc): an OpenStackClient plugin on osc-lib
         "openstack": ["python-openstackclient>=7", "osc-lib>=3"],

@@ -1,11 +1,11 @@
 """The customer API's oslo.policy rules: one per route, the defaults for each kind of caller,
 the local strategy's two token headers, a policy file's overrides and the committed sample.
-(The Keystone strategy against a real Keystone: ``tests/system/test_openstack_identity.py``.)"""
+(The Keystone strategy against a real Keystone: ``tests/system/test_openstack_identity.py``.)
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_policy.py."""
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from flask import request
@@ -18,7 +18,6 @@ from cdnaas.common import errors
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 
-SAMPLE = Path(__file__).resolve().parents[2] / "docs/policy.yaml.sample"
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 TENANT = auth.Caller("acme", tokens.SCOPE_ROLES[tokens.FULL])
@@ -158,16 +157,6 @@ def test_a_setting_that_cannot_work_stops_the_start(tmp_path, monkeypatch, varia
     monkeypatch.delenv("CDNAAS_KEYSTONE_CLOUD", raising=False)
     with pytest.raises(errors.CdnaasError, match=message):
         create_app(Database(f"sqlite:///{tmp_path / 'api.db'}"))
-
-
-def test_the_committed_sample_is_what_the_generator_writes(tmp_path):
-    generator = Path(sys.executable).parent / "oslopolicy-sample-generator"
-    written = tmp_path / "policy.yaml.sample"
-    subprocess.run([str(generator), "--namespace", "cdnaas", "--output-file", str(written)],
-                   check=True, capture_output=True)
-    assert written.read_text() == SAMPLE.read_text(), \
-        "regenerate: oslopolicy-sample-generator --namespace cdnaas " \
-        "--output-file docs/policy.yaml.sample"
 
 
 def _keystone_request(app, token, headers):

@@ -1,5 +1,7 @@
 """Free ports for stacks and config checks come from below the ephemeral range, where no
-outgoing connection can take them between the pick and the bind."""
+outgoing connection can take them between the pick and the bind.
+
+Its tests that start no process are in tests/unit/test_ports_units.py (the unit tier)."""
 import socket
 
 import pytest
@@ -30,8 +32,3 @@ def test_a_held_port_is_never_picked(monkeypatch):
             ports.free_loopback_ports(1)
     finally:
         held.close()
-
-
-def test_an_unreadable_range_is_linuxs_default(monkeypatch):
-    monkeypatch.setattr(ports, "RANGE_FILE", "/nonexistent/ip_local_port_range")
-    assert ports.ephemeral_range() == (32768, 60999)

@@ -1,7 +1,9 @@
-"""cdnaas.common.certificates: what a tenant's certificate and key must be (unit tier)."""
+"""cdnaas.common.certificates: what a tenant's certificate and key must be (unit tier).
+
+These are the module's tests that start no process (the unit tier); the others are in
+tests/service/test_certificates.py."""
 import datetime as dt
 import json
-import subprocess
 
 import pytest
 from cryptography import x509
@@ -108,30 +110,6 @@ def test_a_ca_certificate_first_is_refused(ca):
         assert "starts with a CA certificate" in error.message
 
 
-def openssl_self_signed(folder, names):
-    """A certificate and key as ``openssl req -x509`` makes them (CA:TRUE by default)."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", folder / "key.pem",
-                    "-out", folder / "cert.pem", "-days", "2", "-subj", f"/CN={names[0]}",
-                    "-addext", "subjectAltName=" + ",".join(f"DNS:{n}" for n in names)],
-                   check=True, capture_output=True)
-    return (folder / "cert.pem").read_text(), (folder / "key.pem").read_text()
-
-
-def test_a_self_signed_certificate_from_openssl_req_is_taken(tmp_path):
-    cert_pem, key_pem = openssl_self_signed(tmp_path, NAMES)
-    constraints = x509.load_pem_x509_certificate(cert_pem.encode()).extensions \
-        .get_extension_for_class(x509.BasicConstraints).value
-    assert constraints.ca  # what openssl makes, the case this test is about
-    bundle = certificates.check(cert_pem, key_pem, NAMES, dt.datetime.now(dt.timezone.utc))
-    assert bundle.facts.names == sorted(NAMES) and bundle.facts.issuer == bundle.facts.subject
-    # still refused: names it does not cover, or sent with anything after it
-    assert "does not cover other.example.com" in refused(
-        cert_pem, key_pem, names=["other.example.com"], status=422).message
-    error = refused(cert_pem + cert_pem, key_pem, status=422, field="certificate.certificate")
-    assert "starts with a CA certificate" in error.message
-
-
 def test_dates_are_checked(ca):
     expired = ca.issue(NAMES, not_before=NOW - dt.timedelta(days=60),
                        not_after=NOW - dt.timedelta(days=1))
@@ -148,22 +126,6 @@ def test_weak_and_unusual_keys_are_refused(ca):
     assert "P-256" in refused(p521.chain_pem, p521.key_pem, status=422).message
     edwards = ca.issue(NAMES, key=ed25519.Ed25519PrivateKey.generate())
     refused(edwards.chain_pem, edwards.key_pem, status=422, field="certificate.private_key")
-
-
-def test_sha1_and_nameless_certificates_are_refused(ca, tmp_path):
-    # cryptography no longer signs with SHA-1; openssl still does
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", tmp_path / "key.pem",
-                    "-out", tmp_path / "cert.pem", "-sha1", "-days", "2", "-subj",
-                    "/CN=cdn.example.com", "-addext", "subjectAltName=DNS:cdn.example.com",
-                    "-addext", "basicConstraints=critical,CA:FALSE"],
-                   check=True, capture_output=True)
-    error = refused((tmp_path / "cert.pem").read_text(), (tmp_path / "key.pem").read_text(),
-                    names=["cdn.example.com"], status=422)
-    assert "sha1" in error.message
-    nameless = ca.issue([])
-    assert "subjectAltName" in refused(nameless.chain_pem, nameless.key_pem, names=[],
-                                       status=422).message
 
 
 def test_an_encrypted_key_is_refused_without_echo(good):
