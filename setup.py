@@ -49,7 +49,9 @@ setup(
         # playwright drives Debian's chromium package (scripts/setup), never a browser of
         # its own: 1.49+ speaks the CDP of Chromium 131 and later (tested with 156).
         "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6,<7", "schemathesis>=4.30,<5",
-                 "playwright>=1.49,<2", "brotli>=1.1,<2"],
+                 "playwright>=1.49,<2", "brotli>=1.1,<2",
+                 # the layers of .importlinter, checked by tests/test_layers.py
+                 "import-linter>=2.1,<3"],
         # the `openstack cdn ...` commands (cdnaas.osc): an OpenStackClient plugin on osc-lib
         "openstack": ["python-openstackclient>=7", "osc-lib>=3"],
         # the documentation site (docs/, Markdown pages; its API reference from api-spec/)

@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cdnaas.common import clock, config, plugins  # noqa: E402
+from cdnaas.common import clock, config, errors, plugins  # noqa: E402
 from cdnaas.common.flavor import PlanRequest, RegionRequest  # noqa: E402
 from cdnaas.common.serve import serve_wsgi  # noqa: E402
 from cdnaas.common.timeutil import isoformat  # noqa: E402
@@ -39,7 +39,10 @@ def create_app(database):
     @app.get("/floor/vcdns/<vcdn_id>")
     def get_vcdn(vcdn_id):
         with database.sessions() as session:
-            found = session.get(Instance, vcdn_id)
+            try:
+                found = instances.instance_row(session, vcdn_id)  # SO's read of it
+            except errors.NotFound:
+                found = None
             if found is None or found.tenant != request.args["tenant"]:
                 return {"error": "not found"}, 404
             return instances.instance_view(found)
@@ -77,7 +80,7 @@ def create_app(database):
             default = next((n for n in names if rows[n].is_default), names[0])
         described = plugin.quote(PlanRequest(
             vcdn_id="quote", hostname=f"quote.{tenant}.{config.dns_domain()}",
-            origin=parse_origin(body["origin"], apply_policy=False), default_region=default,
+            origin=parse_origin(body["origin"]), default_region=default,
             template=template, service={},
             regions=[RegionRequest(name=r["name"], demand=r["demand"], quality=r["quality"],
                                    zone=rows[r["name"]].zone,

@@ -50,10 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cdnaas.common.sig import Origin, RegionPlan, ServiceInstanceGraph, Vnf  # noqa: E402
 from cdnaas.origin.server import OBJECTS, serve_in_thread  # noqa: E402
-from cdnaas.ro import vnfconfig  # noqa: E402
 from cdnaas.ro.vim import management  # noqa: E402
 from cdnaas.ro.vim.base import LoadTest  # noqa: E402
 from cdnaas.ro.vim.local import cgroups, clients, loadgen, network, processes  # noqa: E402
+from cdnaas.vnf import sizing, tools  # noqa: E402
+from cdnaas.vnf import sizing, tools
 
 #: what is measured per name of ``--objects``: ``(path, first byte, bytes)`` asked per
 #: request (first byte and bytes 0: the whole object)
@@ -157,7 +158,7 @@ def reference(deployment, owner, name, host, template, sockets, **values):
     workers = -(-sockets * 11 // 10 // connections)
     text = template.format(prefix=prefix, address=address, files=files, workers=workers,
                            connections=connections, keepalive=connections // 2, **values)
-    vnfconfig.prepare_nginx_prefix(str(prefix))
+    tools.prepare_nginx_prefix(str(prefix))
     (prefix / "nginx.conf").write_text(text)
     group = f"{owner}_{deployment.deployment_id}_{name}"
     with clients.client(deployment.deployment_id, REGION, address) as space:
@@ -376,7 +377,7 @@ def main(argv=None):
                                       "cpu": None, "us": 0, "tcp_mb": 0}] * args.repetitions
             report(results, objects, connection_counts)
             print(f"\norigin fetches during the measurement (0: HITs only): {misses}")
-            limits = vnfconfig.nginx_limits(vnfconfig.planned_connections(sig, vnfs["cache-0"]),
+            limits = sizing.nginx_limits(sizing.planned_connections(sig, vnfs["cache-0"]),
                                             1, max_files=processes.open_file_limit())
             print(f"cache and balancer planned for {max(connection_counts):,} connections: "
                   f"{limits} (open files per process here: {processes.open_file_limit()})")

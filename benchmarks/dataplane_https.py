@@ -42,11 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dataplane import (REFERENCE_HEAD, REFERENCE_HOST, measurement_sig, reference,  # noqa: E402
                        settle, spread)
 
+from cdnaas.common import keyfiles  # noqa: E402
 from cdnaas.db import migrate  # noqa: E402
 from cdnaas.db.engine import Database  # noqa: E402
 from cdnaas.origin.server import serve_in_thread  # noqa: E402
 from cdnaas.ro import secrets  # noqa: E402
 from cdnaas.ro.vim.local import cgroups, clients, loadgen, netns, network  # noqa: E402
+from cdnaas.ro.vim.secret_backends import FernetBackend  # noqa: E402
 from tests.support.certs import TestCA  # noqa: E402
 
 LOADS = ("h2", "h1", "resumed")
@@ -180,10 +182,10 @@ def secret_store(state):
     """RO's secret store over a SQLite database in ``state`` (migrated), as RO makes it."""
     url = f"sqlite:///{state}/ro.sqlite"
     migrate.upgrade("ro", url)
-    secrets.ensure_key()
+    keyfiles.ensure_secret_key()
     database = Database(url)
     try:
-        yield secrets.SecretStore(database, secrets.FernetBackend())
+        yield secrets.SecretStore(database, FernetBackend())
     finally:
         database.dispose()
 

@@ -2,7 +2,7 @@
 
 A 3-region vCDN (qoe-video, KVM caches, MOS target 4.0 everywhere) replays 24
 hours of viewers, one control period (default 10 s, the IM's interval) at a
-time, on a simulated plant (:mod:`cdnaas.im.simulation`: SO's placement and
+time, on a simulated plant (:mod:`tests.support.plant`: SO's placement and
 removal rules, the no-op driver's modelled metrics, caches that boot in the
 technology's time of the paper's Table I, 11.5 s for KVM). Two traces, each
 region at its local time, viewers jittering by +-2% a period:
@@ -99,9 +99,9 @@ from cdnaas.im import decisions, power  # noqa: E402
 from cdnaas.im import hosts as hosts_power  # noqa: E402
 from cdnaas.im.models import Action, Sample  # noqa: E402
 from cdnaas.im.reconcile import reconcile_once  # noqa: E402
-from cdnaas.im.simulation import Plant, SimHost  # noqa: E402
 from cdnaas_plugins.qoe_video.plugin import PLUGIN_DIR, QoeVideoFlavor  # noqa: E402
 from cdnaas_plugins.qoe_video.policy import DEFAULTS  # noqa: E402
+from tests.support.plant import Plant, SimHost  # noqa: E402
 
 START = dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
 TARGET = 4.0

@@ -4,7 +4,7 @@ for N paths and for one prefix holding them; each purge checked (every object a 
 every cache, which warms them again for the next repetition).
 
 The reference, in the same run: the same purge requests sent straight to the 32 caches'
-management listeners in parallel (cdnaas.ro.purge from this process, no API, SO or RO):
+management listeners in parallel (cdnaas.ro.vim.purge from this process, no API, SO or RO):
 the floor any orchestration can approach. Also timed: a prefetch of the N paths through
 the API (how the objects are first warmed).
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deploy_time import REGIONS, local_stack  # noqa: E402
 
 from cdnaas.common.clients import RoClient  # noqa: E402
-from cdnaas.ro import purge  # noqa: E402
+from cdnaas.ro.vim import purge  # noqa: E402
 
 CACHES = 16  # per region: deploy_time registers flavor bench-16
 PREFIX = "/plain/bench/"

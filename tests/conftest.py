@@ -26,12 +26,14 @@ UNIT_MODULES = {
     "test_policy",
     "test_zone_units",
     "test_backup_units",
+    "test_layers",
+    "test_token_cache",
 }
 #: modules of the ``system`` tier: root, namespaces, real nginx/dnsmasq, the mini OpenStack
 SYSTEM_MODULES = {
     "test_crash", "test_im_local", "test_local_driver", "test_local_netns", "test_local_stack",
     "test_log_streaming",
-    "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnfconfig",
+    "test_openstack_driver", "test_status_private", "test_vim_contract", "test_vnf_rendering",
     "test_openstack_tls", "test_openstack_regions", "test_openstack_traffic", "test_vnf_image",
     "test_guest_supervision",
     "test_openstack_shield", "test_openstack_dns", "test_openstack_calibration",

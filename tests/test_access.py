@@ -19,12 +19,13 @@ from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import access
 from cdnaas.origin import server as origin_server
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
+from cdnaas.vnf import cache, endpoints, fields, options, templates, tools
+from cdnaas.vnf.balancer import lb_config
 from tests.support.api import vcdn_body
 from tests.test_cache_rules import stack  # noqa: F401  (the module's local-driver stack)
 from tests.test_cli import invoke, invoke_json
-from tests.test_vnfconfig import cache_values, lb_values, need, running
+from tests.test_vnf_rendering import cache_values, lb_values, need, running
 
 SECRET_A = "secret-a-" + "a" * 32
 SECRET_B = "secret-b-" + "b" * 32
@@ -110,7 +111,7 @@ def test_secrets_are_sealed_masked_and_never_rendered():
 def test_a_new_key_changes_the_config_so_caches_reload(tmp_path):
     one = {"access": access.check(signed())}
     two = {"access": access.check(signed(keys=(("a", SECRET_A), ("b", SECRET_B))))}
-    texts = [vnfconfig.cache_config(**cache_values(tmp_path, service=s)) for s in (one, two)]
+    texts = [cache.cache_config(**cache_values(tmp_path, service=s)) for s in (one, two)]
     assert texts[0] != texts[1]
     assert SECRET_A not in texts[1]
 
@@ -118,36 +119,36 @@ def test_a_new_key_changes_the_config_so_caches_reload(tmp_path):
 def test_the_example_flavor_template_enforces_access_too(tmp_path):
     from cdnaas.common import config
     folder = config.REPO_ROOT / "examples/cdnaas-small-objects/cdnaas_small_objects/templates"
-    flavor = vnfconfig.FlavorConfig(
+    flavor = templates.FlavorConfig(
         template="nginx-small-objects.conf.j2", folders=(str(folder),),
         extra={"keys_zone_mb": 16, "cache_valid": "1m", "asset_max_age": "7d",
                "gzip_types": ["text/css"]})
     service = {"access": access.check({**signed(), "rate_limit": {"requests_per_second": 9}})}
     access.write_vnf_files(tmp_path, access.vnf_files(service))
-    text = vnfconfig.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
+    text = cache.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
     assert "js_set $cdnaas_access_verdict" in text and "limit_req zone=cdnaas_rate" in text
     assert "proxy_cache_key $uri$cdnaas_key_args;" in text
     need("nginx")
-    vnfconfig.check_nginx(text, str(tmp_path))
+    tools.check_nginx(text, str(tmp_path))
 
 
 def test_a_flavor_template_without_access_control_is_refused(tmp_path):
-    stock = (vnfconfig.TEMPLATES_DIR / vnfconfig.CACHE_TEMPLATE).read_text()
+    stock = (templates.TEMPLATES_DIR / templates.CACHE_TEMPLATE).read_text()
     bare = "\n".join(line for line in stock.splitlines() if "access_control" not in line)
     (tmp_path / "nginx-bare.conf.j2").write_text(bare + "\n")
-    flavor = vnfconfig.FlavorConfig(template="nginx-bare.conf.j2", folders=(str(tmp_path),))
+    flavor = templates.FlavorConfig(template="nginx-bare.conf.j2", folders=(str(tmp_path),))
     service = {"access": access.check({"clients": {"deny": ["10.9.0.0/16"]}})}
-    with pytest.raises(vnfconfig.ConfigError, match="access control"):
-        vnfconfig.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
-    vnfconfig.cache_config(**cache_values(tmp_path, flavor=flavor))  # none asked: fine
+    with pytest.raises(fields.ConfigError, match="access control"):
+        cache.cache_config(**cache_values(tmp_path, service=service, flavor=flavor))
+    cache.cache_config(**cache_values(tmp_path, flavor=flavor))  # none asked: fine
 
 
 def test_a_key_the_renderer_cannot_open_is_a_config_error():
     stored = access.check(signed())
     forged = {**stored, "signed_urls": {**stored["signed_urls"], "keys": [
         {"id": "a", "sealed": "gAAAAA" + "x" * 80}]}}
-    with pytest.raises(vnfconfig.ConfigError, match="sealed"):
-        vnfconfig.access_files({"access": forged})
+    with pytest.raises(fields.ConfigError, match="sealed"):
+        options.access_files({"access": forged})
 
 
 def test_the_key_files_are_written_root_only_and_removed_with_the_option(tmp_path):
@@ -210,13 +211,13 @@ class AccessCache:
         prefix.mkdir(parents=True)
         service = {"access": self.stored}
         access.write_vnf_files(prefix, access.vnf_files(service))
-        text = vnfconfig.cache_config(
+        text = cache.cache_config(
             name="loop-cache", workers=1, listen_address=CACHE_ADDRESS, listen_port=self.port,
             origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
             origin_address="127.0.0.1", prefix_dir=str(prefix), daemon=False,
             management_sources=["127.0.0.1"], management_port=self.management, user="root",
             service=service, region=region, real_ip_from=["127.0.0.1"])
-        vnfconfig.check_nginx(text, str(prefix))
+        tools.check_nginx(text, str(prefix))
         (prefix / "nginx.conf").write_text(text)
         stack.enter_context(running(
             ["nginx", "-p", f"{prefix}/", "-c", str(prefix / "nginx.conf")], "nginx",
@@ -241,7 +242,7 @@ class AccessCache:
 @contextlib.contextmanager
 def access_cache(tmp_path, option, **kwargs):
     need("nginx", root=True)
-    if not os.path.exists(vnfconfig.JS_MODULE):
+    if not os.path.exists(endpoints.JS_MODULE):
         pytest.skip("njs (libnginx-mod-http-js) is not installed: run scripts/setup")
     with contextlib.ExitStack() as stack:
         yield AccessCache(stack, tmp_path, option, **kwargs)
@@ -326,9 +327,9 @@ def test_a_rate_limit_answers_429_past_the_burst_per_viewer(tmp_path):
 
 def test_a_signing_balancer_spreads_by_the_key_without_the_token(tmp_path):
     service = {"access": access.check(signed())}
-    text = vnfconfig.lb_config(**lb_values(tmp_path, service=service))
+    text = lb_config(**lb_values(tmp_path, service=service))
     assert "hash $uri consistent;" in text
-    vnfconfig.check_nginx(text, str(tmp_path))
+    tools.check_nginx(text, str(tmp_path))
 
 
 # --- the local driver -------------------------------------------------------------------

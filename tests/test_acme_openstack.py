@@ -41,7 +41,7 @@ from tests.test_openstack_driver import nothing_left, servers_of, user_data
 from tests.test_openstack_https_policy import l7_policies
 from tests.test_openstack_tls import (driver, https_sig, listeners,  # noqa: F401 (fixture)
                                       store_certificate)
-from tests.test_vnfconfig import need, running
+from tests.test_vnf_rendering import need, running
 
 NAMES = ["www.os-managed-shop.com", "img.os-managed-shop.com"]
 #: the cache's address (it listens on port 80, as on its guest): nothing else uses it

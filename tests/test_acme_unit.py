@@ -10,10 +10,10 @@ from acme import challenges as acme_challenges
 
 from cdnaas.common import certificates, challenges, errors
 from cdnaas.common.sig import Origin
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.openstack import plan
 from cdnaas.so import acme, acme_account, tls
 from cdnaas.so.models import Instance
+from cdnaas.vnf import balancer, cache, fields, templates
 from tests.support.databases import migrated
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -136,7 +136,7 @@ def test_a_managed_certificate_goes_through_a_vcdns_changes(monkeypatch):
 
 
 def _cache(tmp_path, service, **values):
-    return vnfconfig.cache_config(name="c", workers=1, listen_address="127.0.0.1",
+    return cache.cache_config(name="c", workers=1, listen_address="127.0.0.1",
                                   listen_port=8080, origin=Origin("http", "o.example.com", 80),
                                   origin_address="127.0.0.1", prefix_dir=str(tmp_path),
                                   management_sources=["127.0.0.1"], service=service, **values)
@@ -164,10 +164,10 @@ def test_a_hostile_thumbprint_is_refused_naming_the_field_and_nothing_is_rendere
         challenges.check_thumbprint(hostile)
     assert refused.value.field == challenges.FIELD
     if hostile is not None:  # None: no managed certificate, nothing to render
-        with pytest.raises(vnfconfig.ConfigError, match="service.acme_thumbprint"):
+        with pytest.raises(fields.ConfigError, match="service.acme_thumbprint"):
             _cache(tmp_path, {challenges.FIELD: hostile})
-        with pytest.raises(vnfconfig.ConfigError, match="service.acme_thumbprint"):
-            vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
+        with pytest.raises(fields.ConfigError, match="service.acme_thumbprint"):
+            balancer.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
                                 listen_port=8080, members=[("c", "127.0.0.1", 8081)],
                                 prefix_dir=str(tmp_path), management_sources=["127.0.0.1"],
                                 service={challenges.FIELD: hostile})
@@ -175,11 +175,11 @@ def test_a_hostile_thumbprint_is_refused_naming_the_field_and_nothing_is_rendere
 
 def test_a_flavor_cache_template_without_the_answer_is_refused_for_a_managed_certificate(
         tmp_path):
-    stock = (vnfconfig.TEMPLATES_DIR / vnfconfig.CACHE_TEMPLATE).read_text()
+    stock = (templates.TEMPLATES_DIR / templates.CACHE_TEMPLATE).read_text()
     (tmp_path / "plain-cache.conf.j2").write_text(
         stock.replace('{% include "nginx-acme-challenge.conf.j2" %}\n', ""))
-    flavor = vnfconfig.FlavorConfig(template="plain-cache.conf.j2", folders=(str(tmp_path),))
-    with pytest.raises(vnfconfig.ConfigError, match="nginx-acme-challenge.conf.j2"):
+    flavor = templates.FlavorConfig(template="plain-cache.conf.j2", folders=(str(tmp_path),))
+    with pytest.raises(fields.ConfigError, match="nginx-acme-challenge.conf.j2"):
         _cache(tmp_path, {challenges.FIELD: THUMBPRINT}, flavor=flavor)
     assert _cache(tmp_path, {}, flavor=flavor)  # fine without a managed certificate
 

@@ -14,14 +14,14 @@ import requests
 from cdnaas.common import caching, errors
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
-from cdnaas.ro.vnfconfig import ConfigError
+from cdnaas.vnf import cache, endpoints, options
+from cdnaas.vnf.fields import ConfigError
 from tests.support.api import populate, vcdn_body
 from tests.support.delivery import sample_origin
 from tests.support.stack import running_stack
 from tests.test_comforts_unit import openstack_sig, rebuilt
-from tests.test_vnfconfig import cache_values, need, start_nginx
+from tests.test_vnf_rendering import cache_values, need, start_nginx
 
 HOSTILE = ["/a b", "/a;b", "/a{", "/$uri", "/a\nb", "/a\x00", '/a"', "/a'", "/../etc",
            "/é", "/" + "a" * 300, 7, None]
@@ -78,7 +78,7 @@ def test_each_refusal_names_its_field(value, field):
 
 def test_the_renderer_checks_again():
     with pytest.raises(ConfigError, match="cache_rules.ttl.0..path"):
-        vnfconfig.nginx_cache_rules({"ttl": [{"match": "prefix", "path": "/a;", "ttl": "1h"}]})
+        options.nginx_cache_rules({"ttl": [{"match": "prefix", "path": "/a;", "ttl": "1h"}]})
 
 
 def test_rules_become_regex_locations_in_order(tmp_path):
@@ -86,7 +86,7 @@ def test_rules_become_regex_locations_in_order(tmp_path):
                      {"match": "prefix", "path": "/static/", "ttl": "1h"},
                      {"match": "suffix", "path": ".css", "ttl": "7d"}],
              "query_string": ["v"], "origin_cache_control": "ignore"}
-    text = vnfconfig.cache_config(**cache_values(tmp_path, cache_rules=rules))
+    text = cache.cache_config(**cache_values(tmp_path, cache_rules=rules))
     positions = [text.index(f"location ~ {regex} {{") for regex in
                  (r"^/index\.html$", "^/static/", r"\.css$")]
     assert positions == sorted(positions) and positions[-1] < text.index("location / {")
@@ -95,7 +95,7 @@ def test_rules_become_regex_locations_in_order(tmp_path):
     assert text.count('proxy_cache_key "$uri?v=$arg_v$cdnaas_slice_range";') == 4
     assert text.count("proxy_ignore_headers Cache-Control Expires;") == 4
     assert 'proxy_cache_purge north-cache-1 "$uri?v=$arg_v$http_x_cdnaas_slice";' in text
-    assert f"load_module {vnfconfig.PURGE_MODULE};" in text
+    assert f"load_module {endpoints.PURGE_MODULE};" in text
 
 
 def test_new_rules_rebuild_every_openstack_cache_and_nothing_else():
@@ -119,7 +119,7 @@ class LoopbackCache:
     def __init__(self, stack, tmp_path, rules):
         self.origin = sample_origin(stack)
         self.port, self.management = free_loopback_ports(2)
-        text = vnfconfig.cache_config(
+        text = cache.cache_config(
             name="loop-cache", workers=1, listen_address="127.0.0.1", listen_port=self.port,
             origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
             origin_address="127.0.0.1", prefix_dir=str(tmp_path / "cache"), daemon=False,

@@ -14,10 +14,11 @@ import sys
 import pytest
 import yaml
 
-from cdnaas.calibration import campaign, modelfile, qoe, report, viewers
+from cdnaas.calibration import modelfile, qoe, report, viewers
 from cdnaas.common import plugins
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.planning import dimensioning, models
+from cdnaas.ro import calibration_campaign as campaign
 from cdnaas.ro.vim.base import GeneratorLimit, LoadTest, VimDriver, VimError
 from cdnaas.ro.vim.local import cgroups
 from cdnaas.ro.vim.noop import NoopDriver
@@ -275,7 +276,7 @@ def test_the_sample_origin_is_served_where_the_vims_servers_reach_it(monkeypatch
     import time
     import urllib.request
 
-    from cdnaas.calibration.jobs import Jobs
+    from cdnaas.ro.calibration_jobs import Jobs
     seen = []
 
     class Recording(NoopDriver):

@@ -10,9 +10,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cdnaas.cli import charts
 from cdnaas.cli.api_commands import TimeOrAgo
 from cdnaas.cli.main import cli
+from cdnaas.common import charts
 from cdnaas.common import timeutil
 from tests.support.api import vcdn_body
 from tests.support.im import FLAVOR, eventually, modelled_stack, set_viewers

@@ -14,11 +14,14 @@ import pytest
 
 from cdnaas.common import config
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro import traffic, vnfconfig
+from cdnaas.ro import traffic
 from cdnaas.ro.vim.base import LoadTest
 from cdnaas.ro.vim.local import cgroups, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.ro.vim.local.system import run
+from cdnaas.vnf import fields, sizing, tools
+from cdnaas.vnf.balancer import lb_config
+from cdnaas.vnf.cache import cache_config
 from tests.support.sigs import sample_sig
 
 pytestmark = pytest.mark.system
@@ -38,24 +41,24 @@ def one_cache_sig(origin_port, demand, vcdn_id=None):
 @pytest.mark.parametrize("demand", [2_000, 30_000])
 def test_rendered_configs_carry_the_planned_limits_and_pass_nginx(tmp_path, demand):
     try:
-        vnfconfig.tool_path("nginx")
-    except vnfconfig.ConfigError as exc:
+        tools.tool_path("nginx")
+    except fields.ConfigError as exc:
         pytest.skip(str(exc))
     sig = one_cache_sig(8080, demand)
     for vnf in sig.vnfs_in(role="cache") + sig.vnfs_in(role="load_balancer"):
-        planned = vnfconfig.planned_connections(sig, vnf)
+        planned = sizing.planned_connections(sig, vnf)
         assert planned >= max(demand if vnf.role == "load_balancer" else 0,
-                              vnfconfig.CONNECTIONS_PER_VCPU * vnf.vcpus)
+                              sizing.CONNECTIONS_PER_VCPU * vnf.vcpus)
         common = {"name": vnf.name, "workers": vnf.vcpus, "listen_address": "127.0.0.1",
                   "listen_port": 8088, "prefix_dir": str(tmp_path / vnf.name),
                   "management_sources": ["127.0.0.1"], "planned_connections": planned,
                   "user": "root"}
         if vnf.role == "cache":
-            text = vnfconfig.cache_config(origin=sig.origin, origin_address="127.0.0.1",
+            text = cache_config(origin=sig.origin, origin_address="127.0.0.1",
                                           **common)
         else:
-            text = vnfconfig.lb_config(members=[("north-cache-1", "127.0.0.1", 8089)], **common)
-        limits = vnfconfig.nginx_limits(planned, vnf.vcpus)
+            text = lb_config(members=[("north-cache-1", "127.0.0.1", 8089)], **common)
+        limits = sizing.nginx_limits(planned, vnf.vcpus)
         workers = int(_directive(text, "worker_processes"))
         connections = int(_directive(text, "worker_connections"))
         files = int(_directive(text, "worker_rlimit_nofile"))
@@ -64,7 +67,7 @@ def test_rendered_configs_carry_the_planned_limits_and_pass_nginx(tmp_path, dema
         assert connections >= 2 * planned / workers
         assert files >= connections + planned / workers
         assert f"backlog={min(65535, planned)} reuseport;" in text
-        vnfconfig.check_nginx(text, str(tmp_path / vnf.name))
+        tools.check_nginx(text, str(tmp_path / vnf.name))
 
 
 def _directive(text, name):
@@ -167,7 +170,7 @@ def test_nginx_runs_with_the_limits_its_config_asks(deployed):
     owner = deployment.resources["owner"]
     root = config.state_dir() / "local" / owner / sig.vcdn_id
     for vnf in ("north-cache-1", "north-lb"):
-        wanted = vnfconfig.host_limits((root / vnf / "nginx.conf").read_text())
+        wanted = sizing.host_limits((root / vnf / "nginx.conf").read_text())
         group = f"{owner}_{sig.vcdn_id}_{vnf}"
         pids = cgroups.pids(group)
         assert pids

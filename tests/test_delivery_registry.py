@@ -6,9 +6,9 @@ import pytest
 
 from cdnaas import delivery
 from cdnaas.common import errors
-from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim.changes import caches_reconfigured
 from cdnaas.common.sig import ServiceInstanceGraph
+from cdnaas.ro.vim.changes import caches_reconfigured
+from cdnaas.vnf import fields, options
 from tests.support.sigs import sample_sig
 
 
@@ -59,12 +59,12 @@ def test_a_rolled_back_change_puts_the_previous_options_back(one_option):
 
 
 def test_rendering_checks_the_stored_option_again(one_option):
-    assert vnfconfig.delivery_values({"loudness": {"level": 7}}) == {"loudness": 7}
-    assert vnfconfig.delivery_values(None) == {"loudness": 0}
-    assert vnfconfig.delivery_values(None, "cache") == {"loudness": 0}
-    assert vnfconfig.delivery_values(None, "load_balancer") == {}  # not among its ROLES
-    with pytest.raises(vnfconfig.ConfigError, match="loudness.level"):
-        vnfconfig.delivery_values({"loudness": {"level": "7; evil"}})
+    assert options.delivery_values({"loudness": {"level": 7}}) == {"loudness": 7}
+    assert options.delivery_values(None) == {"loudness": 0}
+    assert options.delivery_values(None, "cache") == {"loudness": 0}
+    assert options.delivery_values(None, "load_balancer") == {}  # not among its ROLES
+    with pytest.raises(fields.ConfigError, match="loudness.level"):
+        options.delivery_values({"loudness": {"level": "7; evil"}})
 
 
 def test_caches_are_reconfigured_only_by_options_they_render(one_option, monkeypatch):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.openstack import userdata
+from cdnaas.vnf import generation
 from tests.test_status_private import make_sig
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and nginx need root")
@@ -82,7 +82,7 @@ def test_a_master_that_dies_is_restarted_beside_its_workers_which_then_end(tmp_p
     sysctl = files["/etc/sysctl.d/60-cdnaas-vnf.conf"]
     assert "net.ipv4.tcp_migrate_req = 1" in sysctl.splitlines()
     conf = files[f"{userdata.CONF_DIR}/nginx.conf"]
-    written = vnfconfig.generation_of(conf)
+    written = generation.generation_of(conf)
     assert userdata.generation(rendered) == written
     prefix = tmp_path / "vnf"
     for folder in ("logs", "temp"):

@@ -19,17 +19,18 @@ from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
 from cdnaas.common import certificates, challenges, errors
-from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.clients import RoClient
+from cdnaas.common.ports import free_loopback_ports
 from cdnaas.delivery import https
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import clients, netns
 from cdnaas.ro.vim.local.system import run
+from cdnaas.vnf import fields, tools
+from cdnaas.vnf.balancer import lb_config
 from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.support.delivery import local_stack
-from tests.test_vnfconfig import need, running
+from tests.test_vnf_rendering import need, running
 
 NAMES = ["www.policy-shop.com"]
 PATH = "/objects/chunk-low"
@@ -96,7 +97,7 @@ def _lb(tmp_path, policy, issued=None, **tls):
     if issued is not None:
         chain.write_text(issued.chain_pem)
         key.write_text(issued.key_pem)
-    return vnfconfig.lb_config(
+    return lb_config(
         name="lb", workers=1, listen_address="127.0.0.1", listen_port=8000,
         members=[("c", "127.0.0.1", 8081)], prefix_dir=str(tmp_path),
         management_sources=["127.0.0.1"], server_names=NAMES,
@@ -116,7 +117,7 @@ def test_every_policy_passes_nginx_with_stapling_where_a_responder_is_named(
     stapling = bool(certificates.ocsp_responders(issued.chain_pem))
     assert stapling == (responder is not None)
     text = _lb(tmp_path, policy, issued, stapling=stapling)
-    vnfconfig.check_nginx(text, str(tmp_path))
+    tools.check_nginx(text, str(tmp_path))
     assert ("ssl_stapling on;" in text) == stapling
     assert ("ssl_reject_handshake on;" in text) == (policy.get("unknown_sni") != "serve")
     rendered = https.render(https.check(policy, "p"))
@@ -133,7 +134,7 @@ def test_without_a_certificate_nothing_is_rendered_and_a_redirect_is_refused(tmp
     # (the usage log names $ssl_* variables on every balancer: look for the TLS directives)
     assert "ssl_certificate" not in plain and "ssl_protocols" not in plain
     assert "Strict-Transport-Security" not in plain
-    with pytest.raises(vnfconfig.ConfigError, match="https_policy.http redirect"):
+    with pytest.raises(fields.ConfigError, match="https_policy.http redirect"):
         _lb(tmp_path, {"http": "redirect"})
 
 
@@ -457,7 +458,7 @@ def test_the_balancer_lets_acme_challenges_reach_the_caches_over_plain_http(tmp_
     issued = ca.issue(NAMES)
     chain.write_text(issued.chain_pem)
     key.write_text(issued.key_pem)
-    text = vnfconfig.lb_config(
+    text = lb_config(
         name="lb", workers=1, listen_address="127.0.0.1", listen_port=port,
         members=[("c", "127.0.0.1", member.server_address[1])], prefix_dir=str(tmp_path),
         management_sources=["127.0.0.1"], management_port=management, server_names=NAMES,

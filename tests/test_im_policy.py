@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from cdnaas.im import qoe
 from cdnaas.im.observation import HostState, Observation, RegionSample, RegionState, VnfState
+from cdnaas.planning import qoe
 from cdnaas.planning import models
 from cdnaas_plugins.qoe_video import policy
 from tests.support.im import MODELS, VM_MODEL, template

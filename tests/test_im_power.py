@@ -6,15 +6,15 @@ import itertools
 
 import pytest
 
+from cdnaas.cli.api_commands import power_state, power_totals_text
 from cdnaas.common import errors
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.cli.api_commands import power_state, power_totals_text
 from cdnaas.im import hosts, power, rapl
 from cdnaas.im.inventory import Host
 from cdnaas.im.models import HostMark
-from cdnaas.im.simulation import BOOT_SECONDS, Plant, SimHost
 from cdnaas.planning import models
 from tests.support.im import MODELS, VM_MODEL, template
+from tests.support.plant import BOOT_SECONDS, Plant, SimHost
 from tests.support.sigs import sample_sig
 
 IDLE, PEAK = 115.0, 269.0
@@ -131,7 +131,7 @@ def test_the_measured_host_is_this_machine_unless_named(monkeypatch):
     assert rapl.RaplMeter().host == "eu-1"
 
 
-# -- the simulated plant's host power (cdnaas.im.simulation) ------------------------------------
+# -- the simulated plant's host power (tests.support.plant) ------------------------------------
 
 def plant(technology="vm", power_actions=True):
     document = template(VM_MODEL, technology=technology)

@@ -1,7 +1,7 @@
 """The QoE estimate: the model's MOS at viewers per vCPU, smoothed as the paper does."""
 import pytest
 
-from cdnaas.im import qoe
+from cdnaas.planning import qoe
 from cdnaas.planning import models
 from tests.support.im import MODELS
 

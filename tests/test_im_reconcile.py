@@ -1,4 +1,4 @@
-"""The Instance Manager's pass against a simulated vCDN (cdnaas.im.simulation), with a
+"""The Instance Manager's pass against a simulated vCDN (tests.support.plant), with a
 controllable clock, on SQLite and PostgreSQL: time series, QoE and power figures,
 scale decisions through SO with their inputs, healing, refusals, host marks,
 retention and gauges."""
@@ -17,9 +17,9 @@ from cdnaas.db.engine import Database
 from cdnaas.im import series
 from cdnaas.im.models import Action, History, HostMark, Sample
 from cdnaas.im.reconcile import reconcile_once
-from cdnaas.im.simulation import Plant, SimHost
 from cdnaas_plugins.qoe_video.plugin import QoeVideoFlavor
 from tests.support.im import VM_MODEL, template
+from tests.support.plant import Plant, SimHost
 
 START = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 PERIOD = dt.timedelta(seconds=10)

@@ -8,17 +8,17 @@ import time
 import pytest
 from sqlalchemy import select
 
+from cdnaas.common.timeutil import aware, utcnow
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.im import shares
-from cdnaas.common.timeutil import aware, utcnow
 from cdnaas.im.models import Sample
 from cdnaas.im.models import Share as ShareRow
 from cdnaas.im.reconcile import reconcile_once
-from cdnaas.im.simulation import SimHost
 from cdnaas.ro.vim.noop import NoopDriver
 from tests.support import postgres
 from tests.support.auth import signed
+from tests.support.plant import SimHost
 from tests.support.ro import ro_apps
 from tests.support.sigs import sample_sig
 from tests.test_im_reconcile import World

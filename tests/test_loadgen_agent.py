@@ -23,10 +23,10 @@ import pytest
 import yaml
 
 from cdnaas.calibration import agent, loads, viewers
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import loadreport
 from cdnaas.ro.vim.base import GeneratorLimit, LoadTest, VimError
 from cdnaas.ro.vim.openstack import loadgen, userdata
+from cdnaas.vnf import endpoints
 
 WRK_REPORT = """Running 1s test @ http://10.0.0.10:80/objects/small
   1 threads and 2 connections
@@ -301,7 +301,7 @@ def test_the_load_generator_user_data_ships_this_agent():
     assert files[f"{userdata.LOADGEN_DIR}/cdnaas/__init__.py"] == ""
     unit = files["/etc/systemd/system/cdnaas-loadgen.service"]
     assert (f"ExecStart=/usr/bin/python3 -m cdnaas.calibration.agent --address 10.200.0.254 "
-            f"--port {vnfconfig.MANAGEMENT_PORT} \\\n  --management 192.0.2.0/24 2001:db8::/64 "
+            f"--port {endpoints.MANAGEMENT_PORT} \\\n  --management 192.0.2.0/24 2001:db8::/64 "
             "--targets 10.200.0.0/24\n") in unit
     assert "DynamicUser=yes" in unit and f"PYTHONPATH={userdata.LOADGEN_DIR}" in unit
     assert document["runcmd"][-1] == ["systemctl", "enable", "--now", "cdnaas-loadgen.service"]

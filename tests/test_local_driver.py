@@ -11,11 +11,11 @@ import pytest
 import requests
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import PrerequisitesMissing, VimError
 from cdnaas.ro.vim.local import cgroups, clients, network, processes
-from cdnaas.ro.vim.local.system import run
 from cdnaas.ro.vim.local.driver import LocalDriver
+from cdnaas.ro.vim.local.system import run
+from cdnaas.vnf import endpoints
 from tests.support.sigs import sample_sig
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
@@ -131,7 +131,7 @@ def test_status_pages_answer_ro_and_never_viewers(live):
     north = [v for v in deployment.vnfs if v.region == "north" and v.role != "dns"]
     lb_vnf = next(v for v in north if v.role == "load_balancer")
     caches = [v.address for v in north if v.role == "cache"]
-    management = vnfconfig.MANAGEMENT_PORT
+    management = endpoints.MANAGEMENT_PORT
     before = {m.name: m for m in driver.metrics(deployment)}
     with clients.client(sig.vcdn_id, "north", "10.1.0.26") as viewer:
         for path in ["/nginx_status", "/nginx_status?full", "//nginx_status"]:

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import gzip
 import http.server
+import dataclasses
 import json
 import os
 import socket
@@ -22,18 +23,19 @@ import yaml
 from cdnaas.common import errors
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.delivery import logstreams
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import logfiles, logship
 from cdnaas.ro.vim.local import cgroups, clients, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.ro.vim.openstack import userdata
+from cdnaas.vnf import cache, tools
+from cdnaas.vnf.balancer import lb_config
 from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.support.collectors import HttpCollector, SyslogCollector, wait_for
 from tests.support.sigs import sample_sig
 from tests.test_cache_rules import stack  # noqa: F401 (a module's own stack)
 from tests.test_cli import invoke, invoke_json
-from tests.test_vnfconfig import cache_values, lb_values, need
+from tests.test_vnf_rendering import cache_values, lb_values, need
 
 
 # --- the option ---------------------------------------------------------------------------
@@ -387,18 +389,18 @@ def test_the_usage_log_also_goes_to_the_shipper_and_nginx_takes_it(tmp_path, rol
     need("nginx")
     service = {"log_streams": logstreams.check(STREAMS, "log_streams")}
     if role == "cache":
-        text = vnfconfig.cache_config(**cache_values(tmp_path, usage_log=True, service=service))
-        plain = vnfconfig.cache_config(**cache_values(tmp_path, usage_log=True))
+        text = cache.cache_config(**cache_values(tmp_path, usage_log=True, service=service))
+        plain = cache.cache_config(**cache_values(tmp_path, usage_log=True))
     else:
-        text = vnfconfig.lb_config(**lb_values(tmp_path, service=service))
-        plain = vnfconfig.lb_config(**lb_values(tmp_path))
+        text = lb_config(**lb_values(tmp_path, service=service))
+        plain = lb_config(**lb_values(tmp_path))
     line = (f"access_log syslog:server=127.0.0.1:{logstreams.SYSLOG_PORT},facility=local0,"
             f"tag={logstreams.TAG},nohostname cdnaas_usage;")
     assert line in text and "syslog:" not in plain
     assert f"location = {logstreams.STATUS_PATH} {{" in text
     assert f"proxy_pass http://127.0.0.1:{logstreams.STATUS_PORT}/status;" in text
     assert "s3cret-key" not in text  # the collectors' details stay with the shipper
-    vnfconfig.check_nginx(text, str(tmp_path))
+    tools.check_nginx(text, str(tmp_path))
 
 
 def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
@@ -436,7 +438,8 @@ def test_an_openstack_cache_runs_the_shipper_as_a_unit_of_its_own(monkeypatch):
     assert f"syslog:server=127.0.0.1:{logstreams.SYSLOG_PORT}" in nginx
     assert "s3cret-key" not in nginx
     # an origin shield logs no viewer: it streams nothing
-    shield = yaml.safe_load(userdata.cache(sig, vnf, "10.200.1.10", "192.0.2.10", shield=True))
+    as_shield = dataclasses.replace(vnf, role="shield")
+    shield = yaml.safe_load(userdata.cache(sig, as_shield, "10.200.1.10", "192.0.2.10"))
     assert "cdnaas-logship" not in json.dumps(shield) and "syslog:" not in json.dumps(shield)
     # without streams, nothing of the shipper
     plain = ServiceInstanceGraph.from_dict({**document, "service": {}})

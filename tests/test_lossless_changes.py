@@ -21,9 +21,9 @@ from benchmarks.keepalive_viewers import Load
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.delivery import access
 from cdnaas.planning import resizing
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
+from cdnaas.vnf import generation
 from tests.test_local_driver import make_sig, state_dir  # noqa: F401 (this module's owner)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
@@ -166,7 +166,7 @@ def test_a_cache_running_another_generation_is_reloaded_losing_no_request(
         [prefix] = state_dir.glob(f"local/*/{sig.vcdn_id}/north-cache-1")
         conf = prefix / "nginx.conf"
         written = conf.read_text()
-        conf.write_text(written.replace(vnfconfig.generation_of(written), "0" * 16))
+        conf.write_text(written.replace(generation.generation_of(written), "0" * 16))
         namespace = network.namespace_name(deployment.resources["owner"], sig.vcdn_id,
                                            "north-cache-1")
         processes.reload_nginx(namespace, str(prefix), str(conf),

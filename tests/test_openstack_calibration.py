@@ -18,9 +18,10 @@ import jsonschema
 import pytest
 import yaml
 
-from cdnaas.calibration import campaign, modelfile, qoe, viewers, wrk
+from cdnaas.calibration import modelfile, qoe, viewers, wrk
 from cdnaas.common import plugins
 from cdnaas.planning import models
+from cdnaas.ro import calibration_campaign as campaign
 from cdnaas.ro.vim.base import VimError, VnfInstance, no_progress
 from cdnaas.ro.vim.openstack import plan
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver

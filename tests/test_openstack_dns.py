@@ -11,8 +11,9 @@ import time
 import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim import dnsprobe, hosts
+from cdnaas.ro.vim import dnsprobe
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.vnf import subnet
 from tests.openstack.dns_here import DnsHere
 from tests.test_openstack_driver import OTHER_NAME, make_sig, nothing_left
 
@@ -39,7 +40,7 @@ def test_two_dns_servers_are_rebuilt_one_at_a_time_the_second_once_the_first_ans
     try:
         north = ipaddress.ip_network(deployment.resources["regions"]["north"]["cidr"])
         assert deployment.entry_point.dns_servers == [str(north[h]) for h in
-                                                      hosts.DNS_HOSTS[:2]]  # .3, .5
+                                                      subnet.DNS_HOSTS[:2]]  # .3, .5
         address = {v.name: v.address for v in deployment.vnfs if v.role == "dns"}
         servers = {deployment.resources["servers"][n]["server_id"]: n for n in address}
         vip = deployment.region_endpoints["north"]  # this machine is a client of no region

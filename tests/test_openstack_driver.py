@@ -22,9 +22,9 @@ import yaml
 from cdnaas.common import caching
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed, PrerequisitesMissing, VimError
-from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import cloud, placement, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.pipeline import Undo
 from tests.openstack import configs
 from tests.openstack.caches_here import CachesHere
 from tests.openstack.fixtures import ORIGIN
@@ -755,7 +755,7 @@ def test_a_load_test_boots_a_generator_that_measures_and_goes_with_the_vcdn(
     agent that user-data writes (run here in a namespace at that address, beside the
     cache's nginx run from its user-data) runs real wrk and viewers at the cache; the
     generator serves the next test too and goes with the vCDN."""
-    from cdnaas.calibration.campaign import VIDEO_PATH
+    from cdnaas.ro.calibration_campaign import VIDEO_PATH
     from cdnaas.ro.vim.base import LoadTest
     monkeypatch.setenv("CDNAAS_OS_POOL", "10.231.0.0/16")  # nothing else of this machine's
     monkeypatch.setenv("CDNAAS_OS_MANAGEMENT_CIDR", "10.231.0.0/24")

@@ -11,10 +11,10 @@ import pytest
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint, RemovalIncomplete,
                                 VnfInstance)
-from cdnaas.ro.vim.pipeline import Undo
-from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import balancers, cloud, plan, rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.pipeline import Undo
+from cdnaas.vnf import subnet
 from tests.test_openstack_driver import (caches_of, make_sig, members_of, nothing_left,
                                          servers_of, tagged, written)
 
@@ -98,7 +98,7 @@ def test_regions_come_and_go_and_the_dns_follows_the_default_region(driver, admi
         moved = shrunk.resources["servers"]["dns-1"]
         assert moved["server_id"] != dns_after["server_id"] and moved["region"] == "south"
         south_net = ipaddress.ip_network(shrunk.resources["regions"]["south"]["cidr"])
-        assert shrunk.entry_point.dns_servers == [str(south_net[hosts.DNS_HOSTS[0]])]
+        assert shrunk.entry_point.dns_servers == [str(south_net[subnet.DNS_HOSTS[0]])]
         assert sorted(shrunk.resources["regions"]["south"]["security_groups"]) == \
             ["cache", "dns"]
         north_info = grown.resources["regions"]["north"]

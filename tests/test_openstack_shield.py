@@ -13,12 +13,12 @@ import ipaddress
 import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro import vnfconfig
-from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.base import Deployment, DeploymentFailed, EntryPoint, VnfInstance
-from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import cloud, plan, rebuild, servers, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.ro.vim.pipeline import Undo
+from cdnaas.vnf import subnet
+from cdnaas.vnf import endpoints
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
 from tests.test_openstack_driver import make_sig, nothing_left, rebuilds, reconfigured, tagged
@@ -49,7 +49,7 @@ def nginx_of(admin_conn, deployment, name):
 def leg_in(deployment, region):
     """The shield's address on ``region``'s network."""
     return str(ipaddress.ip_network(deployment.resources["regions"][region]["cidr"])
-               [hosts.SHIELD_HOST])
+               [subnet.SHIELD_HOST])
 
 
 def test_a_shield_has_a_leg_in_each_region_and_the_caches_fetch_through_it(driver, admin_conn):
@@ -69,7 +69,7 @@ def test_a_shield_has_a_leg_in_each_region_and_the_caches_fetch_through_it(drive
                 security_group_id=info["security_groups"]["shield"], direction="ingress")
             assert {(r.protocol, r.port_range_min, r.remote_ip_prefix) for r in rules} == {
                 ("tcp", 80, info["cidr"]),
-                ("tcp", vnfconfig.MANAGEMENT_PORT, plan.pool().with_prefixlen)}
+                ("tcp", endpoints.MANAGEMENT_PORT, plan.pool().with_prefixlen)}
         [shield] = [v for v in deployment.vnfs if v.role == "shield"]
         assert (shield.address, shield.region) == (leg_in(deployment, "north"), "north")
 

@@ -9,9 +9,10 @@ import time
 import pytest
 import yaml
 
-from cdnaas.ro import traffic, vnfconfig
+from cdnaas.ro import traffic
 from cdnaas.ro.vim.openstack import rebuild, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.vnf import endpoints
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
 from tests.test_openstack_driver import make_sig, nothing_left
@@ -116,7 +117,7 @@ def test_a_cache_rotates_its_usage_log_every_minute_past_its_size():
     assert ["systemctl", "enable", "--now", "cdnaas-cache.service",
             "cdnaas-usage-rotate.timer"] in document["runcmd"]
     nginx = files[f"{userdata.CONF_DIR}/nginx.conf"]
-    assert f"location = {vnfconfig.USAGE_LOG_PATH} {{" in nginx
+    assert f"location = {endpoints.USAGE_LOG_PATH} {{" in nginx
     assert f"alias {userdata.PREFIX}/logs/usage.log;" in nginx
 
 

@@ -22,16 +22,16 @@ from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.delivery import origins
 from cdnaas.origin import server as origin_server
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vim.local.driver import LocalDriver
-from cdnaas.ro.vnfconfig import ConfigError
+from cdnaas.vnf import cache, endpoints, options, templates
+from cdnaas.vnf.fields import ConfigError
 from tests.support.api import vcdn_body
 from tests.support.delivery import assert_api_refuses, local_stack, refused_field, sample_origin
 from tests.test_cli import invoke
 from tests.test_local_driver import state_dir  # noqa: F401 (the fixture: a module's own state)
 from tests.test_origin_shield import fetch_through, shielded_sig
-from tests.test_vnfconfig import need, start_nginx, wait_until
+from tests.test_vnf_rendering import need, start_nginx, wait_until
 
 SECRET = "t0ken-abc.123"
 
@@ -116,7 +116,7 @@ def test_hostile_values_are_refused_naming_their_field(value, field):
 def test_the_renderer_checks_again():
     stored = {"origins": {**origins.DEFAULTS, "host": "a;b"}}
     with pytest.raises(ConfigError, match="origins.host"):
-        vnfconfig.delivery_values(stored)
+        options.delivery_values(stored)
 
 
 def test_a_secondary_needs_its_address_and_a_shielded_cache_has_no_fetch_server(tmp_path):
@@ -125,15 +125,15 @@ def test_a_secondary_needs_its_address_and_a_shielded_cache_has_no_fetch_server(
                   origin=Origin("http", "origin.example.com", 9001), origin_address="127.0.0.1",
                   prefix_dir=str(tmp_path), management_sources=["127.0.0.1"], service=service)
     with pytest.raises(ConfigError, match="secondary_address"):
-        vnfconfig.cache_config(**values)
-    shielded = vnfconfig.cache_config(**values, behind_shield=True)
+        cache.cache_config(**values)
+    shielded = cache.cache_config(**values, behind_shield=True)
     assert "origin_secondary" not in shielded and "server 127.0.0.1:9001;" in shielded
     assert "proxy_read_timeout 75s;" in shielded  # waits for the shield's failover
 
 
 def test_prefix_lifetimes_come_before_the_cache_rules(tmp_path):
     service = delivery.accept({"origins": {"paths": [{"prefix": "/live/", "ttl": "5s"}]}})
-    text = vnfconfig.cache_config(
+    text = cache.cache_config(
         name="c", workers=1, listen_address="127.0.0.1", listen_port=9000,
         origin=Origin("http", "origin.example.com", 9001), origin_address="127.0.0.1",
         prefix_dir=str(tmp_path), management_sources=["127.0.0.1"], service=service,
@@ -175,7 +175,7 @@ class GroupCache:
         value = {**value, "secondary": f"http://127.0.0.1:{self.secondary.server_address[1]}"}
         service = delivery.accept({"origins": value})
         self.port, self.management, fetch = free_loopback_ports(3)
-        text = vnfconfig.cache_config(
+        text = cache.cache_config(
             name="group-cache", workers=1, listen_address="127.0.0.1", listen_port=self.port,
             origin=Origin("http", "origin.example.com", primary_port),
             origin_address="127.0.0.1", prefix_dir=str(tmp_path / "cache"), daemon=False,
@@ -372,7 +372,7 @@ def test_the_origin_shield_fails_over_for_every_region(origin):
                     if name != "shield-0" and "origin_primary" in text]
         # the response rules are the viewer-facing caches' alone (once per answer)
         assert sorted(name for name, text in configs.items()
-                      if vnfconfig.RESPONSE_RULES_MARK in text) == \
+                      if endpoints.RESPONSE_RULES_MARK in text) == \
             sorted(name for name in configs if "-cache-" in name)
         origin.failing = 503
         assert fetch_through(deployment, sig, "south", "10.2.0.41", "/plain/shielded") == \
@@ -388,16 +388,16 @@ def test_a_flavor_template_that_ignores_an_option_is_refused(tmp_path, option):
     rules would break fetches or drop the rules silently: RO refuses to render it."""
     folder = (Path(__file__).parent.parent / "examples" / "cdnaas-small-objects"
               / "cdnaas_small_objects" / "templates")
-    flavor = vnfconfig.FlavorConfig(
+    flavor = templates.FlavorConfig(
         template="nginx-small-objects.conf.j2", folders=(folder,),
         extra={"keys_zone_mb": 16, "cache_valid": "1m", "asset_max_age": "7d",
                "gzip_types": ["text/css"]})
     values = dict(name="c", workers=1, listen_address="127.0.0.1", listen_port=9000,
                   origin=Origin("http", "origin.example.com", 9001), origin_address="127.0.0.1",
                   prefix_dir=str(tmp_path), management_sources=["127.0.0.1"], flavor=flavor)
-    assert "upstream origin" in vnfconfig.cache_config(**values)
+    assert "upstream origin" in cache.cache_config(**values)
     with pytest.raises(ConfigError, match="nginx-small-objects.conf.j2 does not render"):
-        vnfconfig.cache_config(**values, service=delivery.accept(option))
+        cache.cache_config(**values, service=delivery.accept(option))
 
 
 def test_the_cli_refuses_an_origins_file_that_is_not_yaml(tmp_path):

@@ -17,11 +17,11 @@ import yaml
 from cdnaas.common import config, errors
 from cdnaas.common.flavor import HostCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.local import clients, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.sidr import service
+from cdnaas.vnf import cache, fields
 from cdnaas_plugins.static.plugin import StaticFlavor
 from tests.support.sigs import sample_sig
 from tests.test_local_driver import make_sig
@@ -82,14 +82,14 @@ def test_a_shield_config_listens_on_each_leg_and_says_it_is_the_shield(tmp_path)
                   origin=ServiceInstanceGraph.from_dict(sample_sig()).origin,
                   origin_address="198.18.0.1", prefix_dir=str(tmp_path),
                   management_sources=["198.18.0.1"])
-    text = vnfconfig.cache_config(**values, shield=True, also_listen=["198.18.1.4"])
+    text = cache.cache_config(**values, shield=True, also_listen=["198.18.1.4"])
     assert "listen 198.18.0.4:80 " in text and "listen 198.18.1.4:80 " in text
     assert "X-Shield-Cache-Status" in text and "X-Cache-Status" not in text
-    edge = vnfconfig.cache_config(**values)
+    edge = cache.cache_config(**values)
     assert "X-Shield-Cache-Status" not in edge and "X-Cache-Status" in edge
     for bad in (["198.18.1.4;"], "198.18.1.4", ["0.0.0.0:80"], [None]):
-        with pytest.raises(vnfconfig.ConfigError, match="also_listen"):
-            vnfconfig.cache_config(**values, shield=True, also_listen=bad)
+        with pytest.raises(fields.ConfigError, match="also_listen"):
+            cache.cache_config(**values, shield=True, also_listen=bad)
 
 
 def with_shield(document, region=None):

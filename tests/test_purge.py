@@ -6,12 +6,12 @@ import pytest
 
 from cdnaas.common import caching, errors
 from cdnaas.common.clients import RoClient
-from cdnaas.ro import purge
+from cdnaas.ro.vim import purge
 from cdnaas.ro.vim.local import clients, network
 from tests.support.api import vcdn_body
 from tests.test_cache_rules import loopback_cache, stack  # noqa: F401 (a module's own stack)
 from tests.test_cli import invoke, invoke_json
-from tests.test_vnfconfig import status_from
+from tests.test_vnf_rendering import status_from
 
 HOSTILE_PATHS = ["a", "/a b", "/a\nb", "/a\r\nHost: x", "/a\x00", "/a;b", "/a{b", "/$uri",
                  '/a"', "/a'", "/../etc/passwd", "/a/./b", "/a//b", "/é", "/%zz", "/a#b",

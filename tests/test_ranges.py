@@ -24,16 +24,20 @@ from cdnaas.common.flavor import PlanRequest
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
-from cdnaas.ro import purge, vnfconfig
+from cdnaas.ro.vim import purge
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vim.openstack import userdata
 from cdnaas.sidr import checks
+from cdnaas.vnf import endpoints, fields, tools
+from cdnaas.vnf.balancer import lb_config
+from cdnaas.vnf.cache import cache_config
+from cdnaas.vnf.options import nginx_slice_size
 from tests.support.api import vcdn_body
 from tests.support.certs import TestCA
 from tests.test_cache_rules import stack  # noqa: F401 (a module's own stack)
 from tests.test_openstack_driver import make_sig
 from tests.test_origin_shield import STATIC
-from tests.test_vnfconfig import cache_values, need, start_nginx, wait_until
+from tests.test_vnf_rendering import cache_values, need, start_nginx, wait_until
 
 NAME = "ranges.example.com"
 SEGMENT = "/video/hd/seg-1.m4s"
@@ -49,8 +53,8 @@ def test_slice_sizes_outside_512k_to_64m_are_refused(value):
     with pytest.raises(errors.BadRequest) as caught:
         slicing.slice_bytes(value)
     assert caught.value.field == "slice_size"
-    with pytest.raises(vnfconfig.ConfigError, match="slice_size"):
-        vnfconfig.nginx_slice_size(value if value is not None else "")
+    with pytest.raises(fields.ConfigError, match="slice_size"):
+        nginx_slice_size(value if value is not None else "")
 
 
 @pytest.mark.parametrize("value,size", [("512k", 512 << 10), ("1m", MIB), ("64m", 64 * MIB)])
@@ -58,11 +62,11 @@ def test_slice_sizes_render_and_pass_nginx(tmp_path, value, size):
     need("nginx")
     assert slicing.slice_bytes(value) == size
     port, management = free_loopback_ports(2)
-    text = vnfconfig.cache_config(**cache_values(
+    text = cache_config(**cache_values(
         tmp_path, listen_address="127.0.0.1", listen_port=port, management_port=management,
         management_sources=["127.0.0.1"], service={"slice_size": value}))
     assert f"slice {value};" in text and f'"s":"{value}"' in text
-    vnfconfig.check_nginx(text, str(tmp_path))
+    tools.check_nginx(text, str(tmp_path))
 
 
 def test_the_flavor_sets_the_slice_size_sidr_checks_it_and_the_sig_carries_it():
@@ -94,7 +98,7 @@ class Chain:
         upstream = ("127.0.0.1", self.origin.server_address[1])
         for role in ("shield", "cache"):
             port, self.management[role] = free_loopback_ports(2)
-            text = vnfconfig.cache_config(
+            text = cache_config(
                 name=f"loop-{role}", workers=1, listen_address="127.0.0.1", listen_port=port,
                 origin=Origin("http", "origin.example.com", upstream[1]),
                 origin_address=upstream[0], prefix_dir=str(tmp_path / role), daemon=False,
@@ -110,7 +114,7 @@ class Chain:
         (tmp_path / "chain.pem").write_text(certificate.chain_pem)
         (tmp_path / "key.pem").write_text(certificate.key_pem)
         self.port, self.https_port, self.management["lb"] = free_loopback_ports(3)
-        text = vnfconfig.lb_config(
+        text = lb_config(
             name="loop-lb", workers=1, listen_address="127.0.0.1", listen_port=self.port,
             members=[("loop-cache", *upstream)], prefix_dir=str(tmp_path / "lb"),
             daemon=False, user="root", management_sources=["127.0.0.1"],
@@ -300,7 +304,7 @@ def test_the_usage_log_has_one_line_per_viewer_request_with_its_bytes(tmp_path):
         stack.callback(origin.server_close)
         stack.callback(origin.shutdown)
         port, management = free_loopback_ports(2)
-        text = vnfconfig.cache_config(
+        text = cache_config(
             name="usage-cache", workers=1, listen_address="127.0.0.1", listen_port=port,
             origin=Origin("http", "origin.example.com", origin.server_address[1]),
             origin_address="127.0.0.1", prefix_dir=str(tmp_path), daemon=False,
@@ -312,7 +316,7 @@ def test_the_usage_log_has_one_line_per_viewer_request_with_its_bytes(tmp_path):
         for _ in range(2):  # 3 slices: a MISS, then a HIT
             assert requests.get(url, headers={"Range": "bytes=500000-1100000"},
                                 timeout=30).status_code == 206
-        log = f"http://127.0.0.1:{management}{vnfconfig.USAGE_LOG_PATH}"
+        log = f"http://127.0.0.1:{management}{endpoints.USAGE_LOG_PATH}"
         # written 2 s late at most (buffered)
         text = wait_until(lambda: requests.get(log, timeout=5).text.count("\n") >= 3 and
                           requests.get(log, timeout=5).text, "three usage lines")
@@ -379,4 +383,4 @@ def test_the_cloud_init_cache_config_slices_as_the_flavor_says_and_passes_nginx(
                  "proxy_set_header Range $cdnaas_slice_range;", '"s":"2m"',
                  'proxy_cache_purge north-cache-1 "$uri$is_args$args$http_x_cdnaas_slice";'):
         assert line in nginx, line
-    vnfconfig.check_nginx(nginx.replace(userdata.PREFIX, str(tmp_path)), str(tmp_path))
+    tools.check_nginx(nginx.replace(userdata.PREFIX, str(tmp_path)), str(tmp_path))

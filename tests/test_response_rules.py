@@ -17,16 +17,17 @@ from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin, ServiceInstanceGraph
 from cdnaas.delivery import responses
 from cdnaas.origin import server as origin_server
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vim.openstack import userdata
-from cdnaas.ro.vnfconfig import ConfigError
+from cdnaas.vnf import options
+from cdnaas.vnf.cache import cache_config
+from cdnaas.vnf.fields import ConfigError
 from tests.support.api import vcdn_body
 from tests.support.delivery import assert_api_refuses, local_stack, refused_field, sample_origin
 from tests.support.sigs import sample_sig
 from tests.test_cli import invoke_json
 from tests.test_comforts_unit import openstack_sig, rebuilt
-from tests.test_vnfconfig import need, start_nginx
+from tests.test_vnf_rendering import need, start_nginx
 
 PAGE = "<!doctype html><title>Not here</title><h1>Nothing at this address</h1>\n"
 RULES = {
@@ -101,9 +102,9 @@ def test_hostile_values_are_refused_naming_their_field(value, field):
 def test_the_renderer_and_the_files_check_again():
     stored = {"response_rules": {**responses.DEFAULTS, "remove_headers": ["a;b"]}}
     with pytest.raises(ConfigError, match="remove_headers"):
-        vnfconfig.delivery_values(stored)
+        options.delivery_values(stored)
     with pytest.raises(ConfigError, match="remove_headers"):
-        vnfconfig.cache_files(stored)
+        options.cache_files(stored)
 
 
 def test_the_openstack_user_data_carries_the_pages_beside_the_config():
@@ -144,10 +145,10 @@ class RuledCache:
         service = delivery.accept({"response_rules": rules})
         prefix = tmp_path / "cache"
         prefix.mkdir()
-        for relative, text in vnfconfig.cache_files(service).items():
+        for relative, text in options.cache_files(service).items():
             (prefix / relative).parent.mkdir(exist_ok=True)
             (prefix / relative).write_text(text)
-        text = vnfconfig.cache_config(
+        text = cache_config(
             name="ruled-cache", workers=1, listen_address="127.0.0.1", listen_port=self.port,
             origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
             origin_address="127.0.0.1", prefix_dir=str(prefix), daemon=False,

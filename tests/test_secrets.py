@@ -10,13 +10,14 @@ import types
 
 import pytest
 
-from cdnaas.common import certificates, errors
+from cdnaas.common import certificates, errors, keyfiles
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro import secrets
 from cdnaas.ro.models import DeploymentRecord, SecretRecord, utcnow
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.openstack import barbican, plan
+from cdnaas.ro.vim.secret_backends import FernetBackend
 from cdnaas.so import states
 from cdnaas.so.models import Instance
 from tests.support.certs import TestCA, key_marker
@@ -42,16 +43,16 @@ def bundle(issued):
 def store(database_url, tmp_path):
     migrate.upgrade("ro", database_url)
     database = Database(database_url)
-    key = secrets.ensure_key(tmp_path / "secrets.key")
-    yield secrets.SecretStore(database, secrets.FernetBackend(key))
+    key = keyfiles.ensure_secret_key(tmp_path / "secrets.key")
+    yield secrets.SecretStore(database, FernetBackend(key))
     database.dispose()
 
 
 def test_the_key_file_is_private_and_made_once(tmp_path):
-    path = secrets.ensure_key(tmp_path / "state" / "secrets.key")
+    path = keyfiles.ensure_secret_key(tmp_path / "state" / "secrets.key")
     first = path.read_text()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert secrets.ensure_key(path).read_text() == first
+    assert keyfiles.ensure_secret_key(path).read_text() == first
 
 
 def test_a_secret_is_kept_encrypted_listed_without_material_and_deleted(store, issued):
@@ -86,8 +87,8 @@ def test_a_secret_a_running_deployment_uses_is_kept(store, issued):
 
 def test_another_key_file_cannot_read_it(store, issued, tmp_path):
     kept = store.store("vcdn-3", issued.chain_pem, issued.key_pem)
-    other = secrets.SecretStore(store.database, secrets.FernetBackend(
-        secrets.ensure_key(tmp_path / "other.key")))
+    other = secrets.SecretStore(store.database, FernetBackend(
+        keyfiles.ensure_secret_key(tmp_path / "other.key")))
     with pytest.raises(VimError, match="cannot be decrypted"):
         other.load(kept["ref"])
 

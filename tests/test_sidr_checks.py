@@ -11,13 +11,13 @@ from cdnaas.common import plugins
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.openstack import userdata
 from cdnaas.sidr import checks
 from cdnaas.sidr.app import create_app
+from cdnaas.vnf import fields, templates
+from tests.support import postgres
 from tests.support.api import populate, vcdn_body
 from tests.support.auth import signed
-from tests.support import postgres
 from tests.support.flavors import installed_plugin
 from tests.support.sigs import sample_sig
 from tests.support.stack import running_stack
@@ -79,19 +79,19 @@ def test_a_template_is_found_in_the_plugin_folder_first_then_the_project(tmp_pat
     mine = tmp_path / "templates"
     mine.mkdir()
     (mine / "nginx-cache.conf.j2").write_text("mine\n")
-    assert vnfconfig.find_template("nginx-cache.conf.j2", (mine, vnfconfig.TEMPLATES_DIR)) \
+    assert templates.find_template("nginx-cache.conf.j2", (mine, templates.TEMPLATES_DIR)) \
         == (mine / "nginx-cache.conf.j2").resolve()
-    assert vnfconfig.find_template("nginx-lb.conf.j2", (mine, vnfconfig.TEMPLATES_DIR)) \
-        == vnfconfig.TEMPLATES_DIR.resolve() / "nginx-lb.conf.j2"
-    assert vnfconfig.find_template("nope.j2", (mine, vnfconfig.TEMPLATES_DIR)) is None
+    assert templates.find_template("nginx-lb.conf.j2", (mine, templates.TEMPLATES_DIR)) \
+        == templates.TEMPLATES_DIR.resolve() / "nginx-lb.conf.j2"
+    assert templates.find_template("nope.j2", (mine, templates.TEMPLATES_DIR)) is None
 
 
 @pytest.mark.parametrize("name", ["../nginx-cache.conf.j2", "/etc/passwd.j2", "sub/x.j2",
                                   "..j2/x.j2", ".hidden.j2", "x.j2\n", "x\x00.j2", "é.j2",
                                   "x" * 200 + ".j2", "nginx.conf", ""])
 def test_template_names_are_plain_file_names(tmp_path, name):
-    with pytest.raises(vnfconfig.ConfigError, match="template name"):
-        vnfconfig.find_template(name, (tmp_path, vnfconfig.TEMPLATES_DIR))
+    with pytest.raises(fields.ConfigError, match="template name"):
+        templates.find_template(name, (tmp_path, templates.TEMPLATES_DIR))
 
 
 def test_a_symlink_out_of_the_folder_is_refused_not_followed(tmp_path):
@@ -99,33 +99,33 @@ def test_a_symlink_out_of_the_folder_is_refused_not_followed(tmp_path):
     mine.mkdir()
     outside.write_text("secret\n")
     (mine / "leak.j2").symlink_to(outside)
-    with pytest.raises(vnfconfig.ConfigError, match="link out of its folder"):
-        vnfconfig.find_template("leak.j2", (mine,))
-    flavor = vnfconfig.FlavorConfig(template="includes.j2", folders=(mine,))
+    with pytest.raises(fields.ConfigError, match="link out of its folder"):
+        templates.find_template("leak.j2", (mine,))
+    flavor = templates.FlavorConfig(template="includes.j2", folders=(mine,))
     (mine / "includes.j2").write_text('{% include "../secret.j2" %}\n')
-    with pytest.raises(vnfconfig.ConfigError, match="template name"):
-        vnfconfig.render_flavored("nginx-cache.conf.j2", flavor)
+    with pytest.raises(fields.ConfigError, match="template name"):
+        templates.render_flavored("nginx-cache.conf.j2", flavor)
 
 
 # -- extra variables of boot_config ---------------------------------------------------------
 
 def test_extra_variables_are_checked(tmp_path):
-    assert vnfconfig.extra_variables(
+    assert templates.extra_variables(
         {"ttl": "1m", "types": ["text/css", "image/svg+xml"], "on": True, "mb": 64},
         {"name": "c"}) == {"ttl": "1m", "types": ["text/css", "image/svg+xml"], "on": True,
                            "mb": 64}
     for value in HOSTILE:
-        with pytest.raises(vnfconfig.ConfigError, match="boot_config variable ttl"):
-            vnfconfig.extra_variables({"ttl": value}, {})
+        with pytest.raises(fields.ConfigError, match="boot_config variable ttl"):
+            templates.extra_variables({"ttl": value}, {})
     for name in ["Name", "1x", "a-b", "a b", "x" * 64, "", 3, "é"]:
-        with pytest.raises(vnfconfig.ConfigError, match="boot_config variable"):
-            vnfconfig.extra_variables({name: "v"}, {})
-    with pytest.raises(vnfconfig.ConfigError, match="would replace a value"):
-        vnfconfig.extra_variables({"origin_server": "10.0.0.1:80"}, {"origin_server": "x"})
-    with pytest.raises(vnfconfig.ConfigError, match="not a dict"):
-        vnfconfig.extra_variables(["ttl"], {})
-    with pytest.raises(vnfconfig.ConfigError, match="more than 64"):
-        vnfconfig.extra_variables({"l": ["a"] * 65}, {})
+        with pytest.raises(fields.ConfigError, match="boot_config variable"):
+            templates.extra_variables({name: "v"}, {})
+    with pytest.raises(fields.ConfigError, match="would replace a value"):
+        templates.extra_variables({"origin_server": "10.0.0.1:80"}, {"origin_server": "x"})
+    with pytest.raises(fields.ConfigError, match="not a dict"):
+        templates.extra_variables(["ttl"], {})
+    with pytest.raises(fields.ConfigError, match="more than 64"):
+        templates.extra_variables({"l": ["a"] * 65}, {})
 
 
 # -- RO renders the flavor's template, on the local driver and in cloud-init ----------------
@@ -150,7 +150,7 @@ def test_the_flavor_template_and_boot_config_reach_the_vnf_config(site):
                                                               {"north": "10.0.0.2",
                                                                "south": "10.0.1.2"})
     document["plugin"] = "not-installed"
-    with pytest.raises(vnfconfig.ConfigError, match="no plugin 'not-installed'"):
+    with pytest.raises(fields.ConfigError, match="no plugin 'not-installed'"):
         userdata.cache(ServiceInstanceGraph.from_dict(document), cache, "10.0.0.5", "192.0.2.1")
 
 
@@ -164,7 +164,7 @@ def test_a_failing_or_hostile_boot_config_refuses_the_config(site):
         document["plugin"] = plugin
         cache = ServiceInstanceGraph.from_dict(document).vnfs_in(role="cache")[0]
         cache.config_templates = ["custom-cache.conf.j2"]
-        with pytest.raises(vnfconfig.ConfigError, match=words):
+        with pytest.raises(fields.ConfigError, match=words):
             userdata.cache(ServiceInstanceGraph.from_dict(document), cache, "10.0.0.5",
                            "192.0.2.1")
 

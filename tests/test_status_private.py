@@ -1,6 +1,6 @@
 """Status pages of caches and balancers answer the RO side only, never viewers: the
 OpenStack side (the management CIDR setting, the caches' user-data and security
-group). The templates are checked in ``tests/test_vnfconfig.py`` (rendering, ``nginx
+group). The templates are checked in ``tests/test_vnf_rendering.py`` (rendering, ``nginx
 -t``, 404 on public listeners and 403 to others on loopback) and the local driver in
 ``tests/test_local_driver.py`` (a viewer in a region, RO's metrics).
 """
@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack import plan, userdata
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
+from cdnaas.vnf import endpoints
 from tests.openstack.fixtures import ORIGIN
 from tests.support.sigs import sample_sig
 
@@ -31,7 +31,7 @@ def nginx_of(user_data):
 
 
 def management_block(nginx):
-    return nginx[nginx.index(f":{vnfconfig.MANAGEMENT_PORT} reuseport;"):]
+    return nginx[nginx.index(f":{endpoints.MANAGEMENT_PORT} reuseport;"):]
 
 
 def test_management_cidrs_are_read_at_call_time_and_checked(monkeypatch):
@@ -79,7 +79,7 @@ def test_openstack_opens_the_management_port_to_the_management_cidr_only(
                  for r in admin_conn.network.security_group_rules(security_group_id=group,
                                                                   direction="ingress")}
         assert rules == {("tcp", 80, 80, info["cidr"]),
-                         ("tcp", vnfconfig.MANAGEMENT_PORT, vnfconfig.MANAGEMENT_PORT,
+                         ("tcp", endpoints.MANAGEMENT_PORT, endpoints.MANAGEMENT_PORT,
                           "192.0.2.0/24")}
         server = admin_conn.compute.get_server(
             deployment.resources["servers"]["north-cache-1"]["server_id"])

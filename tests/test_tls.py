@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from cdnaas.cli.main import cli
 from cdnaas.common.clients import RoClient, SoClient
 from cdnaas.ro.vim.local import clients
+from cdnaas.vnf import templates
+from cdnaas.vnf.fields import ConfigError
 from tests.support.api import populate, vcdn_body
 from tests.support.certs import TestCA, key_marker, pem_key, rsa_key
 from tests.support.https_loop import PATH, RequestLoop, https_get, served_fingerprint
@@ -291,29 +293,29 @@ def test_the_cli_leases_rotates_and_showshttps_get(stack, origin, ca, tmp_path):
     ("tls", "/x/c.pem"),
 ])
 def test_balancer_configs_refuse_hostile_names_and_paths(tmp_path, argument, value):
-    from cdnaas.ro import vnfconfig  # pylint: disable=import-outside-toplevel
-    with pytest.raises(vnfconfig.ConfigError):
-        vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1", listen_port=80,
+    from cdnaas.vnf import balancer, geodns  # pylint: disable=import-outside-toplevel
+    with pytest.raises(ConfigError):
+        balancer.lb_config(name="lb", workers=1, listen_address="127.0.0.1", listen_port=80,
                             members=[("c", "127.0.0.1", 8080)], prefix_dir=str(tmp_path),
                             management_sources=["127.0.0.1"], **{argument: value})
-    with pytest.raises(vnfconfig.ConfigError):
-        vnfconfig.dns_config(name="d", hostname="x.example.net", answer_address="10.0.0.2",
+    with pytest.raises(ConfigError):
+        geodns.dns_config(name="d", hostname="x.example.net", answer_address="10.0.0.2",
                              listen_addresses=["10.0.0.3"], port=5300, prefix_dir=str(tmp_path),
                              aliases=value if argument == "server_names" else ["a b"])
 
 
 def test_a_flavor_balancer_template_without_https_is_refused_for_a_vcdn_with_a_certificate(
         tmp_path):
-    from cdnaas.ro import vnfconfig  # pylint: disable=import-outside-toplevel
-    stock = (vnfconfig.TEMPLATES_DIR / vnfconfig.LB_TEMPLATE).read_text()
+    from cdnaas.vnf import balancer  # pylint: disable=import-outside-toplevel
+    stock = (templates.TEMPLATES_DIR / templates.LB_TEMPLATE).read_text()
     (tmp_path / "plain-lb.conf.j2").write_text(
         stock.replace('{% include "nginx-lb-tls.conf.j2" %}\n', ""))
     values = {"name": "lb", "workers": 1, "listen_address": "127.0.0.1", "listen_port": 80,
               "members": [("c", "127.0.0.1", 8080)], "prefix_dir": str(tmp_path),
               "management_sources": ["127.0.0.1"],
-              "flavor": vnfconfig.FlavorConfig(template="plain-lb.conf.j2",
+              "flavor": templates.FlavorConfig(template="plain-lb.conf.j2",
                                                folders=(str(tmp_path),))}
-    assert "ssl_certificate" not in vnfconfig.lb_config(**values)  # HTTP only: fine
-    with pytest.raises(vnfconfig.ConfigError, match="nginx-lb-tls.conf.j2"):
-        vnfconfig.lb_config(**values, tls={"port": 443, "certificate": f"{tmp_path}/c.crt",
+    assert "ssl_certificate" not in balancer.lb_config(**values)  # HTTP only: fine
+    with pytest.raises(ConfigError, match="nginx-lb-tls.conf.j2"):
+        balancer.lb_config(**values, tls={"port": 443, "certificate": f"{tmp_path}/c.crt",
                                            "key": f"{tmp_path}/c.key"})

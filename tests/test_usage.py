@@ -33,10 +33,12 @@ from cdnaas.db.engine import Database
 from cdnaas.im import usage
 from cdnaas.im.models import Usage, UsageCursor
 from cdnaas.im.reconcile import Seen
-from cdnaas.ro import traffic, vnfconfig
+from cdnaas.ro import traffic
 from cdnaas.ro.vim import logfiles
 from cdnaas.ro.vim.local import clients
 from cdnaas.ro.vim.noop import NoopDriver
+from cdnaas.vnf import endpoints, tools
+from cdnaas.vnf.balancer import lb_config
 from tests.support.api import populate, vcdn_body
 from tests.support.certs import TestCA
 from tests.support.im import eventually
@@ -67,18 +69,18 @@ def fetch(address, port, path, host="vcdn.example", source=None):
 @contextlib.contextmanager
 def running_balancer(tmp_path, origin, **options):
     """A balancer VNF's nginx on loopback (its rendered config, ``options`` given to
-    :func:`vnfconfig.lb_config`) in front of the sample origin; yields ``(public port,
+    :func:`lb_config`) in front of the sample origin; yields ``(public port,
     management port, prefix, nginx command)``."""
     public, management = free_loopback_ports(2)
     prefix = tmp_path / "lb"
-    text = vnfconfig.lb_config(name="lb", workers=1, listen_address="127.0.0.1",
+    text = lb_config(name="lb", workers=1, listen_address="127.0.0.1",
                                listen_port=public, management_port=management,
                                members=[("origin", "127.0.0.1", origin.server_address[1])],
                                prefix_dir=str(prefix), management_sources=["127.0.0.1"],
                                user="root" if ROOT else None, **options)
-    vnfconfig.prepare_nginx_prefix(str(prefix))
+    tools.prepare_nginx_prefix(str(prefix))
     (prefix / "nginx.conf").write_text(text)
-    nginx = vnfconfig.tool_path("nginx")
+    nginx = tools.tool_path("nginx")
     command = [nginx, "-p", f"{prefix}/", "-c", str(prefix / "nginx.conf")]
     subprocess.run(command, check=True, capture_output=True, timeout=30)
     try:
@@ -98,7 +100,7 @@ def read_all(management, position, expected, timeout=10):
     flushes every 2 s); ``(records, LogRead of the last read)``."""
     records, deadline = [], time.monotonic() + timeout
     while True:
-        found = logfiles.read("127.0.0.1", management, vnfconfig.USAGE_LOG_PATH, position,
+        found = logfiles.read("127.0.0.1", management, endpoints.USAGE_LOG_PATH, position,
                               max_bytes=8192)
         parsed, skipped = traffic.parse(found.data)
         assert skipped == 0
@@ -138,7 +140,7 @@ def test_the_balancer_logs_each_request_and_the_reader_gets_each_once_across_rot
         time.sleep(0.3)
         fetch("127.0.0.1", public, "/objects/small")
         time.sleep(2.5)
-    assert logfiles.read("127.0.0.1", management, vnfconfig.USAGE_LOG_PATH,
+    assert logfiles.read("127.0.0.1", management, endpoints.USAGE_LOG_PATH,
                          last.position).lost is True
 
 
@@ -184,11 +186,11 @@ def test_the_log_is_served_only_on_the_management_listener_to_its_sources(balanc
     public, management, _prefix, _command = balancer
     fetch("127.0.0.1", public, "/objects/small")
     time.sleep(2.5)
-    assert fetch("127.0.0.1", management, vnfconfig.USAGE_LOG_PATH)[0] == 200
-    assert fetch("127.0.0.1", management, vnfconfig.USAGE_LOG_PATH, source="127.0.0.2")[0] == 403
-    status, _headers, _size = fetch("127.0.0.1", public, vnfconfig.USAGE_LOG_PATH)
+    assert fetch("127.0.0.1", management, endpoints.USAGE_LOG_PATH)[0] == 200
+    assert fetch("127.0.0.1", management, endpoints.USAGE_LOG_PATH, source="127.0.0.2")[0] == 403
+    status, _headers, _size = fetch("127.0.0.1", public, endpoints.USAGE_LOG_PATH)
     assert status == 404  # the public port proxies it to the caches, which know no such object
-    assert fetch("127.0.0.1", management, vnfconfig.USAGE_LOG_PATH + "/../error.log")[0] == 404
+    assert fetch("127.0.0.1", management, endpoints.USAGE_LOG_PATH + "/../error.log")[0] == 404
 
 
 # -- the Instance Manager's rows and cursor ----------------------------------------------------

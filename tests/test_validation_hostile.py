@@ -58,7 +58,7 @@ BAD_SYNTAX = [
 @pytest.mark.parametrize("url", BAD_SYNTAX, ids=range(len(BAD_SYNTAX)))
 def test_a_hostile_origin_is_refused_with_the_field_named(url):
     with pytest.raises(errors.BadRequest) as caught:
-        validation.parse_origin(url, field="origin", apply_policy=False)
+        validation.parse_origin(url, field="origin")
     assert caught.value.status == 400 and caught.value.field == "origin"
     assert caught.value.details[0]["field"] == "origin"
     assert "\n" not in caught.value.message and "\x00" not in caught.value.message
@@ -77,15 +77,15 @@ def test_a_hostile_origin_is_refused_with_the_field_named(url):
     ("http://origin", ("http", "origin", 80)),
 ])
 def test_a_good_origin_is_normalised(url, expected):
-    origin = validation.parse_origin(url, apply_policy=False)
+    origin = validation.parse_origin(url)
     assert (origin.scheme, origin.host, origin.port) == expected
 
 
 def test_an_ipv6_origin_stays_bracketed_in_its_url():
-    origin = validation.parse_origin("http://[2001:db8::1]:8080", apply_policy=False)
+    origin = validation.parse_origin("http://[2001:db8::1]:8080")
     assert origin.url == "http://[2001:db8::1]:8080"
     assert urlsplit(origin.url).hostname == "2001:db8::1" and urlsplit(origin.url).port == 8080
-    assert validation.parse_origin(origin.url, apply_policy=False) == origin
+    assert validation.parse_origin(origin.url) == origin
 
 
 # --- property: what is accepted renders back to itself --------------------------------------
@@ -122,14 +122,14 @@ _URLS = st.one_of(
 @given(_URLS)
 def test_an_accepted_origin_renders_a_url_that_parses_back(url):
     try:
-        origin = validation.parse_origin(url, apply_policy=False)
+        origin = validation.parse_origin(url)
     except errors.BadRequest as exc:
         assert exc.field == "origin"
         return
     rendered = origin.url
     assert _RENDERED.fullmatch(rendered), rendered           # no config metacharacter
     assert 1 <= origin.port <= 65535 and "%" not in origin.host
-    assert validation.parse_origin(rendered, apply_policy=False) == origin
+    assert validation.parse_origin(rendered) == origin
     parts = urlsplit(rendered)
     assert (parts.scheme, parts.hostname, parts.port) == (origin.scheme, origin.host, origin.port)
 
@@ -195,7 +195,7 @@ def policy(monkeypatch):
 ])
 def test_the_default_policy_refuses_this_machine_metadata_and_the_pool(policy, url, words):
     with pytest.raises(errors.BadRequest) as caught:
-        validation.parse_origin(url)
+        origin_policy.accepted_origin(url)
     assert caught.value.field == "origin" and words in caught.value.message
     assert "CDNAAS_ORIGIN_ALLOW" in caught.value.message
 
@@ -203,40 +203,40 @@ def test_the_default_policy_refuses_this_machine_metadata_and_the_pool(policy, u
 def test_the_default_policy_lets_public_and_unresolved_origins_through(policy):
     for url in ("http://203.0.113.7", "http://[2001:db8::1]", "http://10.1.2.3",
                 "http://origin.example.com:8080"):  # example.com names do not resolve here
-        validation.parse_origin(url)
+        origin_policy.accepted_origin(url)
 
 
 def test_the_pool_is_the_local_drivers_setting(policy):
     policy.setenv("CDNAAS_LOCAL_POOL", "100.80.0.0/16")
-    validation.parse_origin("http://198.18.0.2")
+    origin_policy.accepted_origin("http://198.18.0.2")
     with pytest.raises(errors.BadRequest, match="VNF pool"):
-        validation.parse_origin("http://100.80.3.4")
+        origin_policy.accepted_origin("http://100.80.3.4")
 
 
 def test_the_allow_list_wins_and_can_name_a_port(policy):
     policy.setenv("CDNAAS_ORIGIN_ALLOW", "127.0.0.1:8080,[::1],origin.internal.test,10.9.0.0/16:443")
     policy.setenv("CDNAAS_ORIGIN_DENY", "default,private")
-    assert validation.parse_origin("http://127.0.0.1:8080").port == 8080
-    assert validation.parse_origin("http://localhost:8080").host == "localhost"
-    validation.parse_origin("http://[::1]:9")
-    validation.parse_origin("http://origin.internal.test")
-    validation.parse_origin("https://10.9.0.1")
+    assert origin_policy.accepted_origin("http://127.0.0.1:8080").port == 8080
+    assert origin_policy.accepted_origin("http://localhost:8080").host == "localhost"
+    origin_policy.accepted_origin("http://[::1]:9")
+    origin_policy.accepted_origin("http://origin.internal.test")
+    origin_policy.accepted_origin("https://10.9.0.1")
     for url, words in (("http://127.0.0.1:8081", "loopback"), ("http://10.9.0.1", "private"),
                        ("http://192.168.1.1", "private"), ("http://169.254.169.254", "metadata")):
         with pytest.raises(errors.BadRequest, match=words):
-            validation.parse_origin(url)
+            origin_policy.accepted_origin(url)
 
 
 def test_an_operator_origin_is_allowed_only_while_it_serves(policy):
     """RO's calibration origin on loopback: allowed inside the block, for its port only."""
     with origin_policy.operator_origin("127.0.0.1", 40123):
-        assert validation.parse_origin("http://127.0.0.1:40123").port == 40123
-        origin_policy.check_resolved(validation.parse_origin("http://127.0.0.1:40123"),
+        assert origin_policy.accepted_origin("http://127.0.0.1:40123").port == 40123
+        origin_policy.check_resolved(origin_policy.accepted_origin("http://127.0.0.1:40123"),
                                      ["127.0.0.1"])
         with pytest.raises(errors.BadRequest, match="loopback"):
-            validation.parse_origin("http://127.0.0.1:40124")
+            origin_policy.accepted_origin("http://127.0.0.1:40124")
     with pytest.raises(errors.BadRequest, match="loopback"):
-        validation.parse_origin("http://127.0.0.1:40123")
+        origin_policy.accepted_origin("http://127.0.0.1:40123")
 
 
 def test_the_deny_list_takes_names_networks_and_the_unresolved_keyword(policy):
@@ -244,10 +244,10 @@ def test_the_deny_list_takes_names_networks_and_the_unresolved_keyword(policy):
     for url, words in (("http://evil.example.com", "deny list"), ("http://203.0.113.9", "203.0.113.0/24"),
                        ("http://nothing.example.com", "does not resolve")):
         with pytest.raises(errors.BadRequest, match=words):
-            validation.parse_origin(url)
-    validation.parse_origin("http://127.0.0.1")  # the list replaced the default
+            origin_policy.accepted_origin(url)
+    origin_policy.accepted_origin("http://127.0.0.1")  # the list replaced the default
     policy.setenv("CDNAAS_ORIGIN_DENY", "none")
-    validation.parse_origin("http://169.254.169.254")
+    origin_policy.accepted_origin("http://169.254.169.254")
 
 
 @pytest.mark.parametrize("setting, value", [
@@ -258,7 +258,7 @@ def test_the_deny_list_takes_names_networks_and_the_unresolved_keyword(policy):
 def test_a_meaningless_policy_setting_fails_closed_and_says_which(policy, setting, value):
     policy.setenv(setting, value)
     with pytest.raises(errors.CdnaasError) as caught:
-        validation.parse_origin("http://203.0.113.7")
+        origin_policy.accepted_origin("http://203.0.113.7")
     assert caught.value.status == 500 and setting in caught.value.message
 
 
@@ -267,7 +267,7 @@ def test_a_name_that_resolves_to_a_denied_address_is_refused(policy):
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("203.0.113.5", 0)),
         (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("fe80::1%eth0", 0, 0, 2))])
     with pytest.raises(errors.BadRequest, match="resolves to fe80::1, a link-local"):
-        validation.parse_origin("http://mixed.example.com")
+        origin_policy.accepted_origin("http://mixed.example.com")
 
 
 @pytest.mark.parametrize("driver_module", ["local", "openstack"])
@@ -296,15 +296,15 @@ def test_resolving_is_bounded_in_time(policy):
     policy.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(2))
     started = time.monotonic()
     with pytest.raises(errors.BadRequest, match="does not resolve"):
-        validation.parse_origin("http://slow.example.com")
+        origin_policy.accepted_origin("http://slow.example.com")
     assert time.monotonic() - started < 1.5
 
 
 def test_policy_settings_are_read_at_call_time(policy):
     with pytest.raises(errors.BadRequest):
-        validation.parse_origin("http://127.0.0.1:1")
+        origin_policy.accepted_origin("http://127.0.0.1:1")
     policy.setenv("CDNAAS_ORIGIN_ALLOW", "127.0.0.1")
-    validation.parse_origin("http://127.0.0.1:1")
+    origin_policy.accepted_origin("http://127.0.0.1:1")
     assert origin_policy.KEYWORDS["loopback"][0] == ("127.0.0.0/8", "::1/128")
 
 

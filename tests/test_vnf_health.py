@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from cdnaas.common import config
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import dnsprobe, management
 from cdnaas.ro.vim.local import cgroups, clients, netns, network, processes, vnfhealth
 from cdnaas.ro.vim.local.driver import LocalDriver
+from cdnaas.vnf import generation
 from tests.test_local_driver import make_sig, running, state_dir  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
@@ -59,13 +59,13 @@ def test_a_whole_vnf_reports_its_master_workers_and_the_generation_it_runs(live)
     for name in ("north-cache-1", "north-lb"):
         prefix = prefix_of(deployment, name)
         master = processes.pid_in(prefix / "nginx.pid")
-        written = vnfconfig.generation_of((prefix / "nginx.conf").read_text())
+        written = generation.generation_of((prefix / "nginx.conf").read_text())
         assert written and checks[name].detail == (
             f"master {master} with {len(cgroups.children(master))} workers runs generation "
             f"{written}; answers HTTP")
     dns_prefix = prefix_of(deployment, "dns-1")
     master = processes.pid_in(dns_prefix / "dns-1-north.pid")
-    written = vnfconfig.generation_of((dns_prefix / "dnsmasq-north.conf").read_text())
+    written = generation.generation_of((dns_prefix / "dnsmasq-north.conf").read_text())
     assert checks["dns-1"].detail == \
         f"dnsmasq {master} (north) runs generation {written}; answers DNS"
 
@@ -96,19 +96,19 @@ def test_a_cache_whose_master_is_killed_is_reported_and_given_a_new_one_beside_i
 def test_a_balancer_not_running_the_configuration_written_is_reported_and_reloaded(live):
     driver, sig, deployment = live
     conf = prefix_of(deployment, "north-lb") / "nginx.conf"
-    running_generation = vnfconfig.generation_of(conf.read_text())
-    changed = vnfconfig.stamp(conf.read_text().replace(
+    running_generation = generation.generation_of(conf.read_text())
+    changed = generation.stamp(conf.read_text().replace(
         running_generation, "pending").replace("# ", "# (edited) ", 1))
     conf.write_text(changed)  # written, never reloaded
     found = health_of(driver, deployment, "north-lb")
     assert not found.healthy and found.lasting
     assert found.detail == (f"runs configuration generation {running_generation}, RO wrote "
-                            f"{vnfconfig.generation_of(changed)}")
+                            f"{generation.generation_of(changed)}")
     master = processes.pid_in(conf.parent / "nginx.pid")
     driver.restore(deployment, sig)  # reloaded on the config for the SIG
     assert health_of(driver, deployment, "north-lb").healthy
     assert processes.pid_in(conf.parent / "nginx.pid") == master
-    assert vnfconfig.generation_of(conf.read_text()) == running_generation
+    assert generation.generation_of(conf.read_text()) == running_generation
     assert fetches(sig, deployment) == 200
 
 

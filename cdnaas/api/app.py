@@ -1,5 +1,6 @@
 """Customer API application factory."""
-from cdnaas.api import auth, keystone, policy
+from cdnaas.api import auth, keystone, policy, tokens
+from cdnaas.api.token_cache import ValidatedTokens
 from cdnaas.api.calibration_views import blueprint as calibration_blueprint
 from cdnaas.api.views import blueprint
 from cdnaas.common import errors, settings
@@ -8,7 +9,7 @@ from cdnaas.db import engine
 from cdnaas.portal import blueprint as portal
 
 #: CDNAAS_AUTH_STRATEGY -> who a request comes from (:class:`cdnaas.api.auth.Caller`)
-STRATEGIES = {"local": auth.local_caller, "keystone": keystone.caller}
+STRATEGIES = {"local": tokens.local_caller, "keystone": keystone.caller}
 
 
 def create_app(database=None):
@@ -29,6 +30,7 @@ def create_app(database=None):
     app = make_app("api", [blueprint, calibration_blueprint, portal])
     app.extensions["db"] = database
     app.extensions["caller_of"] = STRATEGIES[strategy]
+    app.extensions["validated_tokens"] = ValidatedTokens(settings.get("CDNAAS_TOKEN_CACHE_SECONDS"))
     hooks = app.before_request_funcs.setdefault(None, [])
     hooks[:0] = [auth.authenticate, policy.authorize_request]
     if strategy == "keystone":

@@ -10,8 +10,6 @@ import dataclasses
 
 from flask import current_app, g, request
 
-from cdnaas.api import tokens
-from cdnaas.common import errors
 
 #: endpoints anyone may call (the portal's page is public; its API calls are not)
 PUBLIC_ENDPOINTS = ("healthz", "metrics")
@@ -47,33 +45,11 @@ def is_public(endpoint):
 
 def authenticate():
     """``before_request`` hook: resolve who the request comes from into ``g.caller``, with
-    the strategy the API started with (``app.extensions["caller_of"]``: :func:`local_caller`
-    or :func:`cdnaas.api.keystone.caller`).
+    the strategy the API started with (``app.extensions["caller_of"]``:
+    :func:`cdnaas.api.tokens.local_caller` or :func:`cdnaas.api.keystone.caller`).
 
     :raises Unauthorized: no credentials, or ones that are unknown, revoked, expired or invalid.
     """
     if request.url_rule is None or is_public(request.endpoint):
         return
     g.caller = current_app.extensions["caller_of"](request)
-
-
-def local_caller(request):
-    """The :class:`Caller` of a request with a local token (the ``local`` strategy)."""
-    secret = _presented_token(request)
-    with current_app.extensions["db"].engine.connect() as connection:  # no ORM: one row read
-        return tokens.caller_for_secret(connection, secret)
-
-
-def _presented_token(request):
-    """The local token of the request: ``Authorization: Bearer <t>`` or ``X-Auth-Token: <t>``
-    (what the ``openstack`` CLI sends with ``--os-auth-type admin_token``).
-
-    :raises Unauthorized: neither header holds a token.
-    """
-    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and secret.strip():
-        return secret.strip()
-    if request.headers.get("X-Auth-Token", "").strip():
-        return request.headers["X-Auth-Token"].strip()
-    raise errors.Unauthorized("send 'Authorization: Bearer <token>' (or 'X-Auth-Token: "
-                              "<token>'); an operator issues tokens (cdnaas admin create-token)")

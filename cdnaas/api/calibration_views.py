@@ -1,7 +1,7 @@
 """Operators calibrate a flavor's cache on a host of theirs: ``POST /api/v1/calibrations``.
 
 The API finds the flavor's latest template (SIDR) and the host's region (SO), and asks
-RO to run the campaign (:mod:`cdnaas.calibration.campaign`); the jobs are listed with
+RO to run the campaign (:mod:`cdnaas.ro.calibration_campaign`); the jobs are listed with
 ``GET /api/v1/calibrations``, and one job, its model and its curve beside the model it
 would replace are read back with ``GET /api/v1/calibrations/{id}``.
 """

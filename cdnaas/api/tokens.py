@@ -15,12 +15,13 @@ Every token of an operator tenant runs with ``system=True`` (system scope); only
 ``full`` tokens carry ``admin``. A token's lifetime is at most ``CDNAAS_TOKEN_MAX_DAYS``
 (0: no maximum), which is also the lifetime of a token asked for without one.
 """
+import dataclasses
 import datetime as dt
 import hashlib
 import hmac
 import secrets
 
-from flask import g, request
+from flask import current_app
 from sqlalchemy import bindparam, select
 
 from cdnaas.api import auth
@@ -128,22 +129,80 @@ _BY_HASH = (select(Token.id, Token.secret_hash, Token.expires_at, Token.scope, T
             .where(Token.secret_hash == bindparam("digest")))
 
 
+@dataclasses.dataclass(frozen=True)
+class Validated:
+    """A token found valid: who it makes the caller, and until when (None: never)."""
+
+    caller: "auth.Caller"
+    token_id: str
+    expires_at: dt.datetime | None
+
+
 def caller_for_secret(session, secret):
     """The :class:`~cdnaas.api.auth.Caller` a request bearing ``secret`` runs as, read in
     one query through ``session`` (an ORM session or a Core connection).
 
-    :raises Unauthorized: no such token (unknown, revoked, or its user deleted), or
-        expired (saying when).
+    :raises Unauthorized: as :func:`validate` and :func:`unexpired`.
+    """
+    return unexpired(validate(session, secret))
+
+
+def validate(session, secret):
+    """The :class:`Validated` token ``secret``, read in one query through ``session``,
+    whether it expired or not (:func:`unexpired` says).
+
+    :raises Unauthorized: no such token (unknown, revoked, or its user deleted).
     """
     digest = _hash(secret)
     token = session.execute(_BY_HASH, {"digest": digest}).first()
     if token is None or not hmac.compare_digest(token.secret_hash, digest):
         raise errors.Unauthorized("the token is unknown or revoked")
-    expires_at = aware(token.expires_at)
-    if expires_at is not None and expires_at <= clock.now():
-        raise errors.Unauthorized(f"the token {token.id} expired at {isoformat(expires_at)}; "
-                                  "ask for a new one")
     system = token.role == OPERATOR
     roles = SCOPE_ROLES[token.scope] | ({"admin"} if system and token.scope == FULL else set())
-    return auth.Caller(tenant=token.tenant_name, roles=frozenset(roles), user=token.user_name,
-                       system=system)
+    return Validated(auth.Caller(tenant=token.tenant_name, roles=frozenset(roles),
+                                 user=token.user_name, system=system),
+                     token.id, aware(token.expires_at))
+
+
+def unexpired(validated):
+    """The caller of the :class:`Validated` token unless it has expired by the clock's now.
+
+    :raises Unauthorized: expired (saying when).
+    """
+    if validated.expires_at is not None and validated.expires_at <= clock.now():
+        raise errors.Unauthorized(f"the token {validated.token_id} expired at "
+                                  f"{isoformat(validated.expires_at)}; ask for a new one")
+    return validated.caller
+
+
+def local_caller(request):
+    """The :class:`~cdnaas.api.auth.Caller` of a request with a local token (the ``local``
+    strategy), validated moments ago or read now (``app.extensions["validated_tokens"]``:
+    :class:`cdnaas.api.token_cache.ValidatedTokens`)."""
+    return current_app.extensions["validated_tokens"].caller(_presented_token(request),
+                                                             _read_token)
+
+
+def _read_token(secret):
+    with current_app.extensions["db"].engine.connect() as connection:  # no ORM: one row read
+        return validate(connection, secret)
+
+
+def forget_validated_tokens():
+    """Forget the local tokens this process validated (one was revoked here)."""
+    current_app.extensions["validated_tokens"].forget()
+
+
+def _presented_token(request):
+    """The local token of the request: ``Authorization: Bearer <t>`` or ``X-Auth-Token: <t>``
+    (what the ``openstack`` CLI sends with ``--os-auth-type admin_token``).
+
+    :raises Unauthorized: neither header holds a token.
+    """
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and secret.strip():
+        return secret.strip()
+    if request.headers.get("X-Auth-Token", "").strip():
+        return request.headers["X-Auth-Token"].strip()
+    raise errors.Unauthorized("send 'Authorization: Bearer <token>' (or 'X-Auth-Token: "
+                              "<token>'); an operator issues tokens (cdnaas admin create-token)")

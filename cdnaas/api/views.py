@@ -1,7 +1,7 @@
 """HTTP views of the customer API (thin: see tenancy.py, vcdns.py, auth.py)."""
 from flask import Blueprint, current_app, g, request
 
-from cdnaas.api import auth, quality, statements, tenancy, usage, vcdns
+from cdnaas.api import quality, statements, tenancy, tokens, usage, vcdns
 from cdnaas.api.policy import (ADMIN, ADMIN_READER, ANYONE, MEMBER, PROJECT_MEMBER, PROJECT_READER,
                                PURGE_FOLLOWER, PURGER, READER, Routes)
 from cdnaas.common import errors
@@ -20,7 +20,7 @@ def _db():
 def _visible_tenant(tenant):
     """404 unless the caller may see ``tenant`` (itself, or an operator) and, with local
     tokens, it exists; under Keystone a tenant is a project id this API keeps no row of."""
-    if current_app.extensions["caller_of"] is auth.local_caller:
+    if current_app.extensions["caller_of"] is tokens.local_caller:
         with _db().sessions() as session:
             tenancy.visible_tenant(session, g.caller, tenant)
     elif not (g.caller.is_operator or g.caller.tenant == tenant):
@@ -156,6 +156,7 @@ def delete_user(tenant, user):
     """Delete a user of the tenant, revoking its tokens."""
     with _db().transaction() as session:
         tenancy.delete_user(session, g.caller, tenant, user)
+    tokens.forget_validated_tokens()
     return "", 204
 
 
@@ -179,6 +180,7 @@ def create_token(tenant):
 def revoke_token(tenant, token_id):
     with _db().transaction() as session:
         tenancy.revoke_token(session, g.caller, tenant, token_id)
+    tokens.forget_validated_tokens()
     return "", 204
 
 

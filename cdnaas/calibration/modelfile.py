@@ -19,7 +19,7 @@ import yaml
 
 from cdnaas.calibration import qoe
 from cdnaas.common import plugins
-from cdnaas.ro import vnfconfig
+from cdnaas.vnf import templates
 
 #: the sample origin's chunk sizes in KB (cdnaas/origin/server.py)
 CHUNK_KB = {"hd": 435, "low": 73}
@@ -35,13 +35,13 @@ def config_sha256(vnfs, folders=()):
     """
     cache = (vnfs or {}).get("cache") or {}
     digest = hashlib.sha256(f"image={cache.get('image')}\n".encode())
-    search = (*folders, vnfconfig.TEMPLATES_DIR)
+    search = (*folders, templates.TEMPLATES_DIR)
     seen, pending = set(), list(cache.get("config_templates") or [])
     while pending:
         name = pending.pop(0)
         if name in seen:
             continue
-        path = vnfconfig.find_template(name, search)
+        path = templates.find_template(name, search)
         if path is None:
             continue
         seen.add(name)

@@ -38,7 +38,7 @@ averages its 16 s samples. T_init counts in the window where the first chunk arr
 import math
 import statistics
 
-from cdnaas.im import qoe as im_qoe
+from cdnaas.planning import qoe as qoe_model
 
 #: the fit of Hossfeld et al. (ISM 2011): MOS = SCALE exp(-(PER_SECOND L + PER_STALL) N) + FLOOR
 SCALE, PER_SECOND, PER_STALL, FLOOR = 3.50, 0.15, 0.19, 1.50
@@ -80,10 +80,10 @@ def window_sample(window, window_seconds):
 
 def smoothed(samples):
     """The paper's moving average of ``samples``: ``MOS(i+1) = 0.3 MOS(i) + 0.7 s(i+1)``,
-    from ``s(1)``; the IM's very estimate (:func:`cdnaas.im.qoe.smooth`)."""
+    from ``s(1)``; the IM's very estimate (:func:`cdnaas.planning.qoe.smooth`)."""
     out = []
     for sample in samples:
-        out.append(im_qoe.smooth(out[-1] if out else None, sample))
+        out.append(qoe_model.smooth(out[-1] if out else None, sample))
     return out
 
 

@@ -1,7 +1,7 @@
 """A calibrated QoE curve beside the model it replaces: text rows and an SVG chart."""
 from xml.sax.saxutils import escape
 
-from cdnaas.cli.charts import sparkline
+from cdnaas.common.charts import sparkline
 from cdnaas.planning import models
 
 WIDTH, HEIGHT, MARGIN = 640, 320, 48

@@ -9,10 +9,10 @@ import click
 import yaml
 from rich.markup import escape
 
-from cdnaas.cli import bodies, charts, client, output
+from cdnaas.cli import bodies, client, output
 from cdnaas.cli.bodies import drop_none as _drop_none
 from cdnaas.cli.bodies import parse_region
-from cdnaas.common import caching, errors, timeutil
+from cdnaas.common import caching, charts, errors, timeutil
 
 AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 AGO_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

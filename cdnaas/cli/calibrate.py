@@ -1,7 +1,7 @@
 """``cdnaas calibrate``: measure a flavor's cache on one of the operator's hosts and write its model.
 
 The campaign runs in RO (through ``POST /api/v1/calibrations``; see
-:mod:`cdnaas.calibration.campaign`); this command follows its steps with progress bars,
+:mod:`cdnaas.ro.calibration_campaign`); this command follows its steps with progress bars,
 writes the model file it returns, and shows the calibrated QoE curve beside the model
 the flavor's template names now (a sparkline here, an SVG file beside the model).
 """

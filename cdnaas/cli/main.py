@@ -15,7 +15,7 @@ import click
 
 from cdnaas.cli import client, output
 from cdnaas.cli import stack as stacks
-from cdnaas.common import config, errors, service_auth
+from cdnaas.common import config, errors, keyfiles, service_auth
 
 
 class ApiError(click.ClickException):
@@ -183,7 +183,6 @@ def db_upgrade():
     from sqlalchemy.exc import SQLAlchemyError
 
     from cdnaas.db import migrate
-    from cdnaas.ro import secrets
     from cdnaas.so import webhooks
 
     try:
@@ -193,7 +192,7 @@ def db_upgrade():
     migrated = [svc for svc in config.SERVICES if (migrate.PACKAGE_ROOT / svc / "migrations").is_dir()]
     output.note(f"migrated {', '.join(migrated)}")
     output.note(f"service key: {service_auth.ensure_key()}")
-    output.note(f"secret key (RO, tenants' TLS keys): {secrets.ensure_key()}")
+    output.note(f"secret key (RO, tenants' TLS keys): {keyfiles.ensure_secret_key()}")
     output.note(f"webhook key (SO, webhook signing secrets): {webhooks.ensure_key()}")
 
 

@@ -2,7 +2,7 @@
 
 **Cache rules** (``cache_rules`` in a vCDN's create or PATCH body; SO stores them in
 the instance and the SIG's ``service.cache_rules``; RO renders them into every cache's
-nginx config, :func:`cdnaas.ro.vnfconfig.cache_config`)::
+nginx config, :func:`cdnaas.vnf.cache.cache_config`)::
 
     {"ttl": [{"match": "prefix" | "suffix" | "exact", "path": "/static/", "ttl": "1h"}],
      "default_ttl": "10m",

@@ -153,7 +153,7 @@ class FlavorPlugin(abc.ABC):
 
         Called by RO for every VNF it configures (and by SIDR on a sample VNF when the
         template is registered). The variables join the ones every template gets
-        (:func:`cdnaas.ro.vnfconfig.cache_config` and its siblings) and may not replace
+        (:func:`cdnaas.vnf.cache.cache_config` and its siblings) and may not replace
         them; each name is ``[a-z][a-z0-9_]*`` and each value a bool, an int, a string
         of ``A-Z a-z 0-9 _ . : / + , = -`` (nothing that could end an nginx or dnsmasq
         directive) or a list of those. Anything else refuses the VNF's configuration.

@@ -1,9 +1,13 @@
 """Thin JSON-over-HTTP client that every inter-service client builds on."""
+import json as jsonlib
 import logging
 import threading
+from urllib.parse import urlencode
 
+import certifi
 import orjson
 import requests
+import urllib3
 from flask import current_app, has_app_context
 
 from cdnaas.common import config, errors, service_auth
@@ -28,8 +32,8 @@ class JsonClient:
         ``request(method, url, **kwargs)`` and ``get(url, **kwargs)`` returning
         ``requests.Response`` (a keystoneauth session behind an adapter such as
         :class:`cdnaas.osc.client.KeystoneTransport`). When omitted: between services,
-        the calling thread's kept-alive session (:func:`service_session`); otherwise a
-        new ``requests.Session``.
+        the calling thread's kept-alive :class:`ServiceTransport` (:func:`service_session`);
+        otherwise a new ``requests.Session``.
     """
 
     service = None  # set by subclasses to find their URL in the environment
@@ -129,16 +133,94 @@ _THREAD = threading.local()
 
 
 def service_session():
-    """The calling thread's session for calls between services: its connections are kept
-    alive from one call to the next (a request no longer opens a TCP connection per hop),
-    and it reads no proxy settings or ``.netrc`` from the environment at each request.
-    A connection the peer closed meanwhile (its idle timeout, a replica stopped) is
-    noticed before reuse and opened again."""
-    session = getattr(_THREAD, "session", None)
-    if session is None:
-        session = _THREAD.session = requests.Session()
-        session.trust_env = False
-    return session
+    """The calling thread's :class:`ServiceTransport` for calls between services: its
+    connections are kept alive from one call to the next (a request no longer opens a TCP
+    connection per hop). A connection the peer closed meanwhile (its idle timeout, a
+    replica stopped) is noticed before reuse and opened again."""
+    transport = getattr(_THREAD, "transport", None)
+    if transport is None:
+        transport = _THREAD.transport = ServiceTransport()
+    return transport
+
+
+class ServiceTransport:
+    """Sends the requests of :class:`JsonClient` between services straight through a
+    urllib3 pool (``requests`` cost about 0.5 ms more per call in preparing, merging
+    settings and hooks): the part of ``requests.Session``'s interface JsonClient uses,
+    the same behaviour as the session it replaces — no retry, no redirect followed, no
+    proxy or ``.netrc`` read from the environment, certificates checked against
+    ``certifi``'s bundle — and the same exceptions (``requests.Timeout``,
+    ``requests.ConnectionError``), so that JsonClient maps them as before."""
+
+    def __init__(self):
+        self.pool = urllib3.PoolManager(maxsize=4, ca_certs=certifi.where(),
+                                        retries=urllib3.Retry(0, read=False))
+
+    def request(self, method, url, json=None, params=None, data=None, headers=None,
+                timeout=None, stream=False):
+        """Send one request; return its :class:`ServiceAnswer` (its body read, unless
+        ``stream``). ``params`` go in the query as ``requests`` puts them (a list: the
+        key repeated; None: left out); ``json`` is sent encoded, ``data`` as given."""
+        headers = dict(headers or {})
+        body = data.encode() if isinstance(data, str) else data
+        if json is not None:
+            body = jsonlib.dumps(json, allow_nan=False).encode()
+            headers.setdefault("Content-Type", "application/json")
+        if params:
+            url = f"{url}{'&' if '?' in url else '?'}{_query(params)}"
+        try:
+            return ServiceAnswer(self.pool.request(method, url, body=body, headers=headers,
+                                                   timeout=timeout, redirect=False,
+                                                   preload_content=not stream))
+        except urllib3.exceptions.TimeoutError as exc:
+            raise requests.Timeout(exc) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise requests.ConnectionError(exc) from exc
+
+    def get(self, url, **kwargs):
+        return self.request("GET", url, **kwargs)
+
+
+class ServiceAnswer:
+    """A :class:`ServiceTransport` answer: as much of ``requests.Response`` as
+    :class:`JsonClient` reads."""
+
+    def __init__(self, response):
+        self.response = response
+        self.status_code = response.status
+
+    @property
+    def content(self):
+        return self.response.data
+
+    @property
+    def text(self):
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        return jsonlib.loads(self.content)
+
+    def iter_content(self, chunk_bytes):
+        """The rest of a streamed body in chunks of up to ``chunk_bytes``."""
+        try:
+            yield from self.response.stream(chunk_bytes)
+        except urllib3.exceptions.HTTPError as exc:
+            raise requests.ConnectionError(exc) from exc
+
+    def close(self):
+        """Close a streamed answer's connection (a body left unread is not reused)."""
+        self.response.close()
+        self.response.release_conn()
+
+
+def _query(params):
+    """``params`` (a dict) as a query string, as ``requests`` encodes them."""
+    pairs = []
+    for key, values in params.items():
+        for value in values if isinstance(values, (list, tuple)) else [values]:
+            if value is not None:
+                pairs.append((key, value))
+    return urlencode(pairs)
 
 
 def _caller():

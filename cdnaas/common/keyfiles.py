@@ -25,6 +25,18 @@ def ensure(path) -> Path:
                                             lambda: Fernet.generate_key().decode("ascii"))
 
 
+def secret_key_file() -> Path:
+    """Path of RO's secret key file (``CDNAAS_SECRET_KEY_FILE`` or the state dir's
+    ``secrets.key``), which seals tenants' certificate keys and signing keys."""
+    return path_of("CDNAAS_SECRET_KEY_FILE", "secrets.key")
+
+
+def ensure_secret_key(path=None) -> Path:
+    """Create RO's secret key file (:func:`secret_key_file`, or ``path``) unless it exists;
+    return its path."""
+    return ensure(path or secret_key_file())
+
+
 def fernet(path) -> Fernet:
     """The :class:`Fernet` of the key file ``path`` (read again once the file is replaced).
 

@@ -84,6 +84,17 @@ def operator_origin(host, port):
         _OPERATOR_ORIGINS.discard(key)
 
 
+def accepted_origin(url, field="origin"):
+    """The customer's origin URL parsed (:func:`cdnaas.common.validation.parse_origin`) and
+    checked against the policy (:func:`check`).
+
+    :raises BadRequest: naming ``field``, what is wrong and what to send instead.
+    """
+    origin = validation.parse_origin(url, field)
+    check(origin, field)
+    return origin
+
+
 def check(origin, field="origin"):
     """Refuse ``origin`` (an :class:`~cdnaas.common.sig.Origin`) if the policy denies it.
 

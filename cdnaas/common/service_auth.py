@@ -82,13 +82,13 @@ def read_keys(path=None) -> list[str]:
 
     :raises cdnaas.common.errors.CdnaasError: (500) the file is missing or holds no key.
     """
-    path = Path(path or key_file())
+    path = os.fspath(path or key_file())  # a stat of a string: read at every call
     try:
-        stat = path.stat()
+        stat = os.stat(path)
     except FileNotFoundError as exc:
         raise errors.CdnaasError(f"no service key at {path}; run 'cdnaas db upgrade' "
                                  "(or set CDNAAS_SERVICE_KEY_FILE)") from exc
-    return list(_keys_of(str(path), stat.st_mtime_ns, stat.st_size))
+    return list(_keys_of(path, stat.st_mtime_ns, stat.st_size))
 
 
 @functools.lru_cache(maxsize=8)
@@ -166,7 +166,7 @@ def _sign(key, payload):
 def write_private_lines(path, keys, replace):
     """Write ``keys`` (lines) to a private (0600) temporary file, then move (``replace``) or
     link it in place (not ``replace``: a file another process made first is kept). Shared
-    with RO's secret key (:func:`cdnaas.ro.secrets.ensure_key`)."""
+    with RO's secret key (:func:`cdnaas.common.keyfiles.ensure_secret_key`)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

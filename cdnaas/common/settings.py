@@ -139,6 +139,9 @@ DECLARED = (
     Setting("CDNAAS_TOKEN_MAX_DAYS", "number", 365.0, "longest lifetime of a local API "
             "token, and the lifetime of one asked for without an expiry (0: no maximum; such "
             "tokens never expire)", "api"),
+    Setting("CDNAAS_TOKEN_CACHE_SECONDS", "number", 2.0, "how long an API process keeps a "
+            "local token it validated before reading it again (0: never kept); another "
+            "replica may accept a token revoked elsewhere for up to this long", "api"),
     # -- Service Orchestrator ---------------------------------------------------------------
     Setting("CDNAAS_DEPLOY_LEAD_SECONDS", "number", 60.0, "how early a future lease is "
             "deployed", "so"),

@@ -6,7 +6,7 @@ A flavor's service template may say ``slice_size`` (``api-spec/service-template.
 an nginx size of ``k`` or ``m`` from :data:`MIN_BYTES` to :data:`MAX_BYTES`; without it
 :data:`DEFAULT`. SIDR checks it when the template is registered, SO copies it into the
 SIG's ``service.slice_size`` when it plans a vCDN of the flavor, RO checks it again when
-it renders a cache's config (:func:`cdnaas.ro.vnfconfig.cache_config`).
+it renders a cache's config (:func:`cdnaas.vnf.cache.cache_config`).
 """
 import re
 

@@ -34,9 +34,9 @@ MAX_URL = 300
 MAX_HOSTNAME = 253
 
 
-def parse_origin(url, field="origin", apply_policy=True):
-    """Parse the customer's origin URL into an :class:`Origin`, and (``apply_policy``)
-    check it against the operator's origin policy (:mod:`cdnaas.common.origin_policy`).
+def parse_origin(url, field="origin"):
+    """Parse the customer's origin URL into an :class:`Origin` (the operator's origin
+    policy is :func:`cdnaas.common.origin_policy.accepted_origin`'s to apply).
 
     Accepts ``http(s)://host[:port][/]``: ``host`` a DNS name, an IPv4 address or an
     IPv6 address in brackets (no zone), ``port`` 1 to 65535 in ASCII digits. Refuses
@@ -44,11 +44,7 @@ def parse_origin(url, field="origin", apply_policy=True):
 
     :raises BadRequest: naming ``field`` and the fix.
     """
-    origin = _parse_url(url, field)
-    if apply_policy:
-        from cdnaas.common import origin_policy  # pylint: disable=import-outside-toplevel
-        origin_policy.check(origin, field)
-    return origin
+    return _parse_url(url, field)
 
 
 def _parse_url(url, field):

@@ -8,9 +8,9 @@ or {"deny"}, "rate_limit": {"requests_per_second", "burst"}}``, each part option
   ``templates/cdnaas-access.js``, which checks it in njs), signed with HMAC-SHA256 by one
   of ``keys`` (``[{id, secret}]``, one or two: a rotation replaces ``A, B`` by ``B, C``
   and tokens carry their key's ``kid``). Secrets are stored sealed (Fernet, with RO's
-  secret key file :func:`cdnaas.ro.secrets.key_file`), shown masked and written only to a
-  root-only file on each cache (:func:`vnf_files`); the token's arguments stay out of the
-  cache key (:data:`TOKEN_ARGS`);
+  secret key file, :func:`cdnaas.common.keyfiles.secret_key_file`), shown masked and
+  written only to a root-only file on each cache (:func:`vnf_files`); the token's
+  arguments stay out of the cache key (:data:`TOKEN_ARGS`);
 - ``regions.allow``: the regions whose caches serve; the others' answer 403;
 - ``clients.allow`` / ``clients.deny``: viewer prefixes (at most :data:`MAX_PREFIXES`)
   served only / refused (403); the caches see the viewer through the balancer's
@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import InvalidToken
 
-from cdnaas.common import config
+from cdnaas.common import config, keyfiles
 from cdnaas.delivery import fields
 
 FIELD = "access"
@@ -89,9 +89,7 @@ def client_prefix(value, field):
 # --- sealing the keys' secrets ----------------------------------------------------------
 
 def _fernet():
-    from cdnaas.ro import secrets  # RO's key file (imported late: RO imports this package)
-    path = secrets.ensure_key()
-    return Fernet(Path(path).read_text(encoding="ascii").split()[0])
+    return keyfiles.fernet(keyfiles.ensure_secret_key())
 
 
 def _sealed(secret) -> str:

@@ -15,7 +15,7 @@ where the vCDN has a secondary, to the other one when it cannot connect within
 ``connect_timeout`` seconds, gets no answer within ``read_timeout`` seconds, or answers one
 of ``statuses``. nginx reports connect errors and timeouts as 502 and 504, so an origin's
 own 502 or 504 also fails over. The secondary is checked as the primary is
-(:func:`cdnaas.common.validation.parse_origin`: the operator's origin policy,
+(:func:`cdnaas.common.origin_policy.accepted_origin`: the operator's origin policy,
 :mod:`cdnaas.common.origin_policy`). A prefix's ``ttl`` keeps its answers that long (a
 cache rule placed before the vCDN's own, :mod:`cdnaas.common.caching`). Headers go to
 whichever origin is asked; a ``secret`` one is shown back as ``****`` (send its value
@@ -25,7 +25,7 @@ TLS name stays the origin's).
 The secret is kept as the other service fields are (in SO's and RO's databases), not
 encrypted apart.
 """
-from cdnaas.common import caching, validation
+from cdnaas.common import caching, origin_policy, validation
 from cdnaas.delivery import fields
 
 FIELD = "origins"
@@ -50,7 +50,7 @@ def check(value, field):
     fields.object_of(value, field, _KEYS)
     secondary = value.get("secondary")
     if secondary is not None:
-        secondary = validation.parse_origin(secondary, f"{field}.secondary").url
+        secondary = origin_policy.accepted_origin(secondary, f"{field}.secondary").url
     stored = {"secondary": secondary,
               "failover": _failover(value.get("failover", DEFAULT_FAILOVER), f"{field}.failover",
                                 secondary is not None),
@@ -140,8 +140,7 @@ def secondary_origin(service):
     """The secondary :class:`~cdnaas.common.sig.Origin` of a SIG's ``service`` (None:
     none), for a VIM driver to resolve (the policy was applied when it was accepted)."""
     url = ((service or {}).get(FIELD) or {}).get("secondary")
-    return None if url is None else validation.parse_origin(url, f"service.{FIELD}.secondary",
-                                                           apply_policy=False)
+    return None if url is None else validation.parse_origin(url, f"service.{FIELD}.secondary")
 
 
 def render(stored):

@@ -5,7 +5,7 @@
   carries the share of them that its requests are of the region's (its share
   of the region's cache vCPUs before rates are known).
 - **MOS.** The flavor's model at viewers per cache vCPU, smoothed
-  (:mod:`cdnaas.im.qoe`), per cache and per region; the vCDN's is the
+  (:mod:`cdnaas.planning.qoe`), per cache and per region; the vCDN's is the
   regions' estimates weighted by their viewers.
 - **Watts.** Each VNF's share of its host's power (:mod:`cdnaas.im.power`);
   regions and the vCDN add up their VNFs'.
@@ -16,7 +16,7 @@ Balancers and DNS VNFs are points of scope ``vnf``; their watts count in
 their region's.
 """
 from cdnaas.common.timeutil import aware
-from cdnaas.im import qoe
+from cdnaas.planning import qoe
 
 
 def vcdn_points(vcdn_id, readings, watts, model, previous, now):

@@ -36,21 +36,21 @@ restart after each change, and health is recorded only when it changes. The
 clock is a parameter, so tests and the benchmark drive it.
 """
 import concurrent.futures
-import dataclasses
 import datetime as dt
 import logging
 import math
 import threading
 import time
 
-from cdnaas.common import clock, config, errors
+from cdnaas.common import clock, config
 from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
 from cdnaas.im import (decisions, figures, gauges, healing, hosts, inventory, policy_hook, power,
-                       qoe, quality_events, reading, series, shares, usage)
+                       quality_events, reading, series, shares, usage)
 from cdnaas.im.reading import Seen  # noqa: F401 (what tests and plugins build)
 from cdnaas.im.rapl import RaplMeter
+from cdnaas.planning import qoe
 
 LOG = logging.getLogger(__name__)
 

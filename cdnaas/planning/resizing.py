@@ -2,7 +2,7 @@
 
 The rules alone, on the SIG in memory: SO (:mod:`cdnaas.so.elasticity`) applies
 them with its reservations, the Instance Manager's simulated plant
-(:mod:`cdnaas.im.simulation`) with its own hosts, so both change a vCDN alike.
+(:mod:`tests.support.plant`) with its own hosts, so both change a vCDN alike.
 """
 import collections
 import dataclasses

@@ -1,14 +1,15 @@
 """Factory of the Resource Orchestrator's Flask app."""
 import logging
 
-from cdnaas.common import config, plugins
+from cdnaas.common import config, keyfiles, plugins
 from cdnaas.common.app import make_app
 from cdnaas.db import engine
-from cdnaas.ro.calibration_views import blueprint as calibration_blueprint
 from cdnaas.ro import secrets
+from cdnaas.ro.calibration_views import blueprint as calibration_blueprint
 from cdnaas.ro.power_views import blueprint as power_blueprint
 from cdnaas.ro.service import DeploymentService
 from cdnaas.ro.views import blueprint
+from cdnaas.ro.vim.secret_backends import FernetBackend
 
 LOG = logging.getLogger(__name__)
 
@@ -24,8 +25,8 @@ def create_app(database=None, driver=None):
     driver = driver or plugins.load(plugins.VIM_DRIVERS, config.vim_driver_name())
     backend = driver.secret_backend()
     if backend is None:
-        secrets.ensure_key()
-        backend = secrets.FernetBackend()
+        keyfiles.ensure_secret_key()
+        backend = FernetBackend()
     driver.secrets = secrets.SecretStore(database, backend)
     service = DeploymentService(database, driver)
     service.recover()

@@ -1,11 +1,11 @@
 """Operator-only RO calls that measure the VIM: calibration campaigns (``cdnaas calibrate``).
 
 RO runs them since it alone reaches infrastructure; the API starts them for operators
-(:mod:`cdnaas.api.calibration_views`). The logic is :mod:`cdnaas.calibration.jobs`.
+(:mod:`cdnaas.api.calibration_views`). The logic is :mod:`cdnaas.ro.calibration_jobs`.
 """
 from flask import Blueprint, current_app, request
 
-from cdnaas.calibration.jobs import Jobs
+from cdnaas.ro.calibration_jobs import Jobs
 
 blueprint = Blueprint("ro_calibration", __name__, url_prefix="/ro/v1")
 

@@ -4,15 +4,9 @@ import datetime
 from sqlalchemy import JSON, DateTime, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-DEPLOYING = "DEPLOYING"
-ACTIVE = "ACTIVE"
-UPDATING = "UPDATING"
-ERROR = "ERROR"
-DELETING = "DELETING"
-DELETED = "DELETED"
-
-#: statuses in which a background thread is working on the deployment
-BUSY = (DEPLOYING, UPDATING, DELETING)
+# a deployment's statuses (:mod:`cdnaas.common.states`), as RO's code names them here
+from cdnaas.common.states import (ACTIVE, BUSY, DELETED, DELETING,  # noqa: F401,E402
+                                  DEPLOYING, ERROR, UPDATING)
 
 
 def utcnow():

@@ -8,22 +8,19 @@ takes Barbican's certificate container). SO deletes a reference once no SIG of t
 uses it: the previous one after a rotation, every one when the vCDN ends.
 
 :class:`SecretStore` keeps one row per reference in RO's database (``ro_secrets``);
-where the material itself lives is the driver's :class:`SecretBackend`
-(:meth:`cdnaas.ro.vim.base.VimDriver.secret_backend`; None: :class:`FernetBackend`), encrypted in that row with the key in
+where the material itself lives is the driver's secret backend
+(:mod:`cdnaas.ro.vim.secret_backends`, :meth:`cdnaas.ro.vim.base.VimDriver.secret_backend`;
+None: the Fernet backend), encrypted in that row with the key in
 ``CDNAAS_SECRET_KEY_FILE`` (``<state dir>/secrets.key``, mode 0600, made by
 ``cdnaas db upgrade`` and by RO as it starts); on OpenStack, Barbican.
 Nothing here logs or answers key material.
 """
-import abc
-import json
 import logging
 import uuid
-from pathlib import Path
 
-from cryptography.fernet import InvalidToken
 from sqlalchemy import select
 
-from cdnaas.common import certificates, errors, keyfiles
+from cdnaas.common import certificates, errors
 from cdnaas.common.timeutil import isoformat
 from cdnaas.ro.models import ACTIVE, DEPLOYING, UPDATING, DeploymentRecord, SecretRecord, utcnow
 from cdnaas.ro.vim.base import VimError
@@ -34,75 +31,11 @@ LOG = logging.getLogger(__name__)
 USING = (ACTIVE, DEPLOYING, UPDATING)
 
 
-def key_file() -> Path:
-    """Path of RO's secret key file (``CDNAAS_SECRET_KEY_FILE`` or the state dir's)."""
-    return keyfiles.path_of("CDNAAS_SECRET_KEY_FILE", "secrets.key")
-
-
-def ensure_key(path=None) -> Path:
-    """Create the secret key file (one Fernet key, mode 0600) unless it exists; return its
-    path. Safe when several processes start at once."""
-    return keyfiles.ensure(path or key_file())
-
-
-class SecretBackend(abc.ABC):
-    """Where a VIM driver keeps certificate material (one per driver)."""
-
-    #: recorded with each secret (``ro_secrets.backend``)
-    name = None
-
-    @abc.abstractmethod
-    def put(self, ref: str, owner: str, bundle: certificates.Bundle) -> tuple:
-        """Keep ``bundle``; return ``(ciphertext, external_ref)`` to record (either None).
-
-        :raises VimError: the backend refused or failed; nothing is kept.
-        """
-
-    @abc.abstractmethod
-    def get(self, record: SecretRecord) -> tuple:
-        """``(certificate PEM, private key PEM)`` of ``record``.
-
-        :raises VimError: the material cannot be read.
-        """
-
-    @abc.abstractmethod
-    def remove(self, record: SecretRecord) -> None:
-        """Delete ``record``'s material; what is gone already is success."""
-
-
-class FernetBackend(SecretBackend):
-    """The material in RO's own table, encrypted with the secret key file (Fernet:
-    AES-128-CBC and HMAC-SHA256)."""
-
-    name = "fernet"
-
-    def __init__(self, path=None):
-        self.path = path
-
-    def _fernet(self):
-        return keyfiles.fernet(self.path or key_file())
-
-    def put(self, ref, owner, bundle):
-        plain = json.dumps({"certificate": bundle.certificate, "private_key": bundle.private_key})
-        return self._fernet().encrypt(plain.encode("ascii")).decode("ascii"), None
-
-    def get(self, record):
-        try:
-            plain = json.loads(self._fernet().decrypt(record.ciphertext.encode("ascii")))
-        except (InvalidToken, OSError, ValueError) as exc:
-            raise VimError(f"secret {record.id} cannot be decrypted with {self.path or key_file()}"
-                           f" ({type(exc).__name__}): was the secret key file replaced?") from None
-        return plain["certificate"], plain["private_key"]
-
-    def remove(self, record):
-        """Nothing outside the row (which the store deletes)."""
-
-
 class SecretStore:
     """RO's secrets: a row per reference, the material in ``backend``.
 
     :param database: RO's :class:`~cdnaas.db.engine.Database`.
-    :param backend: the driver's :class:`SecretBackend`.
+    :param backend: the driver's :class:`~cdnaas.ro.vim.secret_backends.SecretBackend`.
     """
 
     def __init__(self, database, backend):

@@ -18,7 +18,10 @@ import jinja2
 from cdnaas.common import errors, plugins, slicing
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import Origin, RegionPlan, ServiceInstanceGraph, Vnf
-from cdnaas.ro import vnfconfig
+from cdnaas.vnf import fields, templates, tools
+from cdnaas.vnf.balancer import balancer_of
+from cdnaas.vnf.cache import cache_of
+from cdnaas.vnf.geodns import dns_of
 
 SAMPLE_REGION = "sample"
 _ORIGINS = (Origin("http", "127.0.0.1", 8080), Origin("https", "origin.example.net", 443))
@@ -45,7 +48,7 @@ def config_problems(document, plugin):
     except errors.BadRequest as exc:
         return [{"field": exc.field, "problem": exc.message}]
     sig = sample_sig(document)
-    folders = (plugin.templates_folder(), vnfconfig.TEMPLATES_DIR)
+    folders = (plugin.templates_folder(), templates.TEMPLATES_DIR)
     problems = []
     for role, spec in document["vnfs"].items():
         names = spec["config_templates"]
@@ -58,7 +61,7 @@ def config_problems(document, plugin):
         field = f"vnfs.{role}.config_templates[0]" if names else f"vnfs.{role}.config_templates"
         try:
             _SAMPLES[role](sig, sig.vnfs_in(role=role)[0])
-        except (vnfconfig.ConfigError, jinja2.TemplateError) as exc:
+        except (fields.ConfigError, jinja2.TemplateError) as exc:
             what = names[0] if names else "the stock template"
             why = f"{type(exc).__name__}: {exc}" if isinstance(exc, jinja2.TemplateError) \
                 else str(exc)
@@ -104,46 +107,42 @@ def sample_sig(document):
 
 def _file_problem(name, folders):
     try:
-        if vnfconfig.find_template(name, folders) is None:
+        if templates.find_template(name, folders) is None:
             return (f"no file {name} in the plugin's templates folder ({folders[0]}) or the "
                     f"project's ({folders[1]}); ship it in the plugin package's templates/")
-    except vnfconfig.ConfigError as exc:
+    except fields.ConfigError as exc:
         return str(exc)
     return None
 
 
 def _check_cache(sig, vnf):
-    flavor = vnfconfig.flavor_config(sig, vnf)
     for origin in _ORIGINS:
         port, management = free_loopback_ports(2)
         with _scratch() as prefix:
-            text = vnfconfig.cache_config(
-                name=vnf.name, workers=vnf.vcpus, listen_address="127.0.0.1", listen_port=port,
-                management_port=management, origin=origin, origin_address="127.0.0.1",
-                prefix_dir=prefix, management_sources=["127.0.0.1"], flavor=flavor,
-                service=sig.service)
-            vnfconfig.check_nginx(text, prefix)
+            text = cache_of(sig, vnf, listen_address="127.0.0.1", listen_port=port,
+                            management_port=management, origin=origin,
+                            origin_address="127.0.0.1", prefix_dir=prefix,
+                            management_sources=["127.0.0.1"])
+            tools.check_nginx(text, prefix)
 
 
 def _check_balancer(sig, vnf):
     cache = sig.vnfs_in(role="cache")[0]
     port, management, member = free_loopback_ports(3)
     with _scratch() as prefix:
-        text = vnfconfig.lb_config(
-            name=vnf.name, workers=vnf.vcpus, listen_address="127.0.0.1", listen_port=port,
-            management_port=management, members=[(cache.name, "127.0.0.1", member)],
-            prefix_dir=prefix, management_sources=["127.0.0.1"],
-            flavor=vnfconfig.flavor_config(sig, vnf))
-        vnfconfig.check_nginx(text, prefix)
+        text = balancer_of(sig, vnf, listen_address="127.0.0.1", listen_port=port,
+                           management_port=management,
+                           members=[(cache.name, "127.0.0.1", member)], prefix_dir=prefix,
+                           management_sources=["127.0.0.1"])
+        tools.check_nginx(text, prefix)
 
 
 def _check_dns(sig, vnf):
     (port,) = free_loopback_ports(1)
     with _scratch() as prefix:
-        vnfconfig.check_dnsmasq(vnfconfig.dns_config(
-            name=f"{vnf.name}-{SAMPLE_REGION}", hostname=sig.hostname,
-            answer_address="127.0.0.1", listen_addresses=["127.0.0.1"], port=port,
-            prefix_dir=prefix, flavor=vnfconfig.flavor_config(sig, vnf)))
+        tools.check_dnsmasq(dns_of(sig, vnf, SAMPLE_REGION, answer_address="127.0.0.1",
+                                   listen_addresses=["127.0.0.1"], port=port,
+                                   prefix_dir=prefix))
 
 
 _SAMPLES = {"cache": _check_cache, "load_balancer": _check_balancer, "dns": _check_dns,

@@ -23,9 +23,9 @@ from sqlalchemy.exc import IntegrityError
 from cdnaas.common import config, errors
 from cdnaas.common.sig import ROLES
 from cdnaas.planning import models
-from cdnaas.ro.vim import hosts
 from cdnaas.sidr import checks, repository
 from cdnaas.sidr.models import Template, utcnow
+from cdnaas.vnf import subnet
 
 LOG = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def semantic_problems(document):
     - cache, load_balancer and dns ``instances.min`` is at least 1;
     - an origin shield, where the template has one, is exactly one instance;
     - at most as many DNS instances as a region's subnet has DNS addresses
-      (:data:`cdnaas.ro.vim.hosts.DNS_HOSTS`);
+      (:data:`cdnaas.ro.vim.subnet.DNS_HOSTS`);
     - ``placement.max_host_share`` is only set with ``placement.objective: spread``.
     """
     if not isinstance(document, dict):
@@ -92,12 +92,12 @@ def semantic_problems(document):
                 problems.append({"field": f"vnfs.{role}.instances.min",
                                  "problem": f"must be at least 1 (got {low}): {AT_LEAST_ONE[role]}"})
             if role == "dns" and name == "instances" and _is_int(high) \
-                    and high > len(hosts.DNS_HOSTS):
+                    and high > len(subnet.DNS_HOSTS):
                 problems.append({"field": "vnfs.dns.instances.max",
-                                 "problem": f"must be at most {len(hosts.DNS_HOSTS)} (got "
+                                 "problem": f"must be at most {len(subnet.DNS_HOSTS)} (got "
                                             f"{high}): each DNS VNF has its own address in "
                                             "every region's subnet, and there are "
-                                            f"{len(hosts.DNS_HOSTS)}"})
+                                            f"{len(subnet.DNS_HOSTS)}"})
     placement = document.get("placement")
     if isinstance(placement, dict) and "max_host_share" in placement \
             and placement.get("objective", "fewest_hosts") != "spread":

@@ -3,7 +3,7 @@ from cdnaas.common.app import make_app
 from cdnaas.db import engine
 from cdnaas.so import webhooks
 from cdnaas.so.acme import Renewer
-from cdnaas.so.hostname_checks import Verifier
+from cdnaas.so.hostname_verifier import Verifier
 from cdnaas.so.operations import OperationRunner
 from cdnaas.so.views import blueprint
 from cdnaas.so.webhook_delivery import Dispatcher

@@ -12,9 +12,9 @@ import dataclasses
 import datetime as dt
 
 from cdnaas.common import errors
+from cdnaas.common.origin_policy import accepted_origin
 from cdnaas.common.sig import Origin
 from cdnaas.common.timeutil import isoformat
-from cdnaas.common.validation import parse_origin
 from cdnaas.common.windows import parse_time
 
 
@@ -54,7 +54,7 @@ def parse_change(body, current_regions, origin, lease_start, lease_end, known_re
                                current_regions, known_regions)
     new_origin = origin
     if "origin" in body:
-        new_origin = parse_origin(body["origin"])
+        new_origin = accepted_origin(body["origin"])
     end = lease_end
     if "lease" in body:
         end = _lease_end(body["lease"]["end"], lease_start, now)

@@ -5,24 +5,20 @@ served (in the SIG: balancers, geo-DNS, managed certificates) only after SO has 
 through a resolver (``CDNAAS_HOSTNAME_RESOLVER``, else this machine's), either a CNAME
 of it to the vCDN's entry point (its hostname in the operator's zone) or a TXT record
 ``_cdnaas.<hostname>`` holding the vCDN's token for it. Until then the vCDN's view
-shows it ``pending`` with the records to create. :class:`Verifier` looks every
-``CDNAAS_HOSTNAME_CHECK_INTERVAL`` seconds and activates what it sees with an UPDATE
-operation. ``CDNAAS_HOSTNAME_CHECK=0`` activates names as they are accepted.
+shows it ``pending`` with the records to create. :class:`.hostname_verifier.Verifier`
+looks every ``CDNAAS_HOSTNAME_CHECK_INTERVAL`` seconds and activates what it sees with an
+UPDATE operation. ``CDNAAS_HOSTNAME_CHECK=0`` activates names as they are accepted.
 
 The verified names are recorded in the instance's ``service["verified_hostnames"]``
 (never in the SIG, whose ``hostnames`` are the active ones: :func:`active`).
 """
 import hashlib
 import logging
-import threading
 
 import dns.exception
 import dns.resolver
-from sqlalchemy import select
 
-from cdnaas.common import config, errors, periodic
-from cdnaas.so import states
-from cdnaas.so.models import Instance
+from cdnaas.common import config, errors
 
 LOG = logging.getLogger(__name__)
 
@@ -115,61 +111,3 @@ def seen(vcdn_id, hostname, entry_hostname, ask=None):
         return False
     wanted = f"{TXT_PREFIX}{token(vcdn_id, hostname)}".encode()
     return txt is not None and any(b"".join(r.strings) == wanted for r in txt)
-
-
-class Verifier:
-    """Activates the custom hostnames whose records appeared, one pass at a time
-    (:meth:`verify_once`), every ``CDNAAS_HOSTNAME_CHECK_INTERVAL`` seconds in a thread.
-
-    :param database: SO's database.
-    :param submit: ``submit(operation id)`` runs an operation (the runner's).
-    """
-
-    def __init__(self, database, submit):
-        self.database = database
-        self.submit = submit
-        self._stop = threading.Event()
-
-    def verify_once(self) -> list:
-        """Look up every pending name of every ACTIVE or SCHEDULED vCDN; activate those
-        seen (an UPDATE per vCDN); return the operations started."""
-        from cdnaas.so import instances  # pylint: disable=import-outside-toplevel
-
-        if not checking():
-            return []
-        with self.database.sessions() as session:
-            # the service settings of every vCDN, the SIG (large) only of those naming hosts
-            named = {vcdn_id: service for vcdn_id, service in session.execute(
-                select(Instance.id, Instance.service).where(
-                    Instance.state.in_((states.ACTIVE, states.SCHEDULED))))
-                if service and service.get("hostnames")}
-            entries = dict(session.execute(select(Instance.id, Instance.sig).where(
-                Instance.id.in_(named)))) if named else {}
-        pending = [(vcdn_id, entries[vcdn_id]["hostname"],
-                    [h for h in service["hostnames"] if h not in active(service)])
-                   for vcdn_id, service in named.items() if vcdn_id in entries]
-        ask, started = resolver(), []
-        for vcdn_id, entry, names in pending:
-            found = [h for h in names if seen(vcdn_id, h, entry, ask)]
-            if not found:
-                continue
-            LOG.info("vCDN %s: %s now point(s) at %s: activating", vcdn_id, ", ".join(found),
-                     entry)
-            try:
-                _instance, operation = instances.update(self.database, vcdn_id, {},
-                                                        reason=REASON, verified=found)
-            except errors.CdnaasError as exc:  # busy (an operation runs): the next pass
-                LOG.info("vCDN %s: activation of %s waits: %s", vcdn_id, found, exc)
-                continue
-            if operation.state != states.COMPLETED:
-                self.submit(operation.id)
-            started.append(operation.id)
-        return started
-
-    def start(self):
-        """Run :meth:`verify_once` every ``CDNAAS_HOSTNAME_CHECK_INTERVAL`` s in a thread."""
-        periodic.run_every("CDNAAS_HOSTNAME_CHECK_INTERVAL", self.verify_once, "so-hostnames",
-                           self._stop, "custom hostname pass")
-
-    def stop(self):
-        self._stop.set()

@@ -7,17 +7,17 @@ import datetime as dt
 import logging
 import uuid
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import load_only
 
 from cdnaas import delivery
-from cdnaas.delivery import access
 from cdnaas.common import caching, clock, config, entry_points, errors, etags, plugins
 from cdnaas.common.clients import SidrClient
 from cdnaas.common.flavor import InsufficientCapacity, PlanRequest, RegionRequest
+from cdnaas.common.origin_policy import accepted_origin
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import aware, isoformat
-from cdnaas.common.validation import parse_origin
+from cdnaas.delivery import access
 from cdnaas.so import capacity, hostname_checks, pricing, quotas, states, tls, webhooks
 from cdnaas.so.changes import check_unique, parse_change, parse_time
 from cdnaas.so.models import Instance, Operation, Region
@@ -33,7 +33,8 @@ LIST_LIMIT, LIST_MAX = 100, 1000
 # -- representations ---------------------------------------------------------
 
 def instance_view(instance, now=None):
-    """The API's view of ``instance`` at ``now`` (default: the clock's)."""
+    """The API's view of ``instance`` (an :class:`Instance`, or its row:
+    :func:`instance_row`) at ``now`` (default: the clock's)."""
     sig = ServiceInstanceGraph.from_record(instance.sig)
     endpoints = instance.region_endpoints or {}
     regions = []
@@ -113,6 +114,22 @@ def get_instance(session, instance_id):
     if instance is None:
         raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
     return instance
+
+
+#: a vCDN's row by id, every column, for :func:`instance_view` (built once)
+_ROW = select(*Instance.__table__.columns).where(Instance.id == bindparam("instance_id"))
+
+
+def instance_row(session, instance_id):
+    """The row of vCDN ``instance_id`` read without making an ORM object (a third of a
+    GET's cost in SO): what :func:`instance_view` takes, not to be changed.
+
+    :raises NotFound: no such vCDN.
+    """
+    found = session.connection().execute(_ROW, {"instance_id": instance_id}).first()
+    if found is None:
+        raise errors.NotFound(f"no vCDN {instance_id}", field="vcdn_id")
+    return found
 
 
 def get_operation(session, operation_id):
@@ -286,7 +303,7 @@ def new_operation(instance_id, kind, reason=None, previous_sig=None, previous_le
 
 def _accept(tenant, body, now):
     """What every request for a new vCDN is checked for; ``(origin, window, template, plugin)``."""
-    origin = parse_origin(body["origin"])
+    origin = accepted_origin(body["origin"])
     window = _lease(body, now)
     check_unique([r["name"] for r in body["regions"]], "regions")
     template, plugin = _load_flavor(body["flavor"])

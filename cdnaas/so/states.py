@@ -5,10 +5,11 @@ kind has its list of steps, named here so no code indexes them by position. A
 rollback adds :data:`ROLL_BACK` to the steps, so an SO restarted in the middle of
 one carries on undoing instead of starting the work again.
 """
-from cdnaas.ro import models as _ro
+from cdnaas.common import states as _deployment
 
 #: what the SO reads of the RO's deployments (api-spec/ro.yaml): RO's own names
-RO_ACTIVE, RO_ERROR, RO_DELETED, RO_BUSY = _ro.ACTIVE, _ro.ERROR, _ro.DELETED, _ro.BUSY
+RO_ACTIVE, RO_ERROR = _deployment.ACTIVE, _deployment.ERROR
+RO_DELETED, RO_BUSY = _deployment.DELETED, _deployment.BUSY
 
 # -- operations -----------------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ def create_price():
 @blueprint.get("/instances/<instance_id>")
 def get_instance(instance_id):
     with _db().sessions() as session:
-        return instances.instance_view(instances.get_instance(session, instance_id))
+        return instances.instance_view(instances.instance_row(session, instance_id))
 
 
 @blueprint.get("/instances/<instance_id>/sig")

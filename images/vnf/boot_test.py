@@ -41,14 +41,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from cdnaas.calibration import qoe
-from cdnaas.calibration.campaign import VIDEO_PATH
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.origin.server import serve_in_thread
+from cdnaas.ro.calibration_campaign import VIDEO_PATH
 from cdnaas.ro.vim import loadreport
 from cdnaas.ro.vim.base import LoadTest, VimError
 from cdnaas.ro.vim.openstack import loadgen, userdata
-from cdnaas.ro.vnfconfig import MANAGEMENT_PORT, STATUS_PATH
+from cdnaas.vnf.endpoints import MANAGEMENT_PORT, STATUS_PATH
 from tests.support.sigs import sample_sig
 
 HERE = Path(__file__).resolve().parent

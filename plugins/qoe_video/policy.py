@@ -52,8 +52,8 @@ import dataclasses
 import math
 
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
-from cdnaas.im import qoe
 from cdnaas.im.observation import ScaleDecision
+from cdnaas.planning import qoe
 from cdnaas.planning import placement, resizing
 
 #: a cache SO is asked to place; RAM is not part of an observation, so it asks for none

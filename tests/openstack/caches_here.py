@@ -27,8 +27,8 @@ import yaml
 
 from cdnaas.origin.server import serve_in_thread
 from cdnaas.ro.vim.local import netns
-from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.openstack import userdata
+from cdnaas.vnf import subnet
 
 
 def ip(*args):
@@ -102,7 +102,7 @@ class CachesHere:
         found = [(c.address, ipaddress.ip_network(regions[c.region]["cidr"]).prefixlen)
                  for c in self.caches]
         if self.shields:  # one, with a leg on every network
-            found += [(str(network[hosts.SHIELD_HOST]), network.prefixlen) for network in
+            found += [(str(network[subnet.SHIELD_HOST]), network.prefixlen) for network in
                       (ipaddress.ip_network(info["cidr"]) for info in regions.values())]
         return found
 

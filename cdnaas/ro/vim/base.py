@@ -67,12 +67,6 @@ def tls_ref(sig):
     return (sig.service.get("tls") or {}).get("certificate_ref")
 
 
-def served_names(sig):
-    """Every name ``sig``'s balancers and geo-DNS answer: its own hostname, then the
-    customer's (``service.hostnames``)."""
-    return [sig.hostname, *sig.service.get("hostnames", [])]
-
-
 class GeneratorLimit(VimError):
     """A driver's load generator cannot drive that much load here (open files, ports):
     the load is beyond what it can measure, not beyond what the VNF serves."""
@@ -333,7 +327,7 @@ class VimDriver(abc.ABC):
 
     def secret_backend(self):
         """Where the certificates and keys of this driver's vCDNs are kept: a
-        :class:`cdnaas.ro.secrets.SecretBackend`, or None (the default) for RO's own
+        :class:`cdnaas.ro.vim.secret_backends.SecretBackend`, or None (the default) for RO's own
         table, encrypted with its secret key file."""
         return None
 

@@ -10,7 +10,8 @@ import dataclasses
 
 from cdnaas import delivery
 from cdnaas.common.sig import ServiceInstanceGraph, Vnf
-from cdnaas.ro.vim.base import Deployment, VnfInstance, served_names, tls_ref
+from cdnaas.ro.vim.base import Deployment, VnfInstance, tls_ref
+from cdnaas.vnf.balancer import served_names
 
 #: service fields whose change a balancer must settle on: once the update is done, no new
 #: connection may reach an old worker still accepting on the old config (new cache rules

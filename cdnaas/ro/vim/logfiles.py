@@ -26,8 +26,8 @@ import json
 import re
 
 from cdnaas.delivery import logstreams
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim.base import LogChunk, LogPosition, VimError
+from cdnaas.vnf import endpoints
 
 #: bytes of a file's start its fingerprint is taken from (its first line, at most this)
 HEAD_BYTES = 4096
@@ -162,7 +162,7 @@ def read_chunk(vnf, position, max_bytes=READ_BYTES):
     :returns: ``(LogChunk, LogRead)``.
     :raises VimError: the listener could not be read.
     """
-    found = read(vnf.address, vnfconfig.MANAGEMENT_PORT, vnfconfig.USAGE_LOG_PATH, position,
+    found = read(vnf.address, endpoints.MANAGEMENT_PORT, endpoints.USAGE_LOG_PATH, position,
                  max_bytes)
     return LogChunk(name=vnf.name, region=vnf.region, data=found.data,
                     position=found.position, more=found.more, lost=found.lost), found
@@ -179,7 +179,7 @@ def stream_statuses(pool, deployment, role):
 def stream_status(vnf):
     """The counts of VNF ``vnf``'s log shipper (:mod:`cdnaas.ro.vim.logship`'s ``/status``)
     from its management listener, or None when it runs none or does not answer."""
-    connection = http.client.HTTPConnection(vnf.address, vnfconfig.MANAGEMENT_PORT,
+    connection = http.client.HTTPConnection(vnf.address, endpoints.MANAGEMENT_PORT,
                                             timeout=_TIMEOUT)
     try:
         connection.request("GET", logstreams.STATUS_PATH)

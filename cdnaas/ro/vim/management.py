@@ -1,10 +1,11 @@
-"""Asking an nginx VNF's management listener (:data:`cdnaas.ro.vnfconfig.MANAGEMENT_PORT`),
+"""Asking an nginx VNF's management listener (:data:`cdnaas.vnf.endpoints.MANAGEMENT_PORT`),
 which answers only RO's side (the local driver's bridge gateway, the OpenStack driver's
 management prefixes): whether it answers, the configuration generation its workers run,
 its ``stub_status`` figures. One HTTP request each, from this thread's namespace."""
 import http.client
 
-from cdnaas.ro.vnfconfig import GENERATION_PATH, MANAGEMENT_PORT, STATUS_PATH, generation_of
+from cdnaas.vnf.endpoints import GENERATION_PATH, MANAGEMENT_PORT, STATUS_PATH
+from cdnaas.vnf.generation import generation_of
 
 
 def _get(address, port, path, timeout):

@@ -121,7 +121,7 @@ def zone_text(zone, ttl):
 
 def _render(name, **values):
     """``templates/<name>`` rendered with ``values`` (every one given: StrictUndefined).
-    Not :mod:`cdnaas.ro.vnfconfig`'s renderer: the server's process starts with the
+    Not :mod:`cdnaas.vnf`'s renderer: the server's process starts with the
     stack and imports only what it needs."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(config.REPO_ROOT / "templates"),

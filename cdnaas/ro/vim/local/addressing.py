@@ -12,6 +12,7 @@ from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.base import VimError, check_origin_policy
 from cdnaas.ro.vim.local import network
 from cdnaas.ro.vim.local.system import run
+from cdnaas.vnf.subnet import FIRST_CACHE_HOST, LB_HOST, SHIELD_HOST
 
 HTTP_PORT = 80
 HTTPS_PORT = 443
@@ -29,16 +30,16 @@ def assign(sig, layout, kept):
         # being removed: a replacement must not answer while the old one still drains.
         taken = {a for address in kept.values()
                  for a in (address if isinstance(address, list) else [address])}
-        free = (str(a) for a in list(subnet.hosts())[hosts.FIRST_CACHE_HOST - 1:]
+        free = (str(a) for a in list(subnet.hosts())[FIRST_CACHE_HOST - 1:]
                 if str(a) not in taken)
         for vnf in sig.vnfs_in(region):
             if vnf.role == "load_balancer":
-                addresses[vnf.name] = str(subnet.network_address + hosts.LB_HOST)
+                addresses[vnf.name] = str(subnet.network_address + LB_HOST)
             elif vnf.role == "cache":
                 addresses[vnf.name] = kept.get(vnf.name) or next(free)
     # DNS VNFs and the shield are multi-homed: an address on every region, in SIG order
     for vnf in sig.vnfs_in(role="dns") + sig.vnfs_in(role="shield"):
-        host = hosts.SHIELD_HOST if vnf.role == "shield" else hosts.dns_host(sig, vnf)
+        host = SHIELD_HOST if vnf.role == "shield" else hosts.dns_host(sig, vnf)
         addresses[vnf.name] = [
             str(ipaddress.ip_network(layout[r.name]["subnet"]).network_address + host)
             for r in sig.regions]

@@ -4,14 +4,15 @@ each answering with its region's balancer, and nftables steering each region's c
 one step of a flow (:mod:`.flows`) over its :class:`~.context.LocalContext`."""
 import json
 
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import dnsprobe
-from cdnaas.ro.vim.base import served_names
 from cdnaas.ro.vim.local import cgroups, network, processes
 from cdnaas.ro.vim.local.addressing import add_legs, leg, legs_of, stale_legs
 from cdnaas.ro.vim.local.context import injected_failures
 from cdnaas.ro.vim.local.removal import remove_vnf
 from cdnaas.ro.vim.local.system import ip_batch, run
+from cdnaas.vnf import tools
+from cdnaas.vnf.balancer import served_names
+from cdnaas.vnf.geodns import dns_of, steering_of
 
 DNS_BASE_PORT = 5300  # to 5399: each region's dnsmasq on the DNS VNF (:func:`dns_ports`)
 SPARE_DNS_PORT = 5400  # + (port - 5300): a region's spare dnsmasq while its own restarts
@@ -135,18 +136,13 @@ def dns_configs(sig, vnf, prefix, addresses, ports, suffix="", check=True):
     checked by ``dnsmasq --test`` (before a running one is replaced; a dnsmasq that
     starts checks its config itself and runs nothing on one it rejects)."""
     configs = {}
-    flavor = vnfconfig.flavor_config(sig, vnf)
     for region in (r.name for r in sig.regions):
         lb = sig.vnfs_in(region, "load_balancer")[0]
-        text = vnfconfig.dns_config(name=f"{vnf.name}-{region}{suffix}",
-                                    hostname=sig.hostname,
-                                    aliases=served_names(sig)[1:],
-                                    answer_address=addresses[lb.name],
-                                    listen_addresses=addresses[vnf.name],
-                                    port=ports[region], prefix_dir=str(prefix),
-                                    flavor=flavor)
+        text = dns_of(sig, vnf, region, name_suffix=suffix, answer_address=addresses[lb.name],
+                      listen_addresses=addresses[vnf.name], port=ports[region],
+                      prefix_dir=str(prefix))
         if check:
-            vnfconfig.check_dnsmasq(text)
+            tools.check_dnsmasq(text)
         configs[region] = (prefix / f"dnsmasq-{region}{suffix}.conf", text)
     return configs
 
@@ -155,10 +151,7 @@ def steer(namespace, prefix, sig, ports):
     """Load the DNS VNF's steering for ``sig``: each region's clients to its port of
     ``ports`` (``nft -f`` loads a ruleset whole or not at all, so it needs no check
     first)."""
-    ruleset = vnfconfig.steering_rules(table="cdnaas-geo",
-                                       rules=[(p, ports[r.name]) for r in sig.regions
-                                              for p in r.client_prefixes],
-                                       default_port=ports[sig.default_region])
+    ruleset = steering_of(sig, ports)
     (prefix / "steering.nft").write_text(ruleset)
     run(["nft", "-f", str(prefix / "steering.nft")], namespace=namespace)
 

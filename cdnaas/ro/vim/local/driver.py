@@ -27,8 +27,7 @@ import threading
 import time
 
 from cdnaas.common import config
-from cdnaas.ro import purge, vnfconfig
-from cdnaas.ro.vim import logfiles, management, pipeline
+from cdnaas.ro.vim import logfiles, management, pipeline, purge
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, EntryPoint,
                                 PrerequisitesMissing, VimDriver, VimError, VnfHealth,
                                 VnfInstance, VnfMetrics, no_progress)
@@ -38,6 +37,7 @@ from cdnaas.ro.vim.local import (cgroups, flows, loadgen, network, processes, re
 from cdnaas.ro.vim.local.addressing import assign, managed_address
 from cdnaas.ro.vim.local.context import LocalContext, group, vnf_root
 from cdnaas.ro.vim.local.system import run
+from cdnaas.vnf.endpoints import PURGE_MODULE
 
 LOG = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class LocalDriver(VimDriver):
         if missing:
             raise PrerequisitesMissing(f"missing tools: {', '.join(missing)} "
                                        "(scripts/setup installs them)")
-        if not os.path.exists(vnfconfig.PURGE_MODULE):
-            raise PrerequisitesMissing(f"missing nginx's purge module {vnfconfig.PURGE_MODULE} "
+        if not os.path.exists(PURGE_MODULE):
+            raise PrerequisitesMissing(f"missing nginx's purge module {PURGE_MODULE} "
                                        "(package libnginx-mod-http-cache-purge; scripts/setup "
                                        "installs it)")
         cgroups.check()
@@ -213,12 +213,12 @@ class LocalDriver(VimDriver):
 
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener, which
-        only this side reaches (:mod:`cdnaas.ro.purge`)."""
+        only this side reaches (:mod:`cdnaas.ro.vim.purge`)."""
         return purge.invalidate_caches(self.pool, deployment, paths, prefixes, progress)
 
     def prefetch(self, deployment, paths, progress=no_progress):
         """See :meth:`VimDriver.prefetch`: through each cache's management listener
-        (:mod:`cdnaas.ro.purge`)."""
+        (:mod:`cdnaas.ro.vim.purge`)."""
         return purge.prefetch_caches(self.pool, deployment, paths, progress)
 
     def _rotate_log(self, owner, deployment_id, vnf_name):

@@ -8,15 +8,17 @@ import time
 
 from cdnaas.common.sig import Origin
 from cdnaas.delivery import access, logstreams, origins, responses
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import management, steps
-from cdnaas.ro.vim.base import run_all, served_names
+from cdnaas.ro.vim.base import run_all
 from cdnaas.ro.vim.local import cgroups, logshipping, netns, network, processes, tls_files
 from cdnaas.ro.vim.local.addressing import (HTTP_PORT, HTTPS_PORT, add_legs, cidr, leg,
                                             legs_of, managed_address, management_sources,
                                             origin_address, stale_legs)
 from cdnaas.ro.vim.local.context import injected_delay, injected_failures
 from cdnaas.ro.vim.local.system import ip_batch
+from cdnaas.vnf import endpoints, options, tools
+from cdnaas.vnf.balancer import balancer_of
+from cdnaas.vnf.cache import cache_of
 
 VNF_USER = "root"  # the namespace is the VNF's machine; its files live under the state dir
 
@@ -74,7 +76,7 @@ def boot_nginx(ctx, step, vnfs, config, links, addresses, started=lambda vnf: No
         prefix = ctx.prefix(vnf.name)
         conf = prefix / "nginx.conf"
         conf.write_text(config(vnf, prefix))
-        vnfconfig.prepare_nginx_prefix(str(prefix))
+        tools.prepare_nginx_prefix(str(prefix))
         group = ctx.group(vnf.name)
         cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
         if vnf.host in injected_failures():  # test hook: this host "fails" to start VNFs
@@ -106,7 +108,7 @@ def reload_lb(ctx, region, members=None, settle=False, mend=False):
     conf = prefix / "nginx.conf"
     if mend or not (conf.exists() and conf.read_text() == text):  # else it runs that
         with netns.entered(namespace):  # nginx -t binds the balancer's address
-            vnfconfig.check_nginx(text, str(prefix))
+            tools.check_nginx(text, str(prefix))
         conf.write_text(text)
         processes.reload_nginx(namespace, str(prefix), str(conf), ctx.group(lb.name),
                                settle=settle)
@@ -139,7 +141,7 @@ def roll_caches(ctx, vnfs, mended=(), addresses=None):
     connections its old workers hold, and a balancer that sends a request on one at
     that instant gets a reset. It sends the request again to the next member at once
     (an error on a cached connection costs no try), but counts a failure of the cache,
-    which leaves its rotation for :data:`.vnfconfig.MEMBER_FAIL_SECONDS`
+    which leaves its rotation for :data:`cdnaas.vnf.endpoints.MEMBER_FAIL_SECONDS`
     (``fail_timeout``, which keeps failover from a dead cache fast). So the next cache
     of the region reloads only once that time, and a second more (nginx counts whole
     seconds), has passed since the previous one's old workers ended: the balancer
@@ -159,7 +161,7 @@ def roll_caches(ctx, vnfs, mended=(), addresses=None):
         for vnf in members:
             if reload_cache(ctx, vnf, addresses, mend=vnf.name in mended, pause=lambda: time.sleep(
                     max(0.0, rejoins_at[0] - time.monotonic()))):
-                rejoins_at[0] = time.monotonic() + vnfconfig.MEMBER_FAIL_SECONDS + 1
+                rejoins_at[0] = time.monotonic() + endpoints.MEMBER_FAIL_SECONDS + 1
             with lock:
                 done[0] += 1
                 ctx.progress(steps.RECONFIGURE_CACHES, done[0], len(vnfs))
@@ -185,7 +187,7 @@ def reload_cache(ctx, vnf, addresses=None, mend=False, pause=lambda: None):
         return False
     namespace = ctx.namespace(vnf.name)
     with netns.entered(namespace):  # nginx -t binds the cache's address
-        vnfconfig.check_nginx(text, str(prefix))
+        tools.check_nginx(text, str(prefix))
     pause()
     conf.write_text(text)
     processes.reload_nginx(namespace, str(prefix), str(conf), ctx.group(vnf.name), settle=True)
@@ -233,10 +235,9 @@ def cache_text(ctx, vnf, addresses, prefix, reach=None):
             return origin_address(origin, layout[region])
     address = managed_address(sig, vnf, addresses)
     [shield] = sig.vnfs_in(role="shield") or [None]
-    origin, also_listen, secondary_address = sig.origin, [], None
+    also_listen, secondary_address = [], None
     behind_shield = vnf.role != "shield" and shield is not None
     if behind_shield:
-        origin = Origin(scheme="http", host=sig.origin.host, port=HTTP_PORT)
         fetch_from = leg(sig, addresses[shield.name], vnf.region)
     else:
         if vnf.role == "shield":
@@ -246,25 +247,22 @@ def cache_text(ctx, vnf, addresses, prefix, reach=None):
         if secondary is not None:
             secondary_address = reach(secondary, vnf.region)
     viewers_facing = vnf.role == "cache"
-    access.write_vnf_files(prefix, vnfconfig.access_files(sig.service if viewers_facing
-                                                          else None))
-    return vnfconfig.cache_config(
-        name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=HTTP_PORT,
-        origin=origin, prefix_dir=str(prefix), user=VNF_USER, origin_address=fetch_from,
-        planned_connections=vnfconfig.planned_connections(sig, vnf),
-        max_files=processes.open_file_limit(), management_sources=management_sources(address),
-        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=not viewers_facing, also_listen=also_listen, service=sig.service,
-        secondary_address=secondary_address, behind_shield=behind_shield, region=vnf.region,
+    access.write_vnf_files(prefix, options.access_files(sig.service if viewers_facing
+                                                        else None))
+    return cache_of(
+        sig, vnf, listen_address=address, listen_port=HTTP_PORT, prefix_dir=str(prefix),
+        user=VNF_USER, origin_address=fetch_from, max_files=processes.open_file_limit(),
+        management_sources=management_sources(address), also_listen=also_listen,
+        secondary_address=secondary_address, behind_shield=behind_shield,
         real_ip_from=[addresses[lb.name] for lb in sig.vnfs_in(vnf.region, "load_balancer")]
         if viewers_facing else [])
 
 
 def write_cache_files(sig, prefix):
-    """Write the files ``sig``'s cache configs refer to (:func:`.vnfconfig.cache_files`)
+    """Write the files ``sig``'s cache configs refer to (:func:`cdnaas.vnf.options.cache_files`)
     under ``prefix``, readable by the workers; those of a previous config go."""
     wanted = {prefix / relative: text
-              for relative, text in vnfconfig.cache_files(sig.service).items()}
+              for relative, text in options.cache_files(sig.service).items()}
     for path, text in wanted.items():
         path.parent.mkdir(mode=0o755, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -278,14 +276,8 @@ def write_cache_files(sig, prefix):
 def lb_text(sig, vnf, address, members, prefix, bundle):
     """The balancer ``vnf``'s config for ``sig``, its certificate files (of ``bundle``, or
     none) written first."""
-    return vnfconfig.lb_config(name=vnf.name, workers=vnf.vcpus, listen_address=address,
-                               listen_port=HTTP_PORT, prefix_dir=str(prefix),
-                               planned_connections=vnfconfig.planned_connections(sig, vnf),
-                               max_files=processes.open_file_limit(),
-                               members=[(name, addr, HTTP_PORT) for name, addr in members],
-                               management_sources=management_sources(address),
-                               user=VNF_USER, flavor=vnfconfig.flavor_config(sig, vnf),
-                               server_names=served_names(sig),
-                               tls=tls_files.write(prefix, bundle, HTTPS_PORT),
-                               cache_rules=sig.service.get("cache_rules"),
-                               service=sig.service)
+    return balancer_of(sig, vnf, listen_address=address, listen_port=HTTP_PORT,
+                       prefix_dir=str(prefix), max_files=processes.open_file_limit(),
+                       members=[(name, addr, HTTP_PORT) for name, addr in members],
+                       management_sources=management_sources(address), user=VNF_USER,
+                       tls=tls_files.write(prefix, bundle, HTTPS_PORT))

@@ -3,7 +3,7 @@
 A daemon is started from a thread that entered the VNF's namespace (no shell,
 no ``nsenter``) and forks into the background; once it answers, its processes
 join the VNF's CPU group (:func:`cdnaas.ro.vim.local.cgroups.adopt`). nginx is
-probed on its management listener (:data:`cdnaas.ro.vnfconfig.MANAGEMENT_PORT`),
+probed on its management listener (:data:`cdnaas.vnf.endpoints.MANAGEMENT_PORT`),
 which answers only the bridge gateway this (root) namespace reaches the VNFs from
 (:mod:`cdnaas.ro.vim.management`).
 
@@ -22,7 +22,7 @@ import time
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, netns
 from cdnaas.ro.vim.local.system import run
-from cdnaas.ro.vnfconfig import host_limits
+from cdnaas.vnf.sizing import host_limits
 
 LOG = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ DIRECTORY = "tls"
 
 def write(prefix, bundle, port):
     """Write ``bundle``'s chain and key under ``prefix`` (unless there already); return the
-    ``tls`` argument of :func:`cdnaas.ro.vnfconfig.lb_config` for ``port`` (stapling where
+    ``tls`` argument of :func:`cdnaas.vnf.balancer.lb_config` for ``port`` (stapling where
     the certificate names an OCSP responder), or None when ``bundle`` is None (HTTP only)."""
     if bundle is None:
         return None

@@ -7,9 +7,9 @@ A VNF is healthy when
   children); and the group holds no process of that program outside the masters' trees
   (orphans: the workers of a master that was killed, which go on serving on its ports);
 - it runs the configuration RO last wrote: the generation its daemons report
-  (:func:`cdnaas.ro.vnfconfig.stamp`: an nginx management listener's
-  :data:`~cdnaas.ro.vnfconfig.GENERATION_PATH`, a dnsmasq's TXT record of
-  :data:`~cdnaas.ro.vnfconfig.GENERATION_NAME`) is the one in its config file;
+  (:func:`cdnaas.vnf.generation.stamp`: an nginx management listener's
+  :data:`~cdnaas.vnf.endpoints.GENERATION_PATH`, a dnsmasq's TXT record of
+  :data:`~cdnaas.vnf.endpoints.GENERATION_NAME`) is the one in its config file;
 - it answers: HTTP on its management listener (nginx), the vCDN's name (DNS).
 
 A fault of the processes or of the configuration is *lasting*: it does not pass by itself,
@@ -20,11 +20,12 @@ import dataclasses
 import re
 import time
 
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import dnsprobe, management
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import cgroups, network, processes
 from cdnaas.ro.vim.local.context import group, vnf_root
+from cdnaas.vnf import endpoints
+from cdnaas.vnf.generation import generation_of
 
 _PID_FILE = re.compile(r"^pid-file=(\S+)$", re.MULTILINE)
 _PORT = re.compile(r"^port=(\d+)$", re.MULTILINE)
@@ -97,12 +98,12 @@ def dns(prefix, group, address, hostname):
         if region not in masters:  # gone: nothing answers there, no need to wait for it
             continue
         port = _PORT.search(text)
-        answer = dnsprobe.texts(address, vnfconfig.GENERATION_NAME,
+        answer = dnsprobe.texts(address, endpoints.GENERATION_NAME,
                                 port=int(port.group(1)) if port else 53)
         if answer is None:
             silent.append(f"{region}: no DNS answer")
             continue
-        running = next(filter(None, map(vnfconfig.generation_of, answer)), "")
+        running = next(filter(None, map(generation_of, answer)), "")
         problems += [f"{region}: {p}" for p in _generation(running, text)]
         generations.add(running)
     if not configs:
@@ -157,7 +158,7 @@ def _asked(addresses):
 def _generation(running, written):
     """The problem of a daemon running generation ``running`` ("" none) when RO wrote the
     config ``written`` (its text, or None when it has no generation: not compared)."""
-    wanted = vnfconfig.generation_of(written or "")
+    wanted = generation_of(written or "")
     if wanted is None or running == wanted:
         return []
     return [f"runs configuration generation {running or 'none'}, RO wrote {wanted}"]

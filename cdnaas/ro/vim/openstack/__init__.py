@@ -7,7 +7,7 @@
 - ``https``: each balancer's TERMINATED_HTTPS listener and pool, made by an update and
   put back as recorded by a restore;
 - ``userdata``: cloud-init user-data rendered from the same ``templates/`` as the
-  local driver (through :mod:`cdnaas.ro.vnfconfig`);
+  local driver (through :mod:`cdnaas.vnf`);
 - ``loadgen``: a calibration's load generator, a server whose agent runs wrk and the
   viewer simulator in a region's network (:meth:`OpenStackDriver.load_test`);
 - ``undo``: each step's revert, run in reverse when a later step fails;

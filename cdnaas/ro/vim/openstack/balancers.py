@@ -8,10 +8,11 @@ to be ACTIVE before and after it.
 """
 from cdnaas.common import challenges, errors
 from cdnaas.ro.vim import steps
-from cdnaas.ro.vim.base import DeploymentFailed, VimError, run_all, served_names, tls_ref
+from cdnaas.ro.vim.base import DeploymentFailed, VimError, run_all, tls_ref
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import https, https_policy, plan
 from cdnaas.ro.vim.openstack.lookup import words
+from cdnaas.vnf.balancer import served_names
 
 
 def create_balancers(ctx, regions=None):

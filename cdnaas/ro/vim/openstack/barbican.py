@@ -14,8 +14,8 @@ import logging
 import re
 
 from cdnaas.common import config, errors
-from cdnaas.ro.secrets import SecretBackend
 from cdnaas.ro.vim.base import VimError
+from cdnaas.ro.vim.secret_backends import SecretBackend
 
 LOG = logging.getLogger(__name__)
 

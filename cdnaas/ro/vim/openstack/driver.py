@@ -42,8 +42,7 @@ import concurrent.futures
 import logging
 
 from cdnaas.common import config
-from cdnaas.ro import purge
-from cdnaas.ro.vim import logfiles, management, pipeline
+from cdnaas.ro.vim import logfiles, management, pipeline, purge
 from cdnaas.ro.vim.base import (DeploymentFailed, RemovalIncomplete, VimDriver, VimError,
                                 no_progress)
 from cdnaas.ro.vim.changes import sig_change
@@ -218,7 +217,6 @@ class OpenStackDriver(VimDriver):
         beside its workers, which then end gracefully (:mod:`.userdata`)."""
         from openstack import exceptions
         record = deployment.resources
-        results = []
         servers, lbs = {}, {}
         for region, info in record["regions"].items():
             conn = self.cloud.conn(info["vim_region"])
@@ -283,7 +281,7 @@ class OpenStackDriver(VimDriver):
 
     def invalidate(self, deployment, paths, prefixes, progress=no_progress):
         """See :meth:`VimDriver.invalidate`: on each cache's management listener
-        (:mod:`cdnaas.ro.purge`), open to ``CDNAAS_OS_MANAGEMENT_CIDR``, where RO must be."""
+        (:mod:`cdnaas.ro.vim.purge`), open to ``CDNAAS_OS_MANAGEMENT_CIDR``, where RO must be."""
         return purge.invalidate_caches(self.pool, deployment, paths, prefixes, progress)
 
     def prefetch(self, deployment, paths, progress=no_progress):

@@ -27,11 +27,11 @@ import logging
 import time
 
 from cdnaas.calibration import agent, loads
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import loadreport
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import plan, userdata
+from cdnaas.vnf.endpoints import MANAGEMENT_PORT
 
 LOG = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def ensure(conn, deployment, vnf, find_flavor):
         error = oscloud.translate_error(exc, f"booting load generator {entry['name']}")
         raise VimError(f"{error}; the load generator was removed") from exc
     LOG.info("load generator %s answers on %s:%d", entry["name"], entry["address"],
-             vnfconfig.MANAGEMENT_PORT)
+             MANAGEMENT_PORT)
     return entry
 
 
@@ -179,13 +179,13 @@ def _answers(conn, entry):
     except exceptions.NotFoundException:
         return False
     try:
-        return call(entry["address"], vnfconfig.MANAGEMENT_PORT, "GET", agent.HEALTH_PATH)[0] \
+        return call(entry["address"], MANAGEMENT_PORT, "GET", agent.HEALTH_PATH)[0] \
             == 200
     except VimError:  # no answer, or not the agent's
         return False
 
 
-def wait_for_agent(address, seconds, port=vnfconfig.MANAGEMENT_PORT):
+def wait_for_agent(address, seconds, port=MANAGEMENT_PORT):
     """Ask the agent at ``address:port`` for its health until it answers 200 (anything
     else, no answer included, is asked again).
 
@@ -211,7 +211,7 @@ def wait_for_agent(address, seconds, port=vnfconfig.MANAGEMENT_PORT):
 
 
 def measure(address, test, target, target_port=plan.HTTP_PORT,
-            port=vnfconfig.MANAGEMENT_PORT):
+            port=MANAGEMENT_PORT):
     """Have the agent at ``address:port`` drive ``test`` (a :class:`LoadTest`) at
     ``target:target_port``; return what the generator did.
 

@@ -5,13 +5,13 @@ steps (:mod:`.flows`)."""
 import ipaddress
 
 from cdnaas.common import config
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import VimError, no_progress
 from cdnaas.ro.vim.openstack import balancers
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import plan
 from cdnaas.ro.vim.openstack.lookup import SERVER_ROLES, words
+from cdnaas.vnf import endpoints
 
 
 def create_networks(ctx, cidrs, regions=None, progress=None):
@@ -70,7 +70,7 @@ def security_group(ctx, conn, region, role, cidr):
     if role in ("cache", "shield"):  # from the region's subnet: balancer to caches,
         #                              caches to the shield's leg
         rules = [("tcp", plan.HTTP_PORT, cidr)]
-        rules += [("tcp", vnfconfig.MANAGEMENT_PORT, prefix)
+        rules += [("tcp", endpoints.MANAGEMENT_PORT, prefix)
                   for prefix in ctx.record.get("management_cidrs", [])]
     else:  # from anywhere: the region's clients
         rules = [("udp", 53, "0.0.0.0/0"), ("tcp", 53, "0.0.0.0/0")]

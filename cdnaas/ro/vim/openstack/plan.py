@@ -2,7 +2,7 @@
 
 RO manages the addresses: each region of a vCDN gets its own /24 out of
 ``CDNAAS_OS_POOL`` (default ``10.200.0.0/16``; vCDN networks are isolated, so
-every vCDN may use the same pool), each VNF at its place (:mod:`cdnaas.ro.vim.hosts`):
+every vCDN may use the same pool), each VNF at its place (:mod:`cdnaas.vnf.subnet`):
 gateway ``.1``, load balancer VIP ``.2``, DNS ``.3`` (more DNS VNFs ``.5``...), origin
 shield ``.4`` (in every region: a leg of the one shield server, where the region's
 caches fetch from), caches from ``.10``. Regions and caches that stay keep theirs.
@@ -14,7 +14,8 @@ import re
 from cdnaas.common import challenges, config, errors
 from cdnaas.delivery import https as https_option
 from cdnaas.ro.vim.base import DeploymentFailed
-from cdnaas.ro.vim.hosts import FIRST_CACHE_HOST, LB_HOST, SHIELD_HOST, dns_host
+from cdnaas.ro.vim.hosts import dns_host
+from cdnaas.vnf.subnet import FIRST_CACHE_HOST, LB_HOST, SHIELD_HOST
 
 HTTP_PORT = 80
 HTTPS_PORT = 443
@@ -46,7 +47,7 @@ def owner():
 
 def management_cidrs():
     """Where the caches' management port (their nginx status page,
-    :data:`cdnaas.ro.vnfconfig.MANAGEMENT_PORT`) may be reached from:
+    :data:`cdnaas.vnf.endpoints.MANAGEMENT_PORT`) may be reached from:
     ``CDNAAS_OS_MANAGEMENT_CIDR``, comma-separated prefixes of the operator's management
     network, opened in the caches' security group and allowed by their nginx. Unset (the
     default): nobody but the VNF itself, as RO reads its figures from Nova and Octavia.

@@ -6,7 +6,6 @@ and deleted with their ports. Functions of :class:`.context.OpenStackContext` st
 import ipaddress
 import logging
 
-from cdnaas.common.sig import Origin
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.openstack import cloud as oscloud
@@ -171,7 +170,7 @@ def user_data(sig, vnf, addresses, prepared, record):
     if vnf.role == "shield":
         legs = [addresses[leg] for leg in shield.listened(sig, record, vnf)]
         return userdata.cache(sig, vnf, addresses[vnf.name], prepared["origin_address"],
-                              management, shield=True,
+                              management,
                               also_listen=sorted(legs, key=ipaddress.ip_address),
                               secondary_address=prepared["secondary_address"])
     if vnf.role == "cache":
@@ -184,8 +183,7 @@ def user_data(sig, vnf, addresses, prepared, record):
                                   secondary_address=prepared["secondary_address"],
                                   balancers=balancers)
         return userdata.cache(sig, vnf, addresses[vnf.name], shield_at, management,
-                              origin=Origin(scheme="http", host=sig.origin.host,
-                                            port=plan.HTTP_PORT), balancers=balancers)
+                              behind_shield=True, balancers=balancers)
     balancers = {r.name: addresses[sig.vnfs_in(r.name, "load_balancer")[0].name]
                  for r in sig.regions}
     return userdata.dns(sig, vnf, addresses[vnf.name], balancers)

@@ -1,6 +1,6 @@
 """An origin shield on OpenStack: one Nova server in its region, with its own port there
 and a port on each other region's network (a leg, :func:`.plan.leg_name`, at host ``.4``:
-:mod:`cdnaas.ro.vim.hosts`) where that region's caches fetch from; recorded as
+:mod:`cdnaas.vnf.subnet`) where that region's caches fetch from; recorded as
 ``servers[shield]["legs"] = {region: port id}``.
 
 An update that adds a region gives the running shield a leg there (:func:`add_legs`: a
@@ -11,10 +11,10 @@ neither adds, removes nor moves the shield itself (:func:`check_change`).
 """
 import ipaddress
 
-from cdnaas.ro.vim import hosts
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack import cloud as oscloud
 from cdnaas.ro.vim.openstack import plan
+from cdnaas.vnf import subnet
 
 
 def legs(sig, record, vnf):
@@ -42,7 +42,7 @@ def leaving_addresses(sig, record):
     recorded prefix."""
     kept = {r.name for r in sig.regions}
     return {plan.leg_name(vnf, region): str(ipaddress.ip_network(
-        record["regions"][region]["cidr"])[hosts.SHIELD_HOST])
+        record["regions"][region]["cidr"])[subnet.SHIELD_HOST])
         for vnf in sig.vnfs_in(role="shield")
         for region in record["servers"].get(vnf.name, {}).get("legs", {}) if region not in kept}
 

@@ -2,7 +2,7 @@
 
 The VNF image (``images/vnf/``) has nginx, dnsmasq, nftables and cloud-init with
 their own services disabled; the user-data writes the VNF's configuration
-(:mod:`cdnaas.ro.vnfconfig`, every value validated) and a systemd unit per
+(:mod:`cdnaas.vnf`, every value validated) and a systemd unit per
 process, and starts them:
 
 - cache: ``/etc/cdnaas/nginx.conf`` (``cache_config`` with the flavor's template and
@@ -23,9 +23,9 @@ process, and starts them:
   the log shipper (:mod:`cdnaas.ro.vim.logship`, one file under :data:`LOGSHIP_DIR`) as
   unit ``cdnaas-logship`` (its config, which may hold a collector's credentials,
   readable by root only and handed to the unit's own user as a systemd credential);
-- DNS: one ``dnsmasq-<region>.conf`` per region (``dns_config``, each answering
+- DNS: one ``dnsmasq-<region>.conf`` per region (:func:`cdnaas.vnf.geodns.dns_of`, each answering
   with its region's balancer), on ports 5300+ of the VNF's address, and the
-  nftables ruleset steering port 53 by client prefix (``steering_rules``);
+  nftables ruleset steering port 53 by client prefix (:func:`cdnaas.vnf.geodns.steering_of`);
   units ``cdnaas-steering`` and ``cdnaas-dns@<region>``;
 - load generator (a calibration's, not a SIG VNF): the agent
   (:mod:`cdnaas.calibration.agent`) and the modules it runs (``loads``, ``wrk``,
@@ -44,9 +44,12 @@ import yaml
 
 from cdnaas.calibration import agent
 from cdnaas.delivery import logstreams
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import logship
 from cdnaas.ro.vim.openstack import plan
+from cdnaas.vnf import endpoints, options, sizing
+from cdnaas.vnf.cache import cache_of
+from cdnaas.vnf.geodns import dns_of, steering_of
+from cdnaas.vnf.generation import generation_of
 
 PREFIX = "/var/lib/cdnaas/vnf"
 CONF_DIR = "/etc/cdnaas"
@@ -215,39 +218,36 @@ WantedBy=multi-user.target
 """
 
 
-def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=False,
+def cache(sig, vnf, address, origin_address, management=(), behind_shield=False,
           also_listen=(), secondary_address=None, balancers=()):
-    """User-data of cache ``vnf`` listening on ``address``:80, caching ``sig.origin``
-    (or ``origin``: where the vCDN has an origin shield, the shield).
+    """User-data of cache (or origin shield) ``vnf`` listening on ``address``:80, caching
+    ``sig.origin`` (``behind_shield``: through the vCDN's origin shield).
 
     :param origin_address: IP address the cache connects to (the driver resolved
         ``sig.origin.host``; the Host header and SNI name stay the origin's name).
     :param management: prefixes allowed to read the status page on the management port
         (:func:`.plan.management_cidrs`); none: only the VNF itself (its own address).
-    :param shield: ``vnf`` is the vCDN's origin shield (:func:`.vnfconfig.cache_config`),
-        listening on its legs ``also_listen`` too; it logs no viewer (none reaches it).
+    :param also_listen: an origin shield's legs (:func:`cdnaas.vnf.cache.cache_config`);
+        a shield logs no viewer (none reaches it).
     :param secondary_address: IP address of the vCDN's secondary origin (the driver
         resolved it; :mod:`cdnaas.delivery.origins`), for a VNF fetching from the origins
-        (not one behind the shield, given ``origin``).
+        (not one ``behind_shield``).
     :param balancers: prefixes of the balancer in front of the cache (its region's
         subnet), whose ``X-Forwarded-For`` names the viewer.
-    :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
+    :raises cdnaas.vnf.fields.ConfigError: a value is refused.
     """
-    nginx = vnfconfig.cache_config(
-        name=vnf.name, workers=vnf.vcpus, listen_address=address, listen_port=plan.HTTP_PORT,
-        origin=origin or sig.origin, origin_address=origin_address, prefix_dir=PREFIX,
-        daemon=False, planned_connections=vnfconfig.planned_connections(sig, vnf),
-        user=NGINX_USER, management_sources=list(management) or [address],
-        flavor=vnfconfig.flavor_config(sig, vnf), cache_rules=sig.service.get("cache_rules"),
-        shield=shield, also_listen=list(also_listen), usage_log=not shield,
-        service=sig.service, secondary_address=secondary_address,
-        behind_shield=origin is not None,
-        region=vnf.region, real_ip_from=[] if shield else list(balancers))
+    shield = vnf.role == "shield"
+    nginx = cache_of(
+        sig, vnf, listen_address=address, listen_port=plan.HTTP_PORT,
+        origin_address=origin_address, prefix_dir=PREFIX, daemon=False, user=NGINX_USER,
+        management_sources=list(management) or [address], also_listen=list(also_listen),
+        usage_log=not shield, secondary_address=secondary_address,
+        behind_shield=behind_shield, real_ip_from=[] if shield else list(balancers))
     # the access control's verifier and keys (root only), read by nginx's master
     secret_files = [(f"{PREFIX}/{name}", text, f"{mode:04o}")
-                    for name, text, mode in vnfconfig.access_files(None if shield
+                    for name, text, mode in options.access_files(None if shield
                                                                    else sig.service)]
-    limits = vnfconfig.host_limits(nginx)
+    limits = sizing.host_limits(nginx)
     sysctl = (f"# CDNaaS cache VNF: listen queues for nginx's backlog; a closing listener's\n"
               f"# queue moves to another of its SO_REUSEPORT group (a restarted master's)\n"
               f"net.core.somaxconn = {limits['somaxconn']}\n"
@@ -255,7 +255,7 @@ def cache(sig, vnf, address, origin_address, management=(), origin=None, shield=
               f"net.ipv4.tcp_migrate_req = 1\n")
     # the files the config refers to (error pages), gzip-compressed: Nova takes 64 KB
     pages = [{"path": f"{PREFIX}/{relative}", "encoding": "gz+b64", "content": _packed(text)}
-             for relative, text in vnfconfig.cache_files(sig.service).items()]
+             for relative, text in options.cache_files(sig.service).items()]
     streams = None if shield else sig.service.get(logstreams.FIELD)
     shipper = _log_shipper(vnf, streams) if streams else ([], [], [])
     return _cloud_config(vnf.name, _described(sig, vnf), [*shipper[0],
@@ -290,22 +290,17 @@ def dns(sig, vnf, address, balancers):
     """User-data of DNS ``vnf`` on ``address``: each region's clients get their region's balancer.
 
     :param balancers: region -> address of its load balancer (VIP).
-    :raises cdnaas.ro.vnfconfig.ConfigError: a value is refused.
+    :raises cdnaas.vnf.fields.ConfigError: a value is refused.
     """
     ports = plan.dns_ports(sig)
     files, units = [], ["cdnaas-steering.service"]
-    flavor = vnfconfig.flavor_config(sig, vnf)
     for region in sig.regions:
-        text = vnfconfig.dns_config(
-            name=f"{vnf.name}-{region.name}", hostname=sig.hostname,
-            aliases=sig.service.get("hostnames", []),
-            answer_address=balancers[region.name], listen_addresses=[address],
-            port=ports[region.name], prefix_dir=f"{PREFIX}/{region.name}", flavor=flavor)
+        text = dns_of(sig, vnf, region.name, answer_address=balancers[region.name],
+                      listen_addresses=[address], port=ports[region.name],
+                      prefix_dir=f"{PREFIX}/{region.name}")
         files.append((f"{CONF_DIR}/dnsmasq-{region.name}.conf", text))
         units.append(f"cdnaas-dns@{region.name}.service")
-    rules = [(prefix, ports[r.name]) for r in sig.regions for prefix in r.client_prefixes]
-    files.append((f"{CONF_DIR}/steering.nft", vnfconfig.steering_rules(
-        table="cdnaas-geo", rules=rules, default_port=ports[sig.default_region])))
+    files.append((f"{CONF_DIR}/steering.nft", steering_of(sig, ports)))
     files.append(("/etc/systemd/system/cdnaas-steering.service", _STEERING_UNIT))
     files.append(("/etc/systemd/system/cdnaas-dns@.service", _DNS_UNIT))
     mkdirs = [f"{PREFIX}/{r.name}" for r in sig.regions]
@@ -330,7 +325,7 @@ def load_generator(vcdn_id, name, address, targets, management):
     if getattr(listen, "scope_id", None):
         raise ValueError(f"{address!r} has a zone")
     unit = _LOADGEN_UNIT.format(
-        dir=LOADGEN_DIR, address=listen, port=vnfconfig.MANAGEMENT_PORT,
+        dir=LOADGEN_DIR, address=listen, port=endpoints.MANAGEMENT_PORT,
         management=" ".join(map(str, agent.prefixes(management))),
         targets=" ".join(map(str, agent.prefixes(targets))))
     package = Path(agent.__file__).resolve().parent
@@ -373,9 +368,9 @@ def _cloud_config(hostname, what, files, units, mkdirs=(), sysctl=None, packed=(
 
 def generation(user_data):
     """The generation of the nginx config the cache user-data ``user_data`` writes, which
-    its guest's management listener reports (:data:`cdnaas.ro.vnfconfig.GENERATION_PATH`);
+    its guest's management listener reports (:data:`cdnaas.vnf.endpoints.GENERATION_PATH`);
     None for a VNF without one (a DNS server)."""
     document = yaml.safe_load(user_data)
     text = next((f["content"] for f in document["write_files"]
                  if f["path"] == f"{CONF_DIR}/nginx.conf"), "")
-    return vnfconfig.generation_of(text)
+    return generation_of(text)

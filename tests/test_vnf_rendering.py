@@ -27,8 +27,9 @@ import requests
 
 from cdnaas.common.sig import Origin
 from cdnaas.origin import server as origin_server
-from cdnaas.ro import vnfconfig
-from cdnaas.ro.vnfconfig import ConfigError
+from cdnaas.vnf import balancer, endpoints, geodns, sizing, templates, tools
+from cdnaas.vnf.cache import cache_config
+from cdnaas.vnf.fields import ConfigError
 
 HOSTNAME = "vcdn-1.cdn.example.net"
 HD = 435 * 1024
@@ -40,7 +41,7 @@ def need(*binaries, root=False):
         pytest.skip("needs root")
     for binary in binaries:
         try:
-            vnfconfig.tool_path(binary)
+            tools.tool_path(binary)
         except ConfigError as exc:
             pytest.skip(str(exc))
 
@@ -121,45 +122,45 @@ def steering_values(**overrides):
 
 @pytest.fixture
 def rendered(monkeypatch):
-    """Calls of vnfconfig.render, as (template, values), while still rendering."""
+    """Calls of templates.render, as (template, values), while still rendering."""
     calls = []
-    real = vnfconfig.render
+    real = templates.render
 
     def spy(template_name, **values):
         calls.append((template_name, values))
         return real(template_name, **values)
 
-    monkeypatch.setattr(vnfconfig, "render", spy)
+    monkeypatch.setattr(templates, "render", spy)
     return calls
 
 
 def all_template_values(rendered, tmp_path):
     """Every template with a full set of values, as the config functions pass them."""
-    vnfconfig.cache_config(**cache_values(tmp_path, origin=Origin("https", "o.example", 443),
+    cache_config(**cache_values(tmp_path, origin=Origin("https", "o.example", 443),
                                           user="root"))
-    vnfconfig.lb_config(**lb_values(tmp_path, user="root", tls={
+    balancer.lb_config(**lb_values(tmp_path, user="root", tls={
         "port": 8443, "certificate": f"{tmp_path}/c.crt", "key": f"{tmp_path}/c.key"},
         # a policy that reads every value: plain HTTP redirected, ACME let through
         service={"https_policy": {"http": "redirect"}, "acme_thumbprint": "A" * 43}))
-    vnfconfig.dns_config(**dns_values(tmp_path))
-    vnfconfig.steering_rules(**steering_values())
+    geodns.dns_config(**dns_values(tmp_path))
+    geodns.steering_rules(**steering_values())
     return list(rendered)
 
 
 def test_every_template_needs_every_value(rendered, tmp_path):
     calls = all_template_values(rendered, tmp_path)
     assert sorted(name for name, _ in calls) == sorted(
-        [vnfconfig.CACHE_TEMPLATE, vnfconfig.LB_TEMPLATE, vnfconfig.DNS_TEMPLATE,
-         vnfconfig.STEERING_TEMPLATE])
+        [templates.CACHE_TEMPLATE, templates.LB_TEMPLATE, templates.DNS_TEMPLATE,
+         templates.STEERING_TEMPLATE])
     for template, values in calls:
         for missing in values:
             partial = {k: v for k, v in values.items() if k != missing}
             with pytest.raises(jinja2.UndefinedError):
-                vnfconfig.render(template, **partial)
+                templates.render(template, **partial)
 
 
 def test_cache_config_says_what_the_design_asks(tmp_path):
-    text = vnfconfig.cache_config(**cache_values(tmp_path, workers=3, daemon=False))
+    text = cache_config(**cache_values(tmp_path, workers=3, daemon=False))
     for line in ["daemon off;", "worker_processes 3;", f"pid {tmp_path}/nginx.pid;",
                  f"error_log {tmp_path}/logs/error.log warn;",
                  f"client_body_temp_path {tmp_path}/temp;", f"scgi_temp_path {tmp_path}/temp;",
@@ -175,7 +176,7 @@ def test_cache_config_says_what_the_design_asks(tmp_path):
                  "proxy_cache_valid 200 206 301 302 10m;",
                  "add_header X-Cache-Status $upstream_cache_status always;",
                  "add_header X-Served-By north-cache-1 always;", "stub_status;",
-                 f"listen 127.0.0.1:{vnfconfig.MANAGEMENT_PORT} reuseport;"]:
+                 f"listen 127.0.0.1:{endpoints.MANAGEMENT_PORT} reuseport;"]:
         assert line in text
     assert "user " not in text
     assert "proxy_ignore_headers" not in text
@@ -183,11 +184,11 @@ def test_cache_config_says_what_the_design_asks(tmp_path):
 
 
 def test_cache_config_ipv6_and_https(tmp_path):
-    text = vnfconfig.cache_config(**cache_values(
+    text = cache_config(**cache_values(
         tmp_path, listen_address="fd00::1", origin=Origin("https", "2001:db8::7", 443),
         origin_address="2001:db8::7"))
     assert "listen [fd00::1]:8088 backlog=20000 reuseport;" in text
-    assert f"listen [fd00::1]:{vnfconfig.MANAGEMENT_PORT} reuseport;" in text
+    assert f"listen [fd00::1]:{endpoints.MANAGEMENT_PORT} reuseport;" in text
     assert "server [2001:db8::7]:443;" in text
     assert "proxy_set_header Host [2001:db8::7];" in text
     assert "proxy_pass https://origin;" in text and "proxy_ssl_server_name on;" in text
@@ -195,31 +196,31 @@ def test_cache_config_ipv6_and_https(tmp_path):
 
 def test_limits_follow_the_planned_connections_and_vcpus():
     # one worker of one vCPU planned for the paper's 10,000 connections
-    one = vnfconfig.nginx_limits(10_000, 1)
+    one = sizing.nginx_limits(10_000, 1)
     assert (one.workers, one.connections, one.backlog) == (1, 25600, 10_000)
     assert one.connections >= 2 * 10_000 and one.files >= one.connections + 10_000
     # twice the viewers on twice the workers: the same per worker
-    assert vnfconfig.nginx_limits(20_000, 2).connections == one.connections
-    assert vnfconfig.nginx_limits(40_000, 1).connections >= 80_000
-    assert vnfconfig.nginx_limits(100, 1).connections == 1024  # never below nginx's default
-    assert vnfconfig.nginx_limits(10**6, 1).backlog == 65535   # the kernel's largest
+    assert sizing.nginx_limits(20_000, 2).connections == one.connections
+    assert sizing.nginx_limits(40_000, 1).connections >= 80_000
+    assert sizing.nginx_limits(100, 1).connections == 1024  # never below nginx's default
+    assert sizing.nginx_limits(10**6, 1).backlog == 65535   # the kernel's largest
     # a balancer's pool: a kept-alive connection per client connection of its worker
-    assert vnfconfig.nginx_limits(10_000, 1, members=4).keepalive == 12_500
-    assert vnfconfig.nginx_limits(100, 1, members=16).keepalive == 512
+    assert sizing.nginx_limits(10_000, 1, members=4).keepalive == 12_500
+    assert sizing.nginx_limits(100, 1, members=16).keepalive == 512
 
 
 def test_a_host_that_caps_open_files_gets_more_workers_not_fewer_connections():
     # a cache: one worker still holds its 10,000 planned viewers within 20,000 files
-    cache = vnfconfig.nginx_limits(10_000, 1, max_files=20_000)
+    cache = sizing.nginx_limits(10_000, 1, max_files=20_000)
     assert (cache.workers, cache.files) == (1, 20_000)
     assert cache.connections >= 10_000 * 1.25
     # a balancer holds a second connection per viewer: two workers share the plan
-    lb = vnfconfig.nginx_limits(10_000, 1, max_files=20_000, proxied=True)
+    lb = sizing.nginx_limits(10_000, 1, max_files=20_000, proxied=True)
     assert lb.workers == 2 and lb.files <= 20_000
     assert lb.connections >= 2 * 10_000 * 1.25 / lb.workers
-    assert vnfconfig.nginx_limits(10_000, 1, max_files=1 << 20, proxied=True).workers == 1
+    assert sizing.nginx_limits(10_000, 1, max_files=1 << 20, proxied=True).workers == 1
     with pytest.raises(ConfigError, match="max_files"):
-        vnfconfig.nginx_limits(10_000, 1, max_files=10)
+        sizing.nginx_limits(10_000, 1, max_files=10)
 
 
 def test_planned_connections_from_the_sig():
@@ -230,27 +231,27 @@ def test_planned_connections_from_the_sig():
     sig = ServiceInstanceGraph.from_dict(document)
     vnf = {v.name: v for v in sig.vnfs}
     # balancer: every viewer of the region; cache: twice its vCPU share of them
-    assert vnfconfig.planned_connections(sig, vnf["north-lb"]) == 100_000
-    assert vnfconfig.planned_connections(sig, vnf["north-cache-1"]) == 50_000
+    assert sizing.planned_connections(sig, vnf["north-lb"]) == 100_000
+    assert sizing.planned_connections(sig, vnf["north-cache-1"]) == 50_000
     # never below 10,000 per vCPU (south's demand is 5,000)
-    assert vnfconfig.planned_connections(sig, vnf["south-cache-1"]) == 20_000
-    assert vnfconfig.planned_connections(sig, vnf["south-lb"]) == 10_000
+    assert sizing.planned_connections(sig, vnf["south-cache-1"]) == 20_000
+    assert sizing.planned_connections(sig, vnf["south-lb"]) == 10_000
 
 
 def test_host_limits_read_back_from_the_rendered_config(tmp_path):
-    text = vnfconfig.cache_config(**cache_values(tmp_path, workers=1,
+    text = cache_config(**cache_values(tmp_path, workers=1,
                                                  planned_connections=40_000))
-    limits = vnfconfig.nginx_limits(40_000, 1)
+    limits = sizing.nginx_limits(40_000, 1)
     assert f"worker_rlimit_nofile {limits.files};" in text
     assert f"worker_connections {limits.connections};" in text
-    assert vnfconfig.host_limits(text) == {"nofile": limits.files, "somaxconn": 40_000}
-    lb = vnfconfig.lb_config(**lb_values(tmp_path, planned_connections=40_000))
+    assert sizing.host_limits(text) == {"nofile": limits.files, "somaxconn": 40_000}
+    lb = balancer.lb_config(**lb_values(tmp_path, planned_connections=40_000))
     assert f"keepalive {limits.keepalive};" in lb and "proxy_connect_timeout 3s;" in lb
-    assert vnfconfig.host_limits(lb)["somaxconn"] == 40_000
+    assert sizing.host_limits(lb)["somaxconn"] == 40_000
 
 
 def test_lb_config_hashes_uris_over_members(tmp_path):
-    text = vnfconfig.lb_config(**lb_values(tmp_path, members=[("c-1", "127.0.0.1", 8081),
+    text = balancer.lb_config(**lb_values(tmp_path, members=[("c-1", "127.0.0.1", 8081),
                                                               ("c-2", "fd00::2", 80)]))
     assert "hash $uri$is_args$args consistent;" in text
     assert "server 127.0.0.1:8081 max_fails=1 fail_timeout=5s;  # c-1" in text
@@ -275,17 +276,17 @@ def servers(text):
     return blocks
 
 
-@pytest.mark.parametrize("function,values", [(vnfconfig.cache_config, cache_values),
-                                             (vnfconfig.lb_config, lb_values)])
+@pytest.mark.parametrize("function,values", [(cache_config, cache_values),
+                                             (balancer.lb_config, lb_values)])
 def test_status_page_is_on_the_management_listener_only(tmp_path, function, values):
     text = function(**values(tmp_path, management_sources=["198.18.4.1", "10.9.0.0/16",
                                                            "fd00:9::/64", "2001:db8::1/128"]))
     assert text.count("stub_status;") == 1
     public_port = values(tmp_path)["listen_port"]
     blocks = servers(text)
-    assert set(blocks) == {f"127.0.0.1:{public_port}", f"127.0.0.1:{vnfconfig.MANAGEMENT_PORT}"}
+    assert set(blocks) == {f"127.0.0.1:{public_port}", f"127.0.0.1:{endpoints.MANAGEMENT_PORT}"}
     public = blocks[f"127.0.0.1:{public_port}"]
-    management = blocks[f"127.0.0.1:{vnfconfig.MANAGEMENT_PORT}"]
+    management = blocks[f"127.0.0.1:{endpoints.MANAGEMENT_PORT}"]
     assert "location = /nginx_status {\nreturn 404;\n}" in public
     assert "stub_status" not in public and "allow" not in public
     assert ("allow 198.18.4.1;\nallow 10.9.0.0/16;\nallow fd00:9::/64;\nallow 2001:db8::1;\n"
@@ -298,16 +299,16 @@ def test_status_page_is_on_the_management_listener_only(tmp_path, function, valu
 
 
 def test_dns_config_answers_a_or_aaaa(tmp_path):
-    v4 = vnfconfig.dns_config(**dns_values(tmp_path, listen_addresses=["10.0.0.1", "fd00::1"]))
+    v4 = geodns.dns_config(**dns_values(tmp_path, listen_addresses=["10.0.0.1", "fd00::1"]))
     assert f"host-record={HOSTNAME},10.1.0.1" in v4 and "filter-AAAA" in v4
     assert "listen-address=10.0.0.1\nlisten-address=fd00::1\n" in v4
     assert "keep-in-foreground" not in v4 and "user=root" in v4 and "log-queries" not in v4
-    v6 = vnfconfig.dns_config(**dns_values(tmp_path, answer_address="FD00:0::5", log_queries=True))
+    v6 = geodns.dns_config(**dns_values(tmp_path, answer_address="FD00:0::5", log_queries=True))
     assert f"host-record={HOSTNAME},fd00::5" in v6 and "filter-A\n" in v6 and "log-queries" in v6
 
 
 def test_steering_rules_per_family():
-    text = vnfconfig.steering_rules(**steering_values(rules=[("10.1.0.7/16", 5301),
+    text = geodns.steering_rules(**steering_values(rules=[("10.1.0.7/16", 5301),
                                                              ("fd00:2::1/64", 5302)]))
     assert "ip saddr 10.1.0.0/16 udp dport 53 redirect to :5301" in text
     assert "ip6 saddr fd00:2::/64 tcp dport 53 redirect to :5302" in text
@@ -324,81 +325,81 @@ def _bad_calls(tmp_path):
     calls = []
     for bad in INJECTIONS:
         calls += [
-            (f"cache name {bad!r}", vnfconfig.cache_config, cache_values(tmp_path, name=bad)),
-            (f"origin host {bad!r}", vnfconfig.cache_config,
+            (f"cache name {bad!r}", cache_config, cache_values(tmp_path, name=bad)),
+            (f"origin host {bad!r}", cache_config,
              cache_values(tmp_path, origin=Origin("http", f"origin{bad}.com", 8080))),
-            (f"prefix_dir {bad!r}", vnfconfig.cache_config,
+            (f"prefix_dir {bad!r}", cache_config,
              cache_values(tmp_path, prefix_dir=f"{tmp_path}/{bad}")),
-            (f"lb member {bad!r}", vnfconfig.lb_config,
+            (f"lb member {bad!r}", balancer.lb_config,
              lb_values(tmp_path, members=[(bad, "127.0.0.1", 8081)])),
-            (f"hostname {bad!r}", vnfconfig.dns_config,
+            (f"hostname {bad!r}", geodns.dns_config,
              dns_values(tmp_path, hostname=f"vcdn{bad}.example.net")),
-            (f"dns prefix_dir {bad!r}", vnfconfig.dns_config,
+            (f"dns prefix_dir {bad!r}", geodns.dns_config,
              dns_values(tmp_path, prefix_dir=f"{tmp_path}/{bad}")),
-            (f"table {bad!r}", vnfconfig.steering_rules, steering_values(table=f"t{bad}")),
+            (f"table {bad!r}", geodns.steering_rules, steering_values(table=f"t{bad}")),
         ]
     calls += [
-        ("listen address with a zone", vnfconfig.cache_config,
+        ("listen address with a zone", cache_config,
          cache_values(tmp_path, listen_address="fe80::1%lo;evil")),
-        ("origin address with a zone", vnfconfig.cache_config,
+        ("origin address with a zone", cache_config,
          cache_values(tmp_path, origin_address="fe80::1%x}")),
-        ("origin host with a trailing newline", vnfconfig.cache_config,
+        ("origin host with a trailing newline", cache_config,
          cache_values(tmp_path, origin=Origin("http", "origin.example.com\n", 8080))),
-        ("hostname with a trailing newline", vnfconfig.dns_config,
+        ("hostname with a trailing newline", geodns.dns_config,
          dns_values(tmp_path, hostname=HOSTNAME + "\n")),
-        ("origin address a name", vnfconfig.cache_config,
+        ("origin address a name", cache_config,
          cache_values(tmp_path, origin_address="origin.example.com")),
-        ("origin scheme", vnfconfig.cache_config,
+        ("origin scheme", cache_config,
          cache_values(tmp_path, origin=Origin("ftp", "origin.example.com", 21))),
-        ("origin port 0", vnfconfig.cache_config,
+        ("origin port 0", cache_config,
          cache_values(tmp_path, origin=Origin("http", "origin.example.com", 0))),
-        ("origin port text", vnfconfig.cache_config,
+        ("origin port text", cache_config,
          cache_values(tmp_path, origin=Origin("http", "origin.example.com", "80;"))),
-        ("origin a dict", vnfconfig.cache_config,
+        ("origin a dict", cache_config,
          cache_values(tmp_path, origin={"scheme": "http", "host": "o", "port": 80})),
-        ("listen port 65536", vnfconfig.cache_config, cache_values(tmp_path, listen_port=65536)),
-        ("workers 0", vnfconfig.cache_config, cache_values(tmp_path, workers=0)),
-        ("workers 65", vnfconfig.cache_config, cache_values(tmp_path, workers=65)),
-        ("workers True", vnfconfig.cache_config, cache_values(tmp_path, workers=True)),
-        ("daemon text", vnfconfig.cache_config, cache_values(tmp_path, daemon="on; user root")),
-        ("cache size text", vnfconfig.cache_config,
+        ("listen port 65536", cache_config, cache_values(tmp_path, listen_port=65536)),
+        ("workers 0", cache_config, cache_values(tmp_path, workers=0)),
+        ("workers 65", cache_config, cache_values(tmp_path, workers=65)),
+        ("workers True", cache_config, cache_values(tmp_path, workers=True)),
+        ("daemon text", cache_config, cache_values(tmp_path, daemon="on; user root")),
+        ("cache size text", cache_config,
          cache_values(tmp_path, cache_max_size_mb="1g;")),
-        ("cache inactive", vnfconfig.cache_config,
+        ("cache inactive", cache_config,
          cache_values(tmp_path, cache_inactive="60m; x")),
-        ("user", vnfconfig.cache_config, cache_values(tmp_path, user="root;")),
-        ("empty name", vnfconfig.cache_config, cache_values(tmp_path, name="")),
-        ("name starting with -", vnfconfig.cache_config, cache_values(tmp_path, name="-x")),
-        ("uppercase name", vnfconfig.cache_config, cache_values(tmp_path, name="Cache")),
-        ("name of 64", vnfconfig.cache_config, cache_values(tmp_path, name="c" * 64)),
-        ("relative prefix_dir", vnfconfig.cache_config, cache_values(tmp_path, prefix_dir="var")),
-        ("prefix_dir with ..", vnfconfig.cache_config,
+        ("user", cache_config, cache_values(tmp_path, user="root;")),
+        ("empty name", cache_config, cache_values(tmp_path, name="")),
+        ("name starting with -", cache_config, cache_values(tmp_path, name="-x")),
+        ("uppercase name", cache_config, cache_values(tmp_path, name="Cache")),
+        ("name of 64", cache_config, cache_values(tmp_path, name="c" * 64)),
+        ("relative prefix_dir", cache_config, cache_values(tmp_path, prefix_dir="var")),
+        ("prefix_dir with ..", cache_config,
          cache_values(tmp_path, prefix_dir="/var/../etc")),
-        ("prefix_dir /", vnfconfig.cache_config, cache_values(tmp_path, prefix_dir="/")),
-        ("no members", vnfconfig.lb_config, lb_values(tmp_path, members=[])),
-        ("member pair", vnfconfig.lb_config, lb_values(tmp_path, members=[("c", "127.0.0.1")])),
-        ("member address", vnfconfig.lb_config,
+        ("prefix_dir /", cache_config, cache_values(tmp_path, prefix_dir="/")),
+        ("no members", balancer.lb_config, lb_values(tmp_path, members=[])),
+        ("member pair", balancer.lb_config, lb_values(tmp_path, members=[("c", "127.0.0.1")])),
+        ("member address", balancer.lb_config,
          lb_values(tmp_path, members=[("c", "127.0.0.1:80", 80)])),
-        ("member names twice", vnfconfig.lb_config,
+        ("member names twice", balancer.lb_config,
          lb_values(tmp_path, members=[("c", "127.0.0.1", 80), ("c", "127.0.0.2", 80)])),
-        ("answer address", vnfconfig.dns_config,
+        ("answer address", geodns.dns_config,
          dns_values(tmp_path, answer_address="10.0.0.1\naddress=/#/6.6.6.6")),
-        ("no listen addresses", vnfconfig.dns_config, dns_values(tmp_path, listen_addresses=[])),
-        ("listen addresses text", vnfconfig.dns_config,
+        ("no listen addresses", geodns.dns_config, dns_values(tmp_path, listen_addresses=[])),
+        ("listen addresses text", geodns.dns_config,
          dns_values(tmp_path, listen_addresses="127.0.0.1")),
-        ("ttl", vnfconfig.dns_config, dns_values(tmp_path, ttl=-1)),
-        ("hostname label too long", vnfconfig.dns_config,
+        ("ttl", geodns.dns_config, dns_values(tmp_path, ttl=-1)),
+        ("hostname label too long", geodns.dns_config,
          dns_values(tmp_path, hostname="a" * 64 + ".example.net")),
-        ("hostname uppercase", vnfconfig.dns_config, dns_values(tmp_path, hostname="Vcdn.example")),
-        ("steering prefix", vnfconfig.steering_rules,
+        ("hostname uppercase", geodns.dns_config, dns_values(tmp_path, hostname="Vcdn.example")),
+        ("steering prefix", geodns.steering_rules,
          steering_values(rules=[("10.1.0.0/16 accept", 5301)])),
-        ("steering port", vnfconfig.steering_rules, steering_values(rules=[("10.1.0.0/16", 0)])),
-        ("default port", vnfconfig.steering_rules, steering_values(default_port="53")),
-        ("table digit first", vnfconfig.steering_rules, steering_values(table="1geo")),
-        ("steering prefix with a zone", vnfconfig.steering_rules,
+        ("steering port", geodns.steering_rules, steering_values(rules=[("10.1.0.0/16", 0)])),
+        ("default port", geodns.steering_rules, steering_values(default_port="53")),
+        ("table digit first", geodns.steering_rules, steering_values(table="1geo")),
+        ("steering prefix with a zone", geodns.steering_rules,
          steering_values(rules=[("fe80::%x}\n}\ntable inet evil {/64", 5301)])),
     ]
-    for function, values in ((vnfconfig.cache_config, cache_values),
-                             (vnfconfig.lb_config, lb_values)):
+    for function, values in ((cache_config, cache_values),
+                             (balancer.lb_config, lb_values)):
         port = values(tmp_path)["listen_port"]
         for bad in INJECTIONS + ["10.0.0.1; allow all", "all", "10.0.0.0/33", "fe80::1%eth0",
                                  "fe80::%x}/64", ""]:
@@ -430,15 +431,15 @@ def test_values_that_could_inject_are_refused_before_rendering(rendered, tmp_pat
 
 def test_refusal_names_the_value(tmp_path):
     with pytest.raises(ConfigError, match=r"origin.host 'evil.com;proxy_pass' is not a DNS name"):
-        vnfconfig.cache_config(**cache_values(
+        cache_config(**cache_values(
             tmp_path, origin=Origin("http", "evil.com;proxy_pass", 80)))
     with pytest.raises(ConfigError, match=r"management_sources\[0\] '10.0.0.1; allow all' is "
                                           "not an address prefix"):
-        vnfconfig.lb_config(**lb_values(tmp_path, management_sources=["10.0.0.1; allow all"]))
+        balancer.lb_config(**lb_values(tmp_path, management_sources=["10.0.0.1; allow all"]))
     with pytest.raises(ConfigError, match=r"management_port 8088 is the public listen_port"):
-        vnfconfig.cache_config(**cache_values(tmp_path, management_port=8088))
+        cache_config(**cache_values(tmp_path, management_port=8088))
     with pytest.raises(ConfigError, match=r"members\[1\].port 0 is not an integer"):
-        vnfconfig.lb_config(**lb_values(tmp_path, members=[("a", "127.0.0.1", 1),
+        balancer.lb_config(**lb_values(tmp_path, members=[("a", "127.0.0.1", 1),
                                                            ("b", "127.0.0.1", 0)]))
 
 
@@ -451,7 +452,7 @@ def test_refusal_names_the_value(tmp_path):
 ])
 def test_cache_config_passes_nginx(tmp_path, variant):
     need("nginx")
-    vnfconfig.check_nginx(vnfconfig.cache_config(**cache_values(tmp_path, **variant)),
+    tools.check_nginx(cache_config(**cache_values(tmp_path, **variant)),
                           str(tmp_path))
     assert (tmp_path / "cache").is_dir() and (tmp_path / "logs").is_dir()
 
@@ -459,51 +460,51 @@ def test_cache_config_passes_nginx(tmp_path, variant):
 def test_lb_config_passes_nginx(tmp_path):
     need("nginx")
     members = [(f"cache-{n}", f"10.1.0.{n}", 8080) for n in range(1, 17)] + [("v6", "fd00::9", 80)]
-    vnfconfig.check_nginx(vnfconfig.lb_config(**lb_values(tmp_path, members=members)),
+    tools.check_nginx(balancer.lb_config(**lb_values(tmp_path, members=members)),
                           str(tmp_path))
 
 
 def test_check_nginx_reports_nginx_words():
     need("nginx")
     with pytest.raises(ConfigError, match='unknown directive "bogus"'):
-        vnfconfig.check_nginx("events {}\nhttp { bogus on; }\n")
+        tools.check_nginx("events {}\nhttp { bogus on; }\n")
 
 
 @pytest.mark.parametrize("variant", [{}, {"answer_address": "fd00::5", "log_queries": True}])
 def test_dns_config_passes_dnsmasq(tmp_path, variant):
     need("dnsmasq")
-    vnfconfig.check_dnsmasq(vnfconfig.dns_config(**dns_values(tmp_path, **variant)))
+    tools.check_dnsmasq(geodns.dns_config(**dns_values(tmp_path, **variant)))
 
 
 def test_check_dnsmasq_reports_dnsmasq_words():
     need("dnsmasq")
     with pytest.raises(ConfigError, match="bad option"):
-        vnfconfig.check_dnsmasq("no-such-option\n")
+        tools.check_dnsmasq("no-such-option\n")
 
 
 def test_steering_rules_pass_nft():
     need("nft", root=True)
-    vnfconfig.check_nft(vnfconfig.steering_rules(**steering_values()))
-    vnfconfig.check_nft(vnfconfig.steering_rules(**steering_values(rules=[])))
+    tools.check_nft(geodns.steering_rules(**steering_values()))
+    tools.check_nft(geodns.steering_rules(**steering_values(rules=[])))
 
 
 def test_check_nft_reports_nft_words():
     need("nft", root=True)
     with pytest.raises(ConfigError, match="syntax error"):
-        vnfconfig.check_nft("table inet t { chain c { no such thing } }\n")
+        tools.check_nft("table inet t { chain c { no such thing } }\n")
 
 
 def test_check_nft_needs_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError, match="needs root"):
-        vnfconfig.check_nft(vnfconfig.steering_rules(**steering_values()))
+        tools.check_nft(geodns.steering_rules(**steering_values()))
 
 
 # --- nginx on loopback: origin <- two caches <- balancer ------------------------------------
 
 def start_nginx(text, prefix, management_port):
     """Check ``text`` and run nginx on it (config has ``daemon off``) until the block ends."""
-    vnfconfig.check_nginx(text, str(prefix))
+    tools.check_nginx(text, str(prefix))
     conf = prefix / "nginx.conf"
     conf.write_text(text)
     return running(["nginx", "-p", f"{prefix}/", "-c", str(conf)], f"nginx in {prefix}",
@@ -535,7 +536,7 @@ class Vcdn:
         for name in ("cache-a", "cache-b"):
             port, self.management[name] = free_port(), free_port()
             prefix = tmp_path / name
-            text = vnfconfig.cache_config(
+            text = cache_config(
                 name=name, workers=2, listen_address="127.0.0.1", listen_port=port,
                 origin=Origin("http", "origin.example.com", self.origin.server_address[1]),
                 origin_address="127.0.0.1", prefix_dir=str(prefix), daemon=False,
@@ -551,7 +552,7 @@ class Vcdn:
                                              self.management["lb"]))
 
     def lb_text(self, members):
-        return vnfconfig.lb_config(
+        return balancer.lb_config(
             name="lb", workers=2, listen_address="127.0.0.1", listen_port=self.lb_port,
             members=[(name, "127.0.0.1", self.caches[name][0]) for name in members],
             prefix_dir=str(self.lb_prefix), daemon=False, user="root",
@@ -650,7 +651,7 @@ def test_balancer_membership_changes_by_graceful_reload(vcdn):
     paths = [f"/objects/chunk-low?n={n}" for n in range(20)]
     for members in (["cache-b"], list(vcdn.caches)):
         text = vcdn.lb_text(members)
-        vnfconfig.check_nginx(text, str(vcdn.lb_prefix))
+        tools.check_nginx(text, str(vcdn.lb_prefix))
         conf.write_text(text)
         subprocess.run(reload, check=True, capture_output=True, timeout=10)
         wait_until(lambda members=members: {vcdn.get(p).headers["X-Served-By"]
@@ -675,9 +676,9 @@ def addresses(answer):
 def test_dnsmasq_answers_the_vcdn_hostname_only(tmp_path, answer_address, own_type, other_type):
     need("dnsmasq", root=True)
     port = free_port()
-    text = vnfconfig.dns_config(**dns_values(tmp_path, answer_address=answer_address, port=port,
+    text = geodns.dns_config(**dns_values(tmp_path, answer_address=answer_address, port=port,
                                              ttl=30))
-    vnfconfig.check_dnsmasq(text)
+    tools.check_dnsmasq(text)
     conf = tmp_path / "dnsmasq.conf"
     conf.write_text(text)
     # --keep-in-foreground on the command line only, so the test owns the process.
@@ -744,19 +745,19 @@ def test_dns_steered_by_client_prefix_in_namespaces(namespaces, tmp_path):
         for port, answer in region_answers.items():
             prefix = tmp_path / str(port)
             prefix.mkdir()
-            text = vnfconfig.dns_config(**dns_values(prefix, name=f"dns-{port}", port=port,
+            text = geodns.dns_config(**dns_values(prefix, name=f"dns-{port}", port=port,
                                                      answer_address=answer,
                                                      listen_addresses=["10.0.0.1"]))
-            vnfconfig.check_dnsmasq(text)
+            tools.check_dnsmasq(text)
             (prefix / "dnsmasq.conf").write_text(text)
             stack.enter_context(running(
                 ["ip", "netns", "exec", dns_ns, "dnsmasq", "--keep-in-foreground",
                  f"--conf-file={prefix / 'dnsmasq.conf'}"], f"dnsmasq on port {port}",
                 lambda prefix=prefix, port=port: (prefix / f"dns-{port}.pid").exists()))
-        rules = vnfconfig.steering_rules(table="cdnaas-geo",
+        rules = geodns.steering_rules(table="cdnaas-geo",
                                          rules=[("10.1.0.0/16", 5301), ("10.2.0.0/16", 5302)],
                                          default_port=5301)
-        vnfconfig.check_nft(rules)
+        tools.check_nft(rules)
         (tmp_path / "steering.nft").write_text(rules)
         for _ in range(2):  # applying twice replaces the table
             sh("ip", "netns", "exec", dns_ns, "nft", "-f", str(tmp_path / "steering.nft"))
@@ -781,6 +782,6 @@ def test_binaries_are_found_in_sbin(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     for tool in ("nginx", "dnsmasq", "nft"):
         if shutil.which(tool, path="/usr/sbin:/sbin"):
-            assert vnfconfig.tool_path(tool).startswith(("/usr/sbin/", "/sbin/"))
+            assert tools.tool_path(tool).startswith(("/usr/sbin/", "/sbin/"))
     with pytest.raises(ConfigError, match="no-such-tool is not installed"):
-        vnfconfig.tool_path("no-such-tool")
+        tools.tool_path("no-such-tool")

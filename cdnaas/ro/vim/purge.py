@@ -1,7 +1,7 @@
 """Invalidations and prefetches on a vCDN's caches, through their management listeners.
 
 Every cache's management listener (``templates/nginx-management.conf.j2``, open to the
-management side only) serves three things for this module (:mod:`cdnaas.ro.vnfconfig`):
+management side only) serves three things for this module (:mod:`cdnaas.vnf`):
 
 - ``PURGE_PATH + path`` removes the object ``path`` names from the cache
   (ngx_cache_purge 2.3, Debian ``libnginx-mod-http-cache-purge``): the location
@@ -22,10 +22,10 @@ management side only) serves three things for this module (:mod:`cdnaas.ro.vnfco
   and purging each (re-encoded, with its query string as received: the rewrite then
   gives the logged ``$uri`` and ``$args`` back). A cache that slices keeps what range
   requests fetched as slices of one key each and what other requests fetched whole under
-  the object's unsliced key (:data:`~cdnaas.ro.vnfconfig.SLICE_RANGE_VARIABLE`): a purge
+  the object's unsliced key (:data:`~cdnaas.vnf.endpoints.SLICE_RANGE_VARIABLE`): a purge
   of the object is one purge of its unsliced key (no header) and one per slice of the
   largest size logged for its path, each naming its slice's range in
-  :data:`~cdnaas.ro.vnfconfig.PURGE_SLICE_HEADER` (an object logged without a size: its
+  :data:`~cdnaas.vnf.endpoints.PURGE_SLICE_HEADER` (an object logged without a size: its
   first slice; one never logged: its unsliced key alone). The log is written unbuffered
   (one write per origin fetch, much cheaper than the fetch), so an object fetched just
   before the purge is listed; one whose fetch is still in flight when the log is read is
@@ -50,9 +50,10 @@ import time
 import urllib.parse
 
 from cdnaas.common import errors, slicing
-from cdnaas.ro import vnfconfig
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import CacheResult, VimError, no_progress, run_all
+from cdnaas.vnf.endpoints import (KEYS_LOG_PATH, MANAGEMENT_PORT, PREFETCH_PATH, PURGE_PATH,
+                                  PURGE_SLICE_HEADER)
 
 LOG = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def logged_objects(address, port, prefixes) -> tuple[dict, dict]:
     try:
         connection.connect()
         connection.sock.settimeout(TIMEOUT)
-        connection.request("GET", vnfconfig.KEYS_LOG_PATH)
+        connection.request("GET", KEYS_LOG_PATH)
         response = connection.getresponse()
         if response.status == 404:
             return {}, {}
@@ -179,11 +180,11 @@ def _purge_target(path, query):
     it back), the query string as received; None for a query no request line can carry."""
     if any(byte in _NOT_SENDABLE for byte in query):
         return None
-    target = vnfconfig.PURGE_PATH.encode() + urllib.parse.quote_from_bytes(path, "/").encode()
+    target = PURGE_PATH.encode() + urllib.parse.quote_from_bytes(path, "/").encode()
     return target + b"?" + query if query else target
 
 
-def invalidate(address, paths, prefixes, port=vnfconfig.MANAGEMENT_PORT):
+def invalidate(address, paths, prefixes, port=MANAGEMENT_PORT):
     """Purge ``paths`` and every logged object under ``prefixes`` from the cache at
     ``address``, each object whole and slice by slice where the cache slices; return
     ``(objects purged, objects removed)`` (removed: it was cached whole or at least one
@@ -195,13 +196,13 @@ def invalidate(address, paths, prefixes, port=vnfconfig.MANAGEMENT_PORT):
     objects, sliced = logged_objects(address, port, prefixes)
     for path in paths:
         decoded = urllib.parse.unquote_to_bytes(path.split("?", 1)[0])
-        objects.setdefault(vnfconfig.PURGE_PATH.encode() + path.encode(), decoded)
+        objects.setdefault(PURGE_PATH.encode() + path.encode(), decoded)
     targets, headers = [], []
     for target, path in objects.items():
         for first, last in _slices(*sliced.get(path, (None, None))):
             targets.append(target)
             headers.append(b"" if first is None else
-                           f"{vnfconfig.PURGE_SLICE_HEADER}: bytes={first}-{last}\r\n".encode())
+                           f"{PURGE_SLICE_HEADER}: bytes={first}-{last}\r\n".encode())
     statuses, removed = [], set()
 
     def answered(target, answer):
@@ -233,16 +234,16 @@ def _slices(slice_bytes, size):
                              for k in range(count)]
 
 
-def prefetch(address, paths, port=vnfconfig.MANAGEMENT_PORT):
+def prefetch(address, paths, port=MANAGEMENT_PORT):
     """Fetch ``paths`` through the cache at ``address`` (each read whole); return
     ``(fetches, paths answered 2xx, "path: status" of the others)``.
 
     :raises VimError: the cache broke off, or answered 5xx (the origin failed).
     """
     answers = []
-    exchange(address, port, [vnfconfig.PREFETCH_PATH.encode() + p.encode() for p in paths],
+    exchange(address, port, [PREFETCH_PATH.encode() + p.encode() for p in paths],
              lambda target, answer: answers.append((target, answer.status)))
-    start = len(vnfconfig.PREFETCH_PATH)
+    start = len(PREFETCH_PATH)
     others = [(t[start:].decode(), s) for t, s in answers if not 200 <= s < 300]
     failed = [f"{path}: {status}" for path, status in others if status >= 500]
     if failed:

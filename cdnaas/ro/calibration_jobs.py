@@ -12,9 +12,10 @@ import threading
 import time
 import uuid
 
-from cdnaas.calibration import campaign, modelfile
+from cdnaas.calibration import modelfile
 from cdnaas.common import errors, origin_policy, settings
 from cdnaas.origin.server import serve_in_thread
+from cdnaas.ro import calibration_campaign as campaign
 
 LOG = logging.getLogger(__name__)
 PENDING, RUNNING, COMPLETED, FAILED = "PENDING", "RUNNING", "COMPLETED", "FAILED"
