@@ -127,7 +127,7 @@ class SoClient(JsonClient):
         body = {"region": region, "caches": caches}
         if reason:
             body["reason"] = reason
-        return self.post(f"/so/v1/instances/{instance_id}/scale", json=body)
+        return from_json(Accepted, self.post(f"/so/v1/instances/{instance_id}/scale", json=body))
 
     def heal(self, instance_id, vnf, reason=None, in_place=False):
         """Heal ``vnf`` (an UPDATE operation): a cache is replaced unless healed
@@ -137,7 +137,7 @@ class SoClient(JsonClient):
             body["reason"] = reason
         if in_place:
             body["in_place"] = True
-        return self.post(f"/so/v1/instances/{instance_id}/heal", json=body)
+        return from_json(Accepted, self.post(f"/so/v1/instances/{instance_id}/heal", json=body))
 
     def invalidate(self, instance_id, body):
         """Purge ``body``'s ``paths`` and ``prefixes`` from every cache of the vCDN; returns

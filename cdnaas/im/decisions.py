@@ -45,10 +45,10 @@ def view(action):
 
 
 def through_so(database, now, vcdn_id, kind, call, reason, details, region=None):
-    """Run ``call()`` (an SO request answering ``{vcdn, operation}``) and record the outcome."""
+    """Run ``call()`` (an SO request answering :class:`~cdnaas.common.answers.Accepted`) and
+    record the outcome."""
     try:
-        answer = call()
-        details = {**details, "operation": answer["operation"]["id"]}
+        details = {**details, "operation": call().operation.id}
         outcome = "started"
     except errors.Conflict as exc:
         capacity = exc.field not in (None, "vcdn_id")

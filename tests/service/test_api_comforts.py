@@ -377,7 +377,7 @@ def test_a_change_by_the_instance_manager_changes_the_etag(stack):
     vcdn = active(stack, "healed")
     etag = stack.acme.call("GET", f"/vcdns/{vcdn['id']}").headers["ETag"]
     accepted = stack.client(SoClient).heal(vcdn["id"], "eu-west-cache-0", reason="test")
-    assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
+    assert stack.acme.wait(accepted.operation.id)["state"] == "COMPLETED"
     assert stack.acme.call("GET", f"/vcdns/{vcdn['id']}").headers["ETag"] != etag
     refused = stack.acme.call("PATCH", f"/vcdns/{vcdn['id']}", headers={"If-Match": etag},
                               json={"origin": NEW_ORIGIN})

@@ -289,10 +289,10 @@ class _So:
         return {"name": host, **body}
 
     def scale(self, _instance_id, region, caches, reason=None):
-        return self.plant.scale(region, caches, reason)
+        return answers.from_json(answers.Accepted, self.plant.scale(region, caches, reason))
 
     def heal(self, _instance_id, vnf, reason=None, in_place=False):
-        return self.plant.heal(vnf, reason, in_place)
+        return answers.from_json(answers.Accepted, self.plant.heal(vnf, reason, in_place))
 
     def emit_event(self, kind, vcdn_id, data, dedupe_key=None):  # pylint: disable=unused-argument
         self.plant.events.append((kind, vcdn_id, data))
