@@ -1,12 +1,5 @@
-"""Access control (delivery option ``access``): checked strictly (400 naming the field),
-secrets sealed and masked, signed URLs and cookies verified by njs in real nginx caches
-(valid, expired, tampered, other path, other prefix, other client, cookie, two keys), the
-token out of the cache key, viewer prefixes allowed or denied through the balancer's
-X-Forwarded-For, regions refused, rate limits (429); on the local driver, a vCDN signs
-URLs through the API and rotates its keys under load without losing a request.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_access.py."""
+"""Access control (delivery option ``access``): the tests that start no process (the unit
+tier); the others, and what the module covers, are in tests/system/test_access.py."""
 import stat
 
 import pytest

@@ -1,9 +1,5 @@
-"""Local API tokens: named users per tenant, scopes (read-only, purge-only, full) and
-expiry, over real HTTP against five real services on the noop driver, on SQLite and on
-a real PostgreSQL; the migration that brings them keeps the tokens issued before it.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_api_tokens.py."""
+"""Local API tokens: the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/service/test_api_tokens.py."""
 
 import pytest
 

@@ -1,9 +1,6 @@
 """The request-body gate (cdnaas.common.bodies) with the worst bytes, against each service's
-app: every bad body answers 400 or 413 with a JSON error naming the field, and nothing is
-stored.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_bodies.py."""
+app: the tests that start no process (the unit tier); the others, and what the module
+covers, are in tests/service/test_bodies.py."""
 import importlib
 import io
 import json

@@ -1,11 +1,5 @@
-"""Cache rules: checked strictly (400 naming the field), rendered into real nginx caches
-(TTL per path, query strings in the key, origin Cache-Control ignored) and changed on a
-live vCDN by a PATCH that reloads every cache gracefully (local driver) or rebuilds
-every cache (OpenStack driver: which servers here, the rebuild itself in
-``tests/system/test_openstack_driver.py``).
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_cache_rules.py."""
+"""Cache rules: the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/system/test_cache_rules.py."""
 import dataclasses
 
 import pytest

@@ -1,11 +1,5 @@
-"""Calibration (issue 13): the QoE model, the model file, the drivers' load generators, a
-real campaign on the local driver, and ``cdnaas calibrate`` end to end.
-
-The local-driver tests deploy real caches and drive real load (wrk, the viewer
-simulator) for a few seconds each; they are bounded in count and time.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_calibration.py."""
+"""Calibration (issue 13): the tests that start no process (the unit tier); the others, and
+what the module covers, are in tests/service/test_calibration.py."""
 import math
 import os
 

@@ -1,7 +1,5 @@
-"""cdnaas.common.certificates: what a tenant's certificate and key must be (unit tier).
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_certificates.py."""
+"""cdnaas.common.certificates: the tests that start no process (the unit tier); the others, and
+what the module covers, are in tests/service/test_certificates.py."""
 import datetime as dt
 import json
 

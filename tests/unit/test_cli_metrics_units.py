@@ -1,9 +1,5 @@
-"""What the CLI shows of the Instance Manager: sparklines of a vCDN's metrics, its decisions
-and the hosts' power; ``charts`` on its own, then the commands against a real stack on the
-noop driver whose load file feeds the modelled viewers.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_cli_metrics.py."""
+"""What the CLI shows of the Instance Manager: the tests that start no process (the unit tier);
+the others, and what the module covers, are in tests/service/test_cli_metrics.py."""
 import datetime as dt
 
 import click

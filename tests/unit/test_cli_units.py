@@ -1,7 +1,5 @@
-"""The ``cdnaas`` CLI: argument checks in-process, the real stack end to end.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_cli.py."""
+"""The ``cdnaas`` CLI: the tests that start no process (the unit tier); the others, and what
+the module covers, are in tests/service/test_cli.py."""
 
 import pytest
 

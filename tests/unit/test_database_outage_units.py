@@ -1,9 +1,6 @@
-"""A service whose database cannot be reached answers 503 with a Retry-After (nothing was
-done; try again), never an internal error; the customer API relays a peer's 503 as it is.
-The database is a real PostgreSQL address where nothing listens (a server restarting).
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_database_outage.py."""
+"""A service whose database cannot be reached answers 503 with a Retry-After (nothing was done:
+the tests that start no process (the unit tier); the others, and what the module covers, are
+in tests/service/test_database_outage.py."""
 
 from cdnaas.common import errors
 

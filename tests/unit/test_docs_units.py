@@ -1,9 +1,7 @@
 """The documentation site builds without a warning, shows what it is generated from (every
-declared setting, every documented route), and the README stays the short front page
-that links into it.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_docs.py."""
+declared setting, every documented route), and the README stays the short front page that
+links into it: the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/service/test_docs.py."""
 import re
 from pathlib import Path
 

@@ -1,12 +1,5 @@
-"""HTTPS policy (``https_policy``, :mod:`cdnaas.delivery.https`): checked and rendered
-(nginx -t on every variant, with a certificate naming an OCSP responder), then end to end
-on the local driver (real nginx, a viewer's curl and openssl in its region's namespace):
-plain HTTP redirected (301/308 with path and query) or refused (403), HSTS on HTTPS only,
-TLS 1.2 refused under a 1.3 minimum, a name the vCDN does not serve (or none) failing the
-handshake, a PATCH of the policy reloading the balancer with no request failed, and
-hostile or contradictory bodies refused naming the field with nothing written.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""HTTPS policy (``https_policy``, :mod:`cdnaas.delivery.https`): the tests that start no
+process (the unit tier); the others, and what the module covers, are in
 tests/system/test_https_policy.py."""
 import types
 

@@ -1,8 +1,5 @@
-"""What the Instance Manager reads through RO: each VNF's load figures from the VIM driver
-(the no-op driver's model, the local driver's nginx and cgroups) and RO's metrics endpoint.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_im_vnf_metrics.py."""
+"""What the Instance Manager reads through RO: the tests that start no process (the unit tier);
+the others, and what the module covers, are in tests/service/test_im_vnf_metrics.py."""
 import json
 import os
 

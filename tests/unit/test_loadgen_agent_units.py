@@ -1,16 +1,5 @@
-"""The load generator of a calibration, without a cloud: what a test may ask
-(:mod:`cdnaas.calibration.loads`, hostile inputs refused), the agent that runs it on
-an OpenStack server (:mod:`cdnaas.calibration.agent`, in this process on loopback),
-RO's side of the conversation (:mod:`cdnaas.ro.vim.openstack.loadgen`), the one
-reading of a generator's output every driver shares (:mod:`cdnaas.ro.vim.loadreport`),
-and the user-data that ships the agent (:func:`.userdata.load_generator`).
-
-The agent here runs no generator: its ``measure`` is replaced by one answering wrk's
-printed report, so what is checked is everything around the generator. The real wrk
-and viewers run under the agent in ``tests/system/test_openstack_driver.py`` (the mini cloud,
-and the VNF image in qemu).
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""The load generator of a calibration, without a cloud: the tests that start no process (the
+unit tier); the others, and what the module covers, are in
 tests/service/test_loadgen_agent.py."""
 import base64
 import gzip

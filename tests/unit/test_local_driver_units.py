@@ -1,7 +1,5 @@
-"""The local driver with real processes and real queries: nginx caches and balancers,
-dnsmasq geo-DNS, clients in network namespaces of each region (root only).
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""The local driver with real processes and real queries: the tests that start no process (the
+unit tier); the others, and what the module covers, are in
 tests/system/test_local_driver.py."""
 import os
 

@@ -1,9 +1,6 @@
-"""Entering a network namespace from one thread (the local driver's way of
-starting VNF tools without nsenter): only that thread moves, and it comes back;
-deleting namespaces stops what still runs in them.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_local_netns.py."""
+"""Entering a network namespace from one thread (the local driver's way of starting VNF tools
+without nsenter): the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/system/test_local_netns.py."""
 
 import pytest
 

@@ -1,11 +1,5 @@
-"""Log streams: the option checked strictly (400 naming the field), the shipper forwarding
-real datagrams to real collectors (syslog over TCP and TLS, NDJSON over HTTP) with a
-bounded queue that drops and counts while a collector is down, and, on the local driver
-(root), records of real requests streamed from the balancer while a dead collector does
-not slow the vCDN.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_log_streaming.py."""
+"""Log streams: the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/system/test_log_streaming.py."""
 import base64
 import gzip
 import dataclasses

@@ -1,17 +1,5 @@
-"""The ``openstack`` VIM driver against a real mini OpenStack (``tests/openstack/``).
-
-The session fixture starts keystone, glance, placement, nova (four fake compute
-hosts, two in each of the availability zones ``north-az`` and ``south-az``), neutron and octavia
-on loopback, installing what is missing (a few minutes the first time), and
-stops them at the end. The driver contract runs on it as the ``[openstack]``
-cases of ``tests/system/test_vim_contract.py``; here is what only a cloud shows: zones,
-flavors, user-data, networks, ports, security groups, balancers and their
-members, scaling, a new origin, cache rules and names by rolling rebuilds (undone, and restored
-after an interruption), teardown by tag, a quota refusal mid-deployment rolled back,
-servers on their planned hosts (or, where Nova's policy refuses, in their zone with
-the difference recorded). The VNF image in qemu is `tests/system/test_vnf_image.py`.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""The ``openstack`` VIM driver against a real mini OpenStack (``tests/openstack/``): the tests
+that start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_openstack_driver.py."""
 import uuid
 

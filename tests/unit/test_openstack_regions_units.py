@@ -1,12 +1,6 @@
-"""Regions added to and removed from a live vCDN by the ``openstack`` VIM driver, against
-the mini cloud (``tests/openstack/``): a new region's network, subnet, security groups,
-balancer and caches; the DNS server rebuilt with the new set of regions, or booted again
-in the new default region when its own goes; a removed region's servers, balancer and
-network deleted; a failed change undone; a change the RO did not live to record
-restored (what it made deleted, what it deleted made again).
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_openstack_regions.py."""
+"""Regions added to and removed from a live vCDN by the ``openstack`` VIM driver, against the
+mini cloud (``tests/openstack/``): the tests that start no process (the unit tier); the
+others, and what the module covers, are in tests/system/test_openstack_regions.py."""
 
 import pytest
 

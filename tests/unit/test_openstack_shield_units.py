@@ -1,15 +1,5 @@
-"""An origin shield on OpenStack, against the mini cloud (``tests/openstack/``): one server
-with a port on each region's network at ``.4`` (its legs), each region's caches fetching
-from its leg there; the caches and the shield run here as their user-data says
-(``tests/openstack/caches_here.py``: the mini cloud's servers boot no guest), so a miss in
-one region fills the shield and the other region's miss is the shield's hit, one origin
-fetch for both, and a purge empties the shield first; a new origin rebuilds the shield
-before the caches; a region added gives the shield a leg there (attached to its server)
-and a region removed takes it away, an update that fails in the middle leaving the
-previous vCDN as it was; what an update cannot do beside a shield (add, remove or move
-it) is refused before anything changes; the legs go with the vCDN.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""An origin shield on OpenStack, against the mini cloud (``tests/openstack/``): the tests that
+start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_openstack_shield.py."""
 
 import pytest

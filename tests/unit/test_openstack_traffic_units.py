@@ -1,10 +1,7 @@
-"""Traffic of an ``openstack`` vCDN from its caches' usage logs (Octavia's balancers keep
-none RO can read), its caches run here as their servers would (``tests/openstack/
-caches_here.py``): each request once, with the bytes the viewer received and the viewer's
-address Octavia adds, across the rotation the cache's own timer makes.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_openstack_traffic.py."""
+"""Traffic of an ``openstack`` vCDN from its caches' usage logs (Octavia's balancers keep none
+RO can read), its caches run here as their servers would (``tests/openstack/
+caches_here.py``): the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/system/test_openstack_traffic.py."""
 
 import yaml
 

@@ -1,11 +1,5 @@
-"""The vCDN's origins (cdnaas.delivery.origins): checked strictly (400 naming the field,
-nothing stored), rendered into a real nginx cache whose fetch server fails over to a
-second sample origin (a killed primary, a hung one, chosen statuses), picks an origin
-per path prefix and sends the vCDN's headers and Host; deployed on the local driver with
-the secondary resolved as the primary is.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_origin_group.py."""
+"""The vCDN's origins (cdnaas.delivery.origins): the tests that start no process (the unit
+tier); the others, and what the module covers, are in tests/service/test_origin_group.py."""
 from pathlib import Path
 
 import pytest

@@ -1,10 +1,5 @@
-"""The origin shield, a fourth VNF role a flavor may add: its template rules, its place in
-the plan, its config, and on the local driver a real shield between two regions' caches
-and the origin (one origin fetch for the whole vCDN, purged first, gone with the vCDN),
-which follows the vCDN's regions as they come and go, moves with its region, and is put
-back where it was when an update fails.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""The origin shield, a fourth VNF role a flavor may add: the tests that start no process (the
+unit tier); the others, and what the module covers, are in
 tests/system/test_origin_shield.py."""
 import copy
 import os

@@ -1,7 +1,5 @@
-"""The sample origin: objects of the paper's sizes, the manifest, headers, counters, load.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_origin.py."""
+"""The sample origin: the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/service/test_origin.py."""
 
 
 from cdnaas.origin import server as origin

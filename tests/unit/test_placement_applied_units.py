@@ -1,14 +1,5 @@
-"""Placement applied on the local driver (root only): each VNF runs on its planned host's CPUs.
-
-The operator maps hosts to CPU sets of this machine (``CDNAAS_LOCAL_HOST_CPUS``); every
-process of a VNF may then run only on its planned host's CPUs (``Cpus_allowed_list`` of
-``/proc/<pid>/status``), a VNF whose host is not mapped runs unpinned, and the SIG, the
-deployment record and the IM's ``hosts power`` agree on where every VNF runs. The
-calibration's load generator keeps working beside a pinned VNF. The OpenStack half
-(servers on their planned compute hosts, a refused way falling back with the difference
-recorded) is in ``tests/system/test_openstack_driver.py``.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""Placement applied on the local driver (root only): the tests that start no process (the unit
+tier); the others, and what the module covers, are in
 tests/service/test_placement_applied.py."""
 import os
 

@@ -1,9 +1,5 @@
-"""The customer API's oslo.policy rules: one per route, the defaults for each kind of caller,
-the local strategy's two token headers, a policy file's overrides and the committed sample.
-(The Keystone strategy against a real Keystone: ``tests/system/test_openstack_identity.py``.)
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_policy.py."""
+"""The customer API's oslo.policy rules: the tests that start no process (the unit tier); the
+others, and what the module covers, are in tests/service/test_policy.py."""
 import os
 import re
 

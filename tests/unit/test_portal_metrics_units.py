@@ -1,8 +1,5 @@
-"""The portal's vCDN detail: its page and scripts wire the charts and decisions to the API, and
-the hand-written SVG charts (``charts.js``, run in Node) draw the API's real metrics.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_portal_metrics.py."""
+"""The portal's vCDN detail: the tests that start no process (the unit tier); the others, and
+what the module covers, are in tests/service/test_portal_metrics.py."""
 import re
 
 

@@ -1,7 +1,6 @@
 """Free ports for stacks and config checks come from below the ephemeral range, where no
-outgoing connection can take them between the pick and the bind.
-
-These are the module's tests that start no process (the unit tier); the others are in
+outgoing connection can take them between the pick and the bind: the tests that start no
+process (the unit tier); the others, and what the module covers, are in
 tests/service/test_ports.py."""
 
 

@@ -1,12 +1,5 @@
-"""Host power actions: the drivers (noop/log record; local takes CPUs offline in a fake
-sysfs; openstack drives an Ironic node through a fake at the SDK edge, since the mini cloud
-has no Ironic: tests/service/test_power_openstack.py disables and enables its real nova-compute),
-RO's endpoint (409 on a host carrying VNFs, 404, 400, 401), and the IM's side: never a host
-with reservations or VNFs, woken before a lease needs it, none switched twice within the
-dwell where the region can help it, every action a decision with its inputs.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_power_actions.py."""
+"""Host power actions: the tests that start no process (the unit tier); the others, and what
+the module covers, are in tests/service/test_power_actions.py."""
 import dataclasses
 import datetime as dt
 import logging

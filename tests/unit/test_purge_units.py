@@ -1,10 +1,5 @@
-"""Purge and prefetch: requests checked strictly, the mechanism on a real nginx cache on
-loopback (keys as the cache rules build them, prefixes from the keys log), and the
-operations through the customer API on the local driver: a purged path is a MISS on
-every cache, a prefix purge spares other paths, a prefetch makes the first fetch a HIT.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_purge.py."""
+"""Purge and prefetch: the tests that start no process (the unit tier); the others, and what
+the module covers, are in tests/system/test_purge.py."""
 import pytest
 
 from cdnaas.common import caching, errors

@@ -1,15 +1,5 @@
-"""Byte ranges for video delivery: the slice size a flavor sets (checked strictly), and on
-real nginx on loopback (the sample origin, an origin shield, a cache behind it and a
-balancer with HTTPS/HTTP/2 in front, as a vCDN with a shield chains them) ranges answered
-206 from a MISS and a HIT with the origin's exact bytes over HTTP/1.1 and h2, If-Range,
-416, several ranges, a seek into a 1 GiB object that costs the origin one slice, a request
-without Range kept whole (not sliced), a purge that removes every slice and the whole
-object, the keys log, and byte-range DASH and HLS viewers that play
-without a stall. The local-driver end of it (a vCDN's own balancer) is in
-``test_a_vcdn_on_the_local_driver_answers_ranges``.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_ranges.py."""
+"""Byte ranges for video delivery: the tests that start no process (the unit tier); the others,
+and what the module covers, are in tests/system/test_ranges.py."""
 import copy
 
 import pytest

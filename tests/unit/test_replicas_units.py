@@ -1,12 +1,5 @@
-"""Two replicas of every service on one PostgreSQL (issue 15, item 4).
-
-Each service runs twice behind one address (a TCP proxy standing for compose's DNS
-round robin, or a balancer): in turn for the lifecycle, first-alive for the kills, so
-that replica A does the work until it is killed and replica B must take it over. The
-noop driver takes ``STEP_DELAY`` s per VNF so that a kill lands inside an operation;
-leases last ``LEASE`` s so that takeovers come quickly.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""Two replicas of every service on one PostgreSQL (issue 15, item 4): the tests that start no
+process (the unit tier); the others, and what the module covers, are in
 tests/service/test_replicas.py."""
 import datetime as dt
 

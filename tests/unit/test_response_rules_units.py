@@ -1,10 +1,5 @@
-"""The vCDN's response rules (cdnaas.delivery.responses): checked strictly (400 naming
-the field, nothing stored), rendered into a real nginx cache in front of the sample
-origin (headers added and removed, CORS answers and preflights, custom error pages from
-files, gzip and brotli that decode to the origin's bytes), carried by the OpenStack
-user-data, and written by the local driver for a deployed vCDN.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""The vCDN's response rules (cdnaas.delivery.responses): the tests that start no process (the
+unit tier); the others, and what the module covers, are in
 tests/service/test_response_rules.py."""
 import base64
 import gzip

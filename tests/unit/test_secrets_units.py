@@ -1,9 +1,6 @@
-"""RO's secret store (cdnaas.ro.secrets) on SQLite and PostgreSQL, and its Barbican
-backend's translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager;
-the Barbican calls themselves run against the mini OpenStack's Barbican in
-tests/system/test_openstack_tls.py.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""RO's secret store (cdnaas.ro.secrets) on SQLite and PostgreSQL, and its Barbican backend's
+translation (cdnaas.ro.vim.openstack.barbican) with a recording key manager: the tests that
+start no process (the unit tier); the others, and what the module covers, are in
 tests/service/test_secrets.py."""
 import copy
 import datetime as dt

@@ -1,8 +1,5 @@
-"""Service-to-service authentication: tokens, key rotation, and every internal route of a
-real stack refusing callers without the installation's key.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_service_auth.py."""
+"""Service-to-service authentication: the tests that start no process (the unit tier); the
+others, and what the module covers, are in tests/service/test_service_auth.py."""
 import re
 import stat
 

@@ -1,7 +1,6 @@
 """Flavor-defined VNF configs and what SIDR checks of them (real nginx -t, dnsmasq --test),
-plugins found without a restart, and deprecating and deleting template versions.
-
-These are the module's tests that start no process (the unit tier); the others are in
+plugins found without a restart, and deprecating and deleting template versions: the tests
+that start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_sidr_checks.py."""
 import copy
 from pathlib import Path

@@ -1,7 +1,5 @@
-"""SIDR: template registration, validation and lookup, on SQLite and PostgreSQL.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/service/test_sidr.py."""
+"""SIDR: the tests that start no process (the unit tier); the others, and what the module
+covers, are in tests/service/test_sidr.py."""
 import copy
 from pathlib import Path
 

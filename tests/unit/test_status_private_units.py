@@ -1,10 +1,5 @@
-"""Status pages of caches and balancers answer the RO side only, never viewers: the
-OpenStack side (the management CIDR setting, the caches' user-data and security
-group). The templates are checked in ``tests/system/test_vnf_rendering.py`` (rendering, ``nginx
--t``, 404 on public listeners and 403 to others on loopback) and the local driver in
-``tests/system/test_local_driver.py`` (a viewer in a region, RO's metrics).
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""Status pages of caches and balancers answer the RO side only, never viewers: the tests that
+start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_status_private.py."""
 import uuid
 

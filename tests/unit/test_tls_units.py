@@ -1,11 +1,5 @@
-"""HTTPS on custom names, end to end on the local driver (real nginx and dnsmasq): a
-viewer of a region resolves the tenant's own name through the vCDN's DNS, fetches over
-HTTP/2 with the tenant's certificate (checked against a throwaway CA), the certificate
-is rotated by PATCH while HTTPS requests run (none fails), hostile certificates are
-refused, the key is found nowhere but in RO's encrypted store and the balancers' 0600
-files, and nothing of it is left once the vCDN ends.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""HTTPS on custom names, end to end on the local driver (real nginx and dnsmasq): the tests
+that start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_tls.py."""
 
 import pytest

@@ -1,11 +1,5 @@
-"""Hostile input against what ends up in VNF configs: origins, client prefixes, the
-operator's origin policy and the service templates' model files.
-
-Every refusal is a 400/422 naming the field, and nothing is stored; a model file's
-content never appears in a message; an accepted origin always renders back into a
-URL with the same host and port and no config metacharacter (a property test).
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""Hostile input against what ends up in VNF configs: the tests that start no process (the unit
+tier); the others, and what the module covers, are in
 tests/service/test_validation_hostile.py."""
 import os
 import socket

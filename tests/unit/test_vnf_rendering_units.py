@@ -1,13 +1,5 @@
-"""VNF configs: validation before rendering, the real tools' checks, and real traffic.
-
-The end-to-end tests run the rendered configs on loopback (sample origin, two
-cache nginx, one balancer nginx, dnsmasq) and, for the geo-DNS steering, in two
-throwaway network namespaces. They need root and the binaries (Debian packages
-nginx-light or nginx, dnsmasq-base, nftables, iproute2); without them they are
-skipped, saying which is missing.
-
-These are the module's tests that start no process (the unit tier); the others are in
-tests/system/test_vnf_rendering.py."""
+"""VNF configs: the tests that start no process (the unit tier); the others, and what the
+module covers, are in tests/system/test_vnf_rendering.py."""
 import os
 import re
 import shutil

@@ -1,13 +1,5 @@
-"""The same contract against every installed zone publisher, so none drifts.
-
-Each publisher ``<name>`` is tested through a fixture ``zone_server_<name>`` returning a
-:class:`tests.support.zones.ZoneServer` (the publisher with its settings in force, and
-where its zone is served); a publisher without one, or whose fixture skips (its
-service cannot run here), is skipped. Where a zone is served, what the publisher says
-it published is asked of the authoritative server itself, and while a delegation
-changes a query loop checks that the name never stops being delegated.
-
-These are the module's tests that start no process (the unit tier); the others are in
+"""The same contract against every installed zone publisher, so none drifts: the tests that
+start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_zone_contract.py."""
 
 import pytest
