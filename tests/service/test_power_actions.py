@@ -72,7 +72,7 @@ def test_a_host_is_woken_before_a_lease_needs_it(database, monkeypatch):
                  "lease": {"start": start.isoformat(), "end": (start + dt.timedelta(hours=1))
                            .isoformat()}, "regions": []}
     instances = world.plant.so.instances
-    monkeypatch.setattr(world.plant.so, "instances", lambda state=None: [scheduled]
+    monkeypatch.setattr(world.plant.so, "instances", lambda state=None, brief=False: [scheduled]
                         if state == "SCHEDULED" else instances(state))
     world.plant.so.sig = lambda _id: {"vnfs": [{"host": down["host"]}]}
     woken = []
