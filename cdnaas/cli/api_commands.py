@@ -163,7 +163,7 @@ def hosts_list(region):
     client = api()
     found = client.hosts(region)
     try:
-        power = {h["name"]: h for h in client.get("/api/v1/hosts/power").get("hosts") or []}
+        power = {h["name"]: h for h in client.hosts_power().get("hosts") or []}
     except errors.CdnaasError:  # the Instance Manager does not answer: capacity only
         power = None
     for host in found:
@@ -222,7 +222,7 @@ def hosts_update(region, name, vcpus, ram_mb, idle_watts, peak_watts, enabled):
 def hosts_power():
     """Every host's power, utilisation and power-down mark, as the Instance Manager last saw them
     (operator)."""
-    output.show(api().get("/api/v1/hosts/power"), _render_hosts_power)
+    output.show(api().hosts_power(), _render_hosts_power)
 
 
 def _render_hosts_power(power):
@@ -255,7 +255,7 @@ def power_totals_text(totals):
 def quality():
     """Viewers, estimated MOS against its target and watts of every tenant's vCDNs, region by
     region, as the Instance Manager last saw them (operator)."""
-    output.show(api().get("/api/v1/quality"), _render_quality)
+    output.show(api().quality(), _render_quality)
 
 
 def _render_quality(overview):
@@ -825,9 +825,8 @@ def vcdn_metrics(vcdn_id, since, until, width):
 
     With --json, the API's region series as they are (every figure of every point).
     """
-    params = _drop_none({"scope": "region", "since": timeutil.isoformat(since),
-                         "until": timeutil.isoformat(until)})
-    metrics = api().get(f"/api/v1/vcdns/{vcdn_id}/metrics", params=params)
+    metrics = api().metrics(vcdn_id, since=timeutil.isoformat(since),
+                            until=timeutil.isoformat(until), scope="region")
     output.show(metrics, lambda m: _render_metrics(m, width))
 
 
@@ -855,8 +854,7 @@ def vcdn_decisions(vcdn_id, since, kind, region):
 
     With --json, each decision with the figures that caused it (its details).
     """
-    params = _drop_none({"since": timeutil.isoformat(since), "kind": kind, "region": region})
-    found = api().get(f"/api/v1/vcdns/{vcdn_id}/decisions", params=params)["decisions"]
+    found = api().decisions(vcdn_id, since=timeutil.isoformat(since), kind=kind, region=region)
     output.show(found, lambda decisions: output.table(decisions, [
         ("Time (UTC)", lambda d: _short_time(d.get("created_at"))), ("Kind", "kind"),
         ("Region", lambda d: d.get("region") or d.get("host") or "-"),
@@ -911,9 +909,8 @@ def vcdn_traffic(vcdn_id, since, until, step, width):
 
     With --json, the API's series as they are.
     """
-    params = _drop_none({"since": timeutil.isoformat(since), "until": timeutil.isoformat(until),
-                         "step": step})
-    found = api().get(f"/api/v1/vcdns/{vcdn_id}/traffic", params=params)
+    found = api().traffic(vcdn_id, since=timeutil.isoformat(since),
+                          until=timeutil.isoformat(until), step=step)
     output.show(found, lambda t: output.table(
         charts.traffic_rows(t, width),
         [("Region", "region"), ("Series", "figure"), ("Over time", "chart"),
@@ -931,10 +928,9 @@ def vcdn_traffic(vcdn_id, since, until, step, width):
               "100,000).")
 def vcdn_logs(vcdn_id, since, until, limit):
     """The vCDN's requests as NDJSON on stdout, streamed (`> file.ndjson`); while ACTIVE."""
-    params = _drop_none({"from": timeutil.isoformat(since), "to": timeutil.isoformat(until),
-                         "limit": limit})
     written, stdout = 0, sys.stdout.buffer
-    for chunk in api().stream(f"/api/v1/vcdns/{vcdn_id}/access-log", params=params or None):
+    for chunk in api().access_log(vcdn_id, since=timeutil.isoformat(since),
+                                  until=timeutil.isoformat(until), limit=limit):
         stdout.write(chunk)
         written += chunk.count(b"\n")
     stdout.flush()

@@ -57,8 +57,8 @@ def calibrate(flavor, host, vcpus, out, connections, floor, viewers_start, max_v
                        ("max_seconds", max_seconds)):
         if value is not None:
             body[key] = value
-    job = client.post("/api/v1/calibrations", json=body)
-    job = output.watch_operation(lambda job_id: client.get(f"/api/v1/calibrations/{job_id}"),
+    job = client.start_calibration(body)
+    job = output.watch_operation(client.calibration,
                                  job["id"], interval=1.0, timeout=timeout,
                                  quiet=output.wants_json())
     if job["state"] != "COMPLETED":

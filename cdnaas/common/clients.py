@@ -1,4 +1,6 @@
-"""Clients of the internal services, one class per service."""
+"""Clients of the internal services, one class per service, and of the customer API."""
+from pathlib import Path
+
 from cdnaas.common.answers import (Accepted, Calibration, Deployment, Instance, Operation,
                                    Template, from_json, many)
 from cdnaas.common.http import JsonClient
@@ -371,3 +373,219 @@ class CalibrationClient(JsonClient):
 
     def jobs(self):
         return many(Calibration, self.get("/ro/v1/calibrations")["calibrations"])
+
+
+class CustomerApi(JsonClient):
+    """Typed client of the customer API (``api-spec/api.yaml``): one method per call.
+
+    The ``cdnaas`` CLI (:class:`cdnaas.cli.client.ApiClient`) and the ``openstack cdn``
+    plugin (:mod:`cdnaas.osc`) both use it, so each path is written here only; ``base_url`` is the API's root (the paths carry
+    ``/api/v1``), as the Keystone catalog's ``cdn`` endpoints give it.
+    """
+
+    service = "api"
+
+    # catalogue
+    def flavors(self):
+        return self.get("/api/v1/flavors")["flavors"]
+
+    # regions and hosts (operator)
+    def regions(self):
+        return self.get("/api/v1/regions")["regions"]
+
+    def region(self, name):
+        return self.get(f"/api/v1/regions/{name}")
+
+    def create_region(self, body):
+        return self.post("/api/v1/regions", json=body)
+
+    def update_region(self, name, body):
+        return self.patch(f"/api/v1/regions/{name}", json=body)
+
+    def hosts(self, region):
+        return self.get(f"/api/v1/regions/{region}/hosts")["hosts"]
+
+    def hosts_power(self):
+        """Each registered host's power state and load, as the Instance Manager sees them."""
+        return self.get("/api/v1/hosts/power")
+
+    def quality(self):
+        """Every vCDN's quality against its target (operator)."""
+        return self.get("/api/v1/quality")
+
+    def create_host(self, region, body):
+        return self.post(f"/api/v1/regions/{region}/hosts", json=body)
+
+    def update_host(self, region, name, body):
+        return self.patch(f"/api/v1/regions/{region}/hosts/{name}", json=body)
+
+    # tenants and tokens
+    def tenants(self):
+        return self.get("/api/v1/tenants")["tenants"]
+
+    def create_tenant(self, name, role="tenant"):
+        return self.post("/api/v1/tenants", json={"name": name, "role": role})
+
+    def quotas(self, tenant=None):
+        """The caller's quotas (an operator names ``tenant``)."""
+        return self.get("/api/v1/quotas", params={"tenant": tenant} if tenant else None)
+
+    def set_quotas(self, tenant, limits):
+        return self.put(f"/api/v1/tenants/{tenant}/quotas", json=limits)
+
+    def quota_defaults(self):
+        return self.get("/api/v1/quotas/defaults")
+
+    def set_quota_defaults(self, limits):
+        return self.put("/api/v1/quotas/defaults", json=limits)
+
+    def users(self, tenant):
+        return self.get(f"/api/v1/tenants/{tenant}/users")["users"]
+
+    def create_user(self, tenant, name):
+        return self.post(f"/api/v1/tenants/{tenant}/users", json={"name": name})
+
+    def delete_user(self, tenant, name):
+        """Delete a user of ``tenant``, revoking its tokens."""
+        return self.delete(f"/api/v1/tenants/{tenant}/users/{name}")
+
+    def tokens(self, tenant, user=None):
+        return self.get(f"/api/v1/tenants/{tenant}/tokens",
+                        params={"user": user} if user else None)["tokens"]
+
+    def create_token(self, tenant, description=None, **options):
+        """Issue a token; ``options``: ``user``, ``scope``, ``expires_in`` (seconds) or
+        ``expires_at`` (ISO 8601), None ones left out (the API's defaults)."""
+        body = {key: value for key, value in dict(options, description=description).items()
+                if value is not None}
+        return self.post(f"/api/v1/tenants/{tenant}/tokens", json=body)
+
+    def revoke_token(self, tenant, token_id):
+        return self.delete(f"/api/v1/tenants/{tenant}/tokens/{token_id}")
+
+    # webhooks
+    def webhooks(self):
+        return self.get("/api/v1/webhooks")["webhooks"]
+
+    def create_webhook(self, url, events, description=None):
+        """Register a webhook; the answer holds its secret, this once."""
+        body = {"url": url, "events": list(events)}
+        if description:
+            body["description"] = description
+        return self.post("/api/v1/webhooks", json=body)
+
+    def delete_webhook(self, webhook_id):
+        return self.delete(f"/api/v1/webhooks/{webhook_id}")
+
+    def webhook_deliveries(self, webhook_id, limit=None):
+        return self.get(f"/api/v1/webhooks/{webhook_id}/deliveries",
+                        params={"limit": limit} if limit else None)["deliveries"]
+
+    # vCDNs and operations
+    def vcdns(self, state=None, name=None, include_deleted=False):
+        """Every vCDN the filters keep (all pages), oldest first."""
+        params = {k: v for k, v in (("state", state), ("name", name)) if v}
+        if include_deleted:
+            params["include_deleted"] = "true"
+        return self.every_page("/api/v1/vcdns", "vcdns", params)
+
+    def vcdn(self, vcdn_id):
+        return self.get(f"/api/v1/vcdns/{vcdn_id}")
+
+    def usage(self, vcdn_id, since=None, until=None):
+        """What the vCDN used per region and in total, and its price, from ``since`` to
+        ``until`` (ISO 8601 texts; default its creation and now)."""
+        params = {key: value for key, value in (("from", since), ("to", until)) if value}
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/usage", params=params or None)
+
+    def metrics(self, vcdn_id, since=None, until=None, scope=None, step=None):
+        """The vCDN's time series within ``since``..``until`` (ISO 8601 texts; None: the
+        API's defaults)."""
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/metrics", params=_given(
+            since=since, until=until, scope=scope, step=step))
+
+    def decisions(self, vcdn_id, since=None, kind=None, region=None):
+        """The decisions the Instance Manager took about the vCDN, oldest first."""
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/decisions", params=_given(
+            since=since, kind=kind, region=region))["decisions"]
+
+    def traffic(self, vcdn_id, since=None, until=None, step=None):
+        """The vCDN's traffic per region, a point per ``step`` seconds."""
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/traffic", params=_given(
+            since=since, until=until, step=step))
+
+    def access_log(self, vcdn_id, since=None, until=None, limit=None):
+        """The vCDN's logged requests as NDJSON, streamed: an iterator of byte chunks."""
+        return self.stream(f"/api/v1/vcdns/{vcdn_id}/access-log",
+                           params=_given(**{"from": since, "to": until, "limit": limit}) or None)
+
+    def log_streams(self, vcdn_id):
+        """The vCDN's log streams with each VNF's shipper's counts, and the totals."""
+        return self.get(f"/api/v1/vcdns/{vcdn_id}/log-streams")
+
+    def quote(self, body):
+        return self.post("/api/v1/quotes", json=body)
+
+    def create_vcdn(self, body):
+        return self.post("/api/v1/vcdns", json=body)
+
+    def update_vcdn(self, vcdn_id, body, if_match=None):
+        """Change a vCDN; ``if_match``: only if its ETag is still this one (else 412)."""
+        return self.patch(f"/api/v1/vcdns/{vcdn_id}", json=body,
+                          headers={"If-Match": if_match} if if_match else None)
+
+    def delete_vcdn(self, vcdn_id, if_match=None):
+        return self.delete(f"/api/v1/vcdns/{vcdn_id}",
+                           headers={"If-Match": if_match} if if_match else None)
+
+    # service templates (operator; the API hands them to SIDR)
+    def templates(self, flavor=None):
+        return self.get("/api/v1/templates", params={"flavor": flavor} if flavor else None)["templates"]
+
+    def register_template_file(self, path):
+        """POST the file at ``path`` as it is (YAML or JSON); return the stored template."""
+        path = Path(path)
+        is_json = path.suffix.lower() == ".json"
+        return self.post("/api/v1/templates", data=path.read_bytes(),
+                         headers={"Content-Type": "application/json" if is_json
+                                  else "application/yaml"})
+
+    def deprecate_template(self, flavor, version, deprecated=True):
+        """Deprecate one template version (or offer it again); return the template."""
+        return self.patch(f"/api/v1/templates/{flavor}/{version}", json={"deprecated": deprecated})
+
+    def delete_template(self, flavor, version):
+        """Delete one template version (409 while a vCDN uses it)."""
+        return self.delete(f"/api/v1/templates/{flavor}/{version}")
+
+    def vcdn_operations(self, vcdn_id):
+        return self.every_page(f"/api/v1/vcdns/{vcdn_id}/operations", "operations")
+
+    def invalidate(self, vcdn_id, paths, prefixes):
+        """Purge ``paths`` and ``prefixes`` from every cache; ``{vcdn, operation}`` (202)."""
+        return self.post(f"/api/v1/vcdns/{vcdn_id}/invalidations",
+                         json={"paths": paths, "prefixes": prefixes})
+
+    def sign_url(self, vcdn_id, body):
+        """A URL of the vCDN signed as ``body`` asks: ``{url, path, query, expires, key_id}``."""
+        return self.post(f"/api/v1/vcdns/{vcdn_id}/signed-urls", json=body)
+
+    def prefetch(self, vcdn_id, paths):
+        """Have every cache fetch ``paths``; ``{vcdn, operation}`` (202)."""
+        return self.post(f"/api/v1/vcdns/{vcdn_id}/prefetches", json={"paths": paths})
+
+    def operation(self, operation_id):
+        return self.get(f"/api/v1/operations/{operation_id}")
+
+    # calibrations (operator)
+    def start_calibration(self, body):
+        """Start a calibration campaign; returns the job (202)."""
+        return self.post("/api/v1/calibrations", json=body)
+
+    def calibration(self, job_id):
+        return self.get(f"/api/v1/calibrations/{job_id}")
+
+
+def _given(**params):
+    """``params`` without those None (query parameters the API's defaults fill)."""
+    return {key: value for key, value in params.items() if value is not None}

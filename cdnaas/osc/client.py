@@ -1,9 +1,9 @@
-"""The customer API's typed client (:class:`cdnaas.cli.client.CustomerApi`) over a
+"""The customer API's typed client (:class:`cdnaas.common.clients.CustomerApi`) over a
 keystoneauth session: the session adds the token (``X-Auth-Token``) and renews it."""
 from osc_lib import exceptions
 
 from cdnaas.cli.catalog import SERVICE_TYPE
-from cdnaas.cli.client import CustomerApi
+from cdnaas.common.clients import CustomerApi
 
 
 class KeystoneTransport:

@@ -15,7 +15,7 @@ LOG = logging.getLogger(__name__)
 API_NAME = "cdn"
 DEFAULT_API_VERSION = "1"
 API_VERSION_OPTION = "os_cdn_api_version"
-API_VERSIONS = {"1": "cdnaas.cli.client.CustomerApi"}
+API_VERSIONS = {"1": "cdnaas.common.clients.CustomerApi"}
 
 
 def make_client(instance):
