@@ -75,7 +75,7 @@ def test_postgresql_round_trip(postgres_admin_url, tmp_path):
                 assert set(session.scalars(select(Instance.id).where(
                     Instance.state == "ACTIVE"))) == {kept}
             reserved, placed = so_view(stack, kept)
-            assert reserved == per_host({v["name"] for v in deployment["vnfs"]}, placed)
+            assert reserved == per_host({v.name for v in deployment.vnfs}, placed)
         finally:
             stack.so_db.dispose()
 

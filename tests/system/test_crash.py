@@ -153,12 +153,12 @@ def test_a_crash_inside_an_instantiate(stack, origin, service, step):
     deployment = assert_agreed(stack, vcdn_id)
     if service == "ro":  # the restarted RO removed the half-built vCDN; SO released it
         assert state == "ROLLED_BACK" and "interrupted by a restart" in error, error
-        assert deployment["vnfs"] == [] and so_view(stack, vcdn_id)[0] == {}
+        assert deployment.vnfs == () and so_view(stack, vcdn_id)[0] == {}
         return
     assert state == "COMPLETED", error
     assert_serves(stack, vcdn_id)
     assert wait_operation(stack, delete(stack, vcdn_id))[0] == "COMPLETED"
-    assert assert_agreed(stack, vcdn_id)["vnfs"] == []
+    assert assert_agreed(stack, vcdn_id).vnfs == ()
 
 
 @pytest.mark.parametrize("service", ["ro", "so", "im"])
@@ -172,7 +172,7 @@ def test_a_crash_inside_an_update(stack, origin, service):
                       during=(lambda: assert_serves(stack, vcdn_id)) if service != "so" else None)
     state, error = wait_operation(stack, operation_id)
     deployment = assert_agreed(stack, vcdn_id)
-    after = {v["name"] for v in deployment["vnfs"]}
+    after = {v.name for v in deployment.vnfs}
     if service == "ro":  # the restarted RO restored the previous vCDN, which kept serving
         assert state == "ROLLED_BACK" and "undone" in error, error
         assert after == before
@@ -181,7 +181,7 @@ def test_a_crash_inside_an_update(stack, origin, service):
         assert len(after) == len(before) + 1
     assert assert_serves(stack, vcdn_id)["state"] == "ACTIVE"
     assert wait_operation(stack, delete(stack, vcdn_id))[0] == "COMPLETED"
-    assert assert_agreed(stack, vcdn_id)["vnfs"] == []
+    assert assert_agreed(stack, vcdn_id).vnfs == ()
 
 
 @pytest.mark.parametrize("service", ["ro", "so", "im"])
@@ -192,7 +192,7 @@ def test_a_crash_inside_a_terminate(stack, origin, service):
     crash_and_restart(stack, service, vcdn_id, operation_id)
     state, error = wait_operation(stack, operation_id)
     assert state == "COMPLETED", error
-    assert assert_agreed(stack, vcdn_id)["vnfs"] == []
+    assert assert_agreed(stack, vcdn_id).vnfs == ()
     assert so_view(stack, vcdn_id)[0] == {}
 
 

@@ -17,12 +17,24 @@ import pytest
 from cdnaas.common import plugins
 from cdnaas.ro import zones
 from cdnaas.ro.zones.base import NameServer, ZoneRefused
-from tests.support.zones import expected, referral
+from tests.support.zones import ZoneServer, expected, local_zone_server, referral
 
 LABEL = "web.contract"
 #: a region change as RO publishes it: dns-0 moved (new glue), dns-1 gone, dns-2 new
 BEFORE = [NameServer("dns-0", ("198.18.2.3", "198.18.3.3")), NameServer("dns-1", ("198.18.2.4",))]
 AFTER = [NameServer("dns-0", ("198.18.3.3",)), NameServer("dns-2", ("198.18.4.5", "2001:db8::5"))]
+
+
+@pytest.fixture
+def zone_server_noop(monkeypatch):
+    monkeypatch.setenv("CDNAAS_DNS_DOMAIN", "cdn.example.net")
+    return ZoneServer(zones.load("noop"), None)
+
+
+@pytest.fixture(scope="module")
+def zone_server_local(tmp_path_factory):
+    with local_zone_server(tmp_path_factory.mktemp("zone")) as port:
+        yield ZoneServer(zones.load("local"), ("127.0.0.1", port))
 
 
 def _publisher_zone(request):
