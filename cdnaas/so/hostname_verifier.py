@@ -39,7 +39,7 @@ class Verifier:
                     Instance.state.in_((states.ACTIVE, states.SCHEDULED))))
                 if service and service.get("hostnames")}
             entries = dict(session.execute(select(Instance.id, Instance.sig).where(
-                Instance.id.in_(named))).tuples()) if named else {}
+                Instance.id.in_(named))).all()) if named else {}
         pending = [(vcdn_id, entries[vcdn_id]["hostname"],
                     [h for h in service["hostnames"] if h not in active(service)])
                    for vcdn_id, service in named.items() if vcdn_id in entries]
