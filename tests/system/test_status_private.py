@@ -13,7 +13,8 @@ import pytest
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.vnf import endpoints
-from tests.unit.test_status_private_units import make_sig, management_block, nginx_of
+from tests.unit.test_openstack_driver_units import make_sig
+from tests.unit.test_status_private_units import management_block, nginx_of
 
 
 @pytest.fixture

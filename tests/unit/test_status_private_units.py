@@ -1,23 +1,13 @@
 """Status pages of caches and balancers answer the RO side only, never viewers: the tests that
 start no process (the unit tier); the others, and what the module covers, are in
 tests/system/test_status_private.py."""
-import uuid
-
 import pytest
 import yaml
 
-from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack import plan, userdata
 from cdnaas.vnf import endpoints
-from tests.openstack.fixtures import ORIGIN
-from tests.support.sigs import sample_sig
-
-
-def make_sig(caches, vcdn_id=None):
-    document = sample_sig(vcdn_id or f"status-{uuid.uuid4().hex[:8]}", caches)
-    document["origin"] = dict(ORIGIN)
-    return ServiceInstanceGraph.from_dict(document)
+from tests.unit.test_openstack_driver_units import make_sig
 
 
 def nginx_of(user_data):
