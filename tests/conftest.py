@@ -1,5 +1,6 @@
 """Shared fixtures: a database URL on each backend (SQLite and real PostgreSQL), a
-sample origin on this machine, and a service key for apps run inside the test process."""
+sample origin on this machine, a service key for apps run inside the test process, and
+the faults tests inject (:mod:`tests.support.faults`) in it and in what it starts."""
 import os
 
 import pytest
@@ -8,7 +9,7 @@ from cdnaas.common import service_auth
 from cdnaas.origin.server import serve_in_thread
 from tests.openstack import fixtures as minicloud_fixtures
 from tests.openstack.fixtures import *  # noqa: F401,F403 (the mini cloud's fixtures)
-from tests.support import postgres
+from tests.support import faults, postgres
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -32,6 +33,16 @@ def service_key(tmp_path_factory):
     # custom hostnames served as accepted unless a test checks them (tests/system/test_zone_local.py)
     os.environ.setdefault("CDNAAS_HOSTNAME_CHECK", "0")
     yield path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def injected_faults():
+    """The faults of :mod:`tests.support.faults` installed here, and in every Python process
+    the tests start (their ``sitecustomize``, first on ``PYTHONPATH``), each acting only
+    while its ``CDNAAS_TEST_*`` variable is set."""
+    faults.install()
+    paths = [str(faults.STARTUP), *filter(None, [os.environ.get("PYTHONPATH")])]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +94,15 @@ def pytest_runtest_logreport(report):
 
 def pytest_terminal_summary(terminalreporter):
     """Where a whole run's time went: each xdist group (run serially on one worker) and
-    each worker, so a run that grows shows which group is its critical path."""
+    each worker, so a run that grows shows which group is its critical path; and the
+    tests skipped where none may be (:func:`pytest_sessionfinish`)."""
+    skipped = _forbidden_skips(terminalreporter.config)
+    if skipped:
+        terminalreporter.section("skipped where the whole suite must run")
+        for report in skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) \
+                else report.longrepr
+            terminalreporter.write_line(f"{report.nodeid}: {reason}")
     if not _WORKER_SECONDS or sum(_GROUP_SECONDS.values()) < 60:  # a run of pytest-xdist
         return
     terminalreporter.section("time per group and worker")
@@ -93,19 +112,18 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds / 60:6.1f} min  worker {worker}")
 
 
+def _forbidden_skips(config):
+    """The reports of the tests skipped in a run that must skip none (``CDNAAS_TESTS_NO_SKIPS``
+    set), as the controller of a pytest-xdist run (or the one process) saw them."""
+    if not os.environ.get("CDNAAS_TESTS_NO_SKIPS") or hasattr(config, "workerinput"):
+        return []
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    return reporter.stats.get("skipped", []) if reporter else []
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The whole suite as root (``scripts/test`` sets ``CDNAAS_TESTS_NO_SKIPS``) fails when
     any test was skipped: a tool missing or a driver that cannot run would otherwise pass
-    the run by skipping what it should have tested."""
-    if not os.environ.get("CDNAAS_TESTS_NO_SKIPS") or hasattr(session.config, "workerinput"):
-        return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    skipped = reporter.stats.get("skipped", []) if reporter else []
-    if not skipped:
-        return
-    reporter.section("skipped where the whole suite must run")
-    for report in skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        reporter.write_line(f"{report.nodeid}: {reason}")
-    if exitstatus == pytest.ExitCode.OK:
+    the run by skipping what it should have tested (the summary lists them)."""
+    if _forbidden_skips(session.config) and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

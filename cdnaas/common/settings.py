@@ -225,18 +225,6 @@ DECLARED = (
     Setting("CDNAAS_LOG_STREAM_QUEUE_RECORDS", "integer", 50000, "records a VNF's log "
             "shipper holds per log-stream destination while its collector does not take "
             "them; beyond, the oldest are dropped and counted", "ro"),
-    Setting("CDNAAS_LOCAL_FAIL_HOSTS", "list", [], "tests only: hosts on which the local "
-            "driver's VNFs fail to start", "ro"),
-    Setting("CDNAAS_LOCAL_STEP_DELAY", "number", 0.0, "tests only: seconds each local nginx "
-            "VNF waits once it answers, and a removal before it starts (crash tests)", "ro"),
-    Setting("CDNAAS_NOOP_LOAD_FILE", "text", None, "JSON of viewers per region the `noop` "
-            "driver turns into modelled metrics (tests, demos)", "ro"),
-    Setting("CDNAAS_NOOP_FAIL_HOSTS", "list", [], "tests only: hosts on which the noop "
-            "driver's VNFs fail", "ro"),
-    Setting("CDNAAS_NOOP_STEP_DELAY", "number", 0.0, "tests only: seconds the `noop` driver "
-            "takes to create or remove each VNF (replica tests)", "ro"),
-    Setting("CDNAAS_NOOP_UNHEALTHY_HOSTS", "list", [], "tests only: hosts whose noop VNFs "
-            "report unhealthy", "ro"),
     Setting("CDNAAS_OS_CLOUD", "text", None, "the `clouds.yaml` entry of the `openstack` "
             "driver (else `OS_CLOUD`)", "openstack"),
     Setting("CDNAAS_OS_OWNER", "text", "cdnaas", "owner tag of everything this RO creates",

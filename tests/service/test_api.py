@@ -11,7 +11,7 @@ from tests.support.api import Api, populated_stack, vcdn_body
 def stack(request, tmp_path_factory):
     """A running stack with regions, hosts, the static template and two tenants."""
     with populated_stack(request, tmp_path_factory.mktemp(f"stack-{request.param}"),
-                         {"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
+                         {"CDNAAS_TEST_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
         yield running
 
 

@@ -19,7 +19,7 @@ def stack(request, tmp_path_factory):
     """A running stack (regions, hosts, the static template, tenants acme and globex) with
     a small region ``ap-south`` (one 6 vCPU host) for the lease tests."""
     with populated_stack(request, tmp_path_factory.mktemp(f"comforts-{request.param}"),
-                         {"CDNAAS_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
+                         {"CDNAAS_TEST_NOOP_FAIL_HOSTS": "doomed-1"}) as running:
         running.operator.ok("POST", "/regions", 201,
                             json={"name": "ap-south", "client_prefixes": ["10.4.0.0/16"]})
         running.operator.ok("POST", "/regions/ap-south/hosts", 201,

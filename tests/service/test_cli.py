@@ -270,7 +270,7 @@ def test_the_cli_drives_a_vcdn_through_its_life(stack_database, tmp_path):
 
 
 def test_a_failed_deployment_exits_non_zero(tmp_path):
-    extra = {"CDNAAS_NOOP_FAIL_HOSTS": "eu-west-h1"}
+    extra = {"CDNAAS_TEST_NOOP_FAIL_HOSTS": "eu-west-h1"}
     with running_stack(None, tmp_path, extra_env=extra) as stack:
         env, operator = stack.env, stack.operator_token
         assert invoke(["template", "register", str(TEMPLATE)], env, operator).exit_code == 0

@@ -45,7 +45,7 @@ DEMANDS = (("eu-west", 1000), ("us-east", 1000))
 def stack(postgres_admin_url, tmp_path_factory):
     clock_file = tmp_path_factory.mktemp("clock") / "now"
     clock_file.write_text("")
-    extra = {"CDNAAS_NOOP_STEP_DELAY": str(STEP_DELAY), "CDNAAS_LEASE_SECONDS": str(LEASE),
+    extra = {"CDNAAS_TEST_NOOP_STEP_DELAY": str(STEP_DELAY), "CDNAAS_LEASE_SECONDS": str(LEASE),
              "CDNAAS_IM_INTERVAL": str(INTERVAL), "CDNAAS_DEPLOY_TIMEOUT": "60",
              "CDNAAS_SO_SCHEDULER_INTERVAL": "0.5", "CDNAAS_CLOCK_FILE": str(clock_file)}
     with postgres.fresh_database(postgres_admin_url) as url, \

@@ -128,7 +128,7 @@ def test_deploy_update_delete(client):
 def test_unhealthy_host_is_reported(client, monkeypatch):
     put(client, sample_sig("vcdn-1"))
     wait_for(client, "vcdn-1", "ACTIVE")
-    monkeypatch.setenv("CDNAAS_NOOP_UNHEALTHY_HOSTS", "south-host-2")
+    monkeypatch.setenv("CDNAAS_TEST_NOOP_UNHEALTHY_HOSTS", "south-host-2")
     health = client.get("/ro/v1/deployments/vcdn-1/health").get_json()
     assert health["healthy"] is False
     assert [v["name"] for v in health["vnfs"] if not v["healthy"]] == ["south-cache-2"]
@@ -159,7 +159,7 @@ def test_sig_of_another_vcdn_is_refused(client):
 
 
 def test_failing_host_ends_in_error_then_redeploys(client, monkeypatch):
-    monkeypatch.setenv("CDNAAS_NOOP_FAIL_HOSTS", "south-host-2")
+    monkeypatch.setenv("CDNAAS_TEST_NOOP_FAIL_HOSTS", "south-host-2")
     put(client, sample_sig("vcdn-1"))
     failed = wait_for(client, "vcdn-1", "ERROR")
     assert "south-host-2" in failed["error"] and failed["last_error"] == failed["error"]
@@ -168,7 +168,7 @@ def test_failing_host_ends_in_error_then_redeploys(client, monkeypatch):
     assert client.get("/ro/v1/deployments/vcdn-1/health").status_code == 409
     assert "vcdn-1" not in NoopDriver().cleanup(set()), "the driver kept something"
 
-    monkeypatch.delenv("CDNAAS_NOOP_FAIL_HOSTS")
+    monkeypatch.delenv("CDNAAS_TEST_NOOP_FAIL_HOSTS")
     assert put(client, sample_sig("vcdn-1")).status_code == 202
     active = wait_for(client, "vcdn-1", "ACTIVE")
     assert (active["error"], active["last_error"]) == (None, None)
@@ -177,7 +177,7 @@ def test_failing_host_ends_in_error_then_redeploys(client, monkeypatch):
 def test_failed_update_keeps_the_previous_deployment(client, monkeypatch):
     put(client, sample_sig("vcdn-1"))
     before = wait_for(client, "vcdn-1", "ACTIVE")
-    monkeypatch.setenv("CDNAAS_NOOP_FAIL_HOSTS", "north-host-3")
+    monkeypatch.setenv("CDNAAS_TEST_NOOP_FAIL_HOSTS", "north-host-3")
     grown = sample_sig("vcdn-1", {"north": 3, "south": 2}, cache_hosts=3)
     assert put(client, grown).get_json()["status"] == "UPDATING"
     after = wait_for(client, "vcdn-1", "ACTIVE")

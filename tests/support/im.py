@@ -52,11 +52,11 @@ def small_model(folder, points=((5, 4.8), (10, 4.5), (20, 2.0), (24, 1.0)),
 @contextlib.contextmanager
 def modelled_stack(tmp):
     """A populated five-process stack on the noop driver whose caches report the viewers
-    :func:`set_viewers` writes (``CDNAAS_NOOP_LOAD_FILE``), with flavor ``im-video`` on
+    :func:`set_viewers` writes (``CDNAAS_TEST_NOOP_LOAD_FILE``), with flavor ``im-video`` on
     the vm model registered."""
     load = Path(tmp) / "load.json"
     load.write_text("{}")
-    with running_stack(None, tmp, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as running:
+    with running_stack(None, tmp, extra_env={"CDNAAS_TEST_NOOP_LOAD_FILE": str(load)}) as running:
         populate(running)
         sidr = running.operator.call("POST", "/templates", json=template(VM_MODEL))
         assert sidr.status_code == 201, sidr.text

@@ -27,6 +27,7 @@ from tests.support.api import Api, populate, vcdn_body
 pytestmark = [pytest.mark.xdist_group("compose")]
 
 REPO = Path(__file__).resolve().parents[2]
+IMAGE_REPO = "/opt/cdnaas"  # where images/Dockerfile puts the source tree
 DOCKER = "/usr/bin/docker"  # Debian's client (docker.io), the engine's own API version
 PROJECT = f"cdnaas-compose-test-{os.getpid()}"
 STEP_DELAY = 3  # seconds the noop driver takes per VNF: the kills land inside an operation
@@ -138,9 +139,14 @@ def healthy(deployment):
 def deployment(engine, tmp_path_factory):
     port = free_port_pair()
     override = tmp_path_factory.mktemp("compose") / "test-override.yml"
-    tuning = {"CDNAAS_NOOP_STEP_DELAY": str(STEP_DELAY), "CDNAAS_LEASE_SECONDS": str(LEASE)}
-    override.write_text(yaml.safe_dump(
-        {"services": {svc: {"environment": tuning} for svc in SERVICES}}))
+    tuning = {"CDNAAS_LEASE_SECONDS": str(LEASE)}
+    # RO's noop driver slowed by the tests' fault (tests/support/faults.py): the image holds
+    # no test code, so RO's containers get tests/ and start with its sitecustomize
+    slowed = {"environment": {**tuning, "CDNAAS_TEST_NOOP_STEP_DELAY": str(STEP_DELAY),
+                              "PYTHONPATH": f"{IMAGE_REPO}/tests/support/startup"},
+              "volumes": [f"{REPO / 'tests'}:{IMAGE_REPO}/tests:ro"]}
+    override.write_text(yaml.safe_dump({"services": {
+        svc: slowed if svc == "ro" else {"environment": tuning} for svc in SERVICES}}))
     env = {**engine, "CDNAAS_COMPOSE_API_PORTS": f"{port}-{port + 1}"}
     running = Deployment(env, override)
     try:

@@ -5,7 +5,7 @@ Every operation ends COMPLETED or ROLLED_BACK; the SO's reservations cover what 
 (the deployment's namespaces) while the service is down and equal, host by host, what
 RO says runs and what runs in reality at the end; nothing of a rolled-back or
 terminated vCDN is left (namespaces, CPU groups, bridges). The kill moment is chosen
-through RO's progress, with each local step slowed by ``CDNAAS_LOCAL_STEP_DELAY``.
+through RO's progress, with each local step slowed by ``CDNAAS_TEST_LOCAL_STEP_DELAY``.
 The IM's passes are switched off (an hour apart) so that it changes nothing on its own:
 it takes no part in running an operation, and its crash must not disturb one. Also:
 ``cdnaas up`` starts only the services of a stack that are down.
@@ -40,7 +40,7 @@ QOE_TEMPLATE = Path(__file__).resolve().parents[2] / "plugins/qoe_video/template
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("crash")
-    extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_LOCAL_STEP_DELAY": str(STEP_DELAY),
+    extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_TEST_LOCAL_STEP_DELAY": str(STEP_DELAY),
              "CDNAAS_IM_INTERVAL": "3600", "CDNAAS_DEPLOY_TIMEOUT": "120"}
     with running_stack(None, tmp, extra_env=extra) as running:
         populate(running)

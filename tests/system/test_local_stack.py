@@ -6,6 +6,7 @@ import pytest
 
 from cdnaas.ro.vim.local import clients, network
 from tests.support.api import populate, vcdn_body
+from tests.support.faults import local_host_fails
 from tests.support.stack import running_stack
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver need
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("local-stack")
-    extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_LOCAL_FAIL_HOSTS": "doomed-1"}
+    extra = {"CDNAAS_VIM_DRIVER": "local", "CDNAAS_LOCAL_HOST_CPUS": local_host_fails("doomed-1")}
     with running_stack(None, tmp, extra_env=extra) as running:
         yield populate(running)
 

@@ -18,6 +18,7 @@ from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.local import clients, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from tests.support.api import vcdn_body
+from tests.support.faults import local_host_fails
 from tests.support.sigs import sample_sig
 from tests.system.test_local_driver import state_dir  # noqa: F401 (this module's own VNF owner)
 from tests.system.test_local_stack import leftovers, stack  # noqa: F401 (a stack on the local driver)
@@ -183,10 +184,11 @@ def test_a_failed_region_change_puts_everything_back(origin, state_dir,  # noqa:
     both = document(origin, {"north": 1, "south": 1}, vcdn_id)
     deployment = driver.deploy(sig_of(north))
     try:
-        monkeypatch.setenv("CDNAAS_LOCAL_FAIL_HOSTS", "south-host-1")  # its balancer fails
+        # its balancer fails (its host maps to a CPU this machine lacks)
+        monkeypatch.setenv("CDNAAS_LOCAL_HOST_CPUS", local_host_fails("south-host-1"))
         with pytest.raises(DeploymentFailed, match="previous deployment still serves"):
             driver.update(deployment, sig_of(both), previous=sig_of(north))
-        monkeypatch.delenv("CDNAAS_LOCAL_FAIL_HOSTS")
+        monkeypatch.delenv("CDNAAS_LOCAL_HOST_CPUS")
         namespaces, bridges = owned(vcdn_id)
         assert bridges == {"north"} and not any(n.startswith("south-") for n in namespaces)
         assert fetch(deployment, sig_of(north), "north", "/objects/small")[0] == 200

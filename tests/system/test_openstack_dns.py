@@ -12,18 +12,15 @@ import pytest
 
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim import dnsprobe
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.vnf import subnet
 from tests.openstack.dns_here import DnsHere
 from tests.system.test_openstack_driver import OTHER_NAME, nothing_left
 from tests.unit.test_openstack_driver_units import make_sig
 
+# RO reaches the vCDN's networks (the caches run here): it waits for the DNS servers' answers
+pytestmark = pytest.mark.usefixtures("caches_here_env")
+
 GUEST_BOOT_SECONDS = 6  # a rebuilt server's guest answers this long after Nova was asked
-
-
-@pytest.fixture
-def driver(caches_here_env):  # RO reaches the vCDN's networks: it waits for answers
-    return OpenStackDriver()
 
 
 def two_dns(caches):

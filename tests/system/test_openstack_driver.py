@@ -35,13 +35,6 @@ from tests.support.sigs import sample_sig
 from tests.unit.test_openstack_driver_units import make_sig
 
 
-@pytest.fixture
-def driver(openstack_env):
-    driver = OpenStackDriver()
-    driver.check_prerequisites()
-    return driver
-
-
 #: the SIGs' hosts (tests/support/sigs.py) as the mini cloud's compute hosts
 HOSTS = "north-host-1=mc-north-1,north-host-2=mc-north-2,south-host-1=mc-south-1," \
     "south-host-2=mc-south-2"

@@ -13,7 +13,6 @@ import pytest
 
 from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete
 from cdnaas.ro.vim.openstack import balancers, cloud, plan, rebuild, userdata
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.vnf import subnet
 from tests.system.test_openstack_driver import (caches_of, members_of, nothing_left, servers_of,
@@ -23,11 +22,6 @@ from tests.unit.test_openstack_regions_units import NORTH
 
 BOTH = {"north": 1, "south": 1}
 SOUTH = {"south": 1}
-
-
-@pytest.fixture
-def driver(openstack_env):
-    return OpenStackDriver()
 
 
 def dns_regions(admin_conn, deployment):

@@ -18,7 +18,6 @@ import pytest
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.openstack import cloud, plan, rebuild, servers, userdata
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.vnf import subnet
 from cdnaas.vnf import endpoints
@@ -28,10 +27,8 @@ from tests.system.test_openstack_driver import nothing_left, rebuilds, reconfigu
 from tests.unit.test_openstack_driver_units import make_sig
 from tests.unit.test_openstack_shield_units import SHIELD, shielded
 
-
-@pytest.fixture
-def driver(caches_here_env):
-    return OpenStackDriver()
+# the caches and the shield run here (tests/openstack/caches_here.py)
+pytestmark = pytest.mark.usefixtures("caches_here_env")
 
 
 def nginx_of(admin_conn, deployment, name):

@@ -26,7 +26,6 @@ from cdnaas.ro.vim.base import DeploymentFailed, RemovalIncomplete, VimError
 from cdnaas.ro.vim.pipeline import Undo
 from cdnaas.ro.vim.openstack import balancers, cloud, plan
 from cdnaas.ro.vim.openstack.barbican import _id
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.fixtures import ORIGIN
 from tests.support.certs import TestCA, pem_cert
 from tests.support.sigs import sample_sig
@@ -37,13 +36,12 @@ BARBICAN_MAX_SECRET = 20000
 
 
 @pytest.fixture
-def driver(openstack_env, tmp_path):
-    """The driver with RO's secret store (its own database, the material in Barbican)."""
+def driver(driver, tmp_path):
+    """The driver (tests/system/conftest.py) with RO's secret store (its own database, the
+    material in Barbican)."""
     url = f"sqlite:///{tmp_path / 'ro.db'}"
     migrate.upgrade("ro", url)
     database = Database(url)
-    driver = OpenStackDriver()
-    driver.check_prerequisites()
     driver.secrets = secrets.SecretStore(database, driver.secret_backend())
     yield driver
     database.dispose()

@@ -13,16 +13,13 @@ import pytest
 
 from cdnaas.ro import traffic
 from cdnaas.ro.vim.openstack import rebuild, userdata
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from tests.openstack.caches_here import CachesHere, cache_files
 from tests.openstack.fixtures import ORIGIN
 from tests.system.test_openstack_driver import nothing_left
 from tests.unit.test_openstack_driver_units import make_sig
 
-
-@pytest.fixture
-def driver(caches_here_env):
-    return OpenStackDriver()
+# the caches run here (tests/openstack/caches_here.py)
+pytestmark = pytest.mark.usefixtures("caches_here_env")
 
 
 def read_all(driver, deployment, positions):

@@ -21,6 +21,7 @@ from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.ro.vim.base import DeploymentFailed
 from cdnaas.ro.vim.local import clients, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
+from tests.support.faults import local_host_fails
 from tests.system.test_local_driver import make_sig
 from tests.system.test_local_driver import (  # noqa: F401 (the fixture: a module's own state)
     state_dir)
@@ -213,10 +214,11 @@ def test_a_shield_moves_with_its_region_and_a_failed_move_is_put_back(origin, mo
             (200, "MISS", "MISS", "shield-0")
         master = shield_master(deployment)
 
-        monkeypatch.setenv("CDNAAS_LOCAL_FAIL_HOSTS", "west-host-1")  # west's cache fails
+        # west's cache fails (its host maps to a CPU this machine lacks)
+        monkeypatch.setenv("CDNAAS_LOCAL_HOST_CPUS", local_host_fails("west-host-1"))
         with pytest.raises(DeploymentFailed, match="previous deployment still serves"):
             driver.update(deployment, moved, previous=sig)
-        monkeypatch.delenv("CDNAAS_LOCAL_FAIL_HOSTS")
+        monkeypatch.delenv("CDNAAS_LOCAL_HOST_CPUS")
         assert shield_legs(deployment) == legs_in(deployment, ["north", "south"])
         assert shield_master(deployment) == master
         assert bridges_of(sig.vcdn_id) == {"north", "south"}

@@ -11,17 +11,9 @@ import base64
 import pytest
 
 from cdnaas.ro.vim.base import DeploymentFailed
-from cdnaas.ro.vim.openstack.driver import OpenStackDriver
 from cdnaas.vnf import endpoints
 from tests.unit.test_openstack_driver_units import make_sig
 from tests.unit.test_status_private_units import management_block, nginx_of
-
-
-@pytest.fixture
-def driver(openstack_env):
-    driver = OpenStackDriver()
-    driver.check_prerequisites()
-    return driver
 
 
 def test_openstack_opens_the_management_port_to_the_management_cidr_only(

@@ -329,7 +329,7 @@ def noop_stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("usage-noop")
     load = tmp / "load.json"
     load.write_text("{}")
-    with running_stack(None, tmp, extra_env={"CDNAAS_NOOP_LOAD_FILE": str(load)}) as stack:
+    with running_stack(None, tmp, extra_env={"CDNAAS_TEST_NOOP_LOAD_FILE": str(load)}) as stack:
         populate(stack)
         body = vcdn_body("billed", (("eu-west", 1000), ("us-east", 500)))
         accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
@@ -405,7 +405,7 @@ def test_a_deleted_vcdns_bill_stays_and_its_log_is_gone(noop_stack):
     accepted = stack.acme.ok("POST", "/vcdns", 202, json=body)
     vcdn_id = accepted["vcdn"]["id"]
     assert stack.acme.wait(accepted["operation"]["id"])["state"] == "COMPLETED"
-    load = Path(stack.env["CDNAAS_NOOP_LOAD_FILE"])
+    load = Path(stack.env["CDNAAS_TEST_NOOP_LOAD_FILE"])
     load.write_text(json.dumps({**json.loads(load.read_text()), vcdn_id: {"eu-west": 100}}))
     eventually(lambda: (lambda total: total["requests"] and total["vcpu_hours"])(
         stack.acme.ok("GET", f"/vcdns/{vcdn_id}/usage")["total"]), "usage of the short vCDN", 30)

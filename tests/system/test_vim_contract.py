@@ -20,6 +20,7 @@ from cdnaas.ro import traffic
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import (Deployment, DeploymentFailed, LoadTest,
                                 PrerequisitesMissing, VimError)
+from tests.support.faults import local_host_fails
 from tests.support.sigs import sample_sig
 
 
@@ -50,12 +51,13 @@ def fail_host(request, driver_name):
 
 @pytest.fixture
 def fail_host_noop(monkeypatch):
-    return lambda host: monkeypatch.setenv("CDNAAS_NOOP_FAIL_HOSTS", host)
+    return lambda host: monkeypatch.setenv("CDNAAS_TEST_NOOP_FAIL_HOSTS", host)
 
 
 @pytest.fixture
 def fail_host_local(monkeypatch):
-    return lambda host: monkeypatch.setenv("CDNAAS_LOCAL_FAIL_HOSTS", host)
+    """Its VNFs on ``host`` fail to start: the host maps to a CPU this machine lacks."""
+    return lambda host: monkeypatch.setenv("CDNAAS_LOCAL_HOST_CPUS", local_host_fails(host))
 
 
 @pytest.fixture
@@ -86,7 +88,7 @@ def make_traffic(request, driver_name):
 def traffic_noop(monkeypatch, tmp_path, driver):
     """Viewers in the load file for a moment (the counters advance as they are read)."""
     load = tmp_path / "load.json"
-    monkeypatch.setenv("CDNAAS_NOOP_LOAD_FILE", str(load))
+    monkeypatch.setenv("CDNAAS_TEST_NOOP_LOAD_FILE", str(load))
 
     def make(deployment):
         regions = {v.region: 1000 for v in deployment.vnfs}

@@ -36,7 +36,7 @@ def test_noop_figures_follow_the_injected_viewers_over_time():
 
 def test_noop_load_file_is_read_at_each_call(tmp_path, monkeypatch):
     path = tmp_path / "load.json"
-    monkeypatch.setenv("CDNAAS_NOOP_LOAD_FILE", str(path))
+    monkeypatch.setenv("CDNAAS_TEST_NOOP_LOAD_FILE", str(path))
     driver = NoopDriver()
     deployment = driver.deploy(sig(vcdn_id="filed"))
     assert {f.active_connections for f in driver.metrics(deployment) if f.role != "dns"} == {0}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cdnaas.common import config, errors, settings
+from tests.support import faults
 
 REPO = Path(__file__).resolve().parents[2]
 FAMILIES = re.compile(r"^CDNAAS_(API|SO|SIDR|RO|IM)_(URL|BIND)$")
@@ -26,6 +27,13 @@ def test_every_setting_the_code_names_is_declared():
     assert undeclared == set()
     openstack = {n for n in _names_in_code() if n.startswith("CDNAAS_OS_") and n != "CDNAAS_OS"}
     assert openstack <= set(settings.BY_NAME)
+
+
+def test_no_setting_or_name_only_tests_use_is_in_the_runtime_code():
+    """The faults tests inject live in tests/support/faults.py, not in cdnaas/."""
+    assert not any("tests only" in setting.help for setting in settings.DECLARED)
+    assert set(faults.VARIABLES) & _names_in_code() == set()
+    assert not any(name.startswith("CDNAAS_TEST_") for name in settings.BY_NAME)
 
 
 def test_settings_are_read_at_call_time_with_their_declared_default(monkeypatch):

@@ -6,30 +6,19 @@ balancer ``.2``, DNS ``.53``, caches from ``.10``), progress reports, failures
 that undo themselves. What "runs" is kept in memory, per process, and in each
 :class:`Deployment`'s ``resources`` so a terminate works from the record alone.
 
-Failure injection, read at call time (comma-separated host names):
-
-- ``CDNAAS_NOOP_FAIL_HOSTS``: creating a VNF on one of these hosts fails.
-- ``CDNAAS_NOOP_UNHEALTHY_HOSTS``: VNFs on these hosts report unhealthy.
-- ``CDNAAS_NOOP_STEP_DELAY``: seconds each VNF takes to be created or removed
-  (so that tests can kill a replica in the middle of an operation).
-
-Load injection: :meth:`NoopDriver.metrics` models each VNF's figures from a
-number of viewers per region, by default read at call time from the JSON
-file named by ``CDNAAS_NOOP_LOAD_FILE`` (``{"<deployment id>": {"<region>":
-viewers}}``; absent means no viewers). A region's balancer holds every
-viewer's connection; its caches share the viewers in proportion to their
-vCPUs; each viewer fetches one chunk every :data:`CHUNK_SECONDS`.
+Load: :meth:`NoopDriver.metrics` models each VNF's figures from a number of viewers
+per region its ``load`` gives (none by default). A region's balancer holds every
+viewer's connection; its caches share the viewers in proportion to their vCPUs; each
+viewer fetches one chunk every :data:`CHUNK_SECONDS`. (The tests' faults and load file
+wrap this driver from outside: ``tests/support/faults.py``.)
 """
 import collections
 import ipaddress
-import json
 import logging
-import os
 import threading
 import time
 import uuid
 
-from cdnaas.common import config
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import (CacheResult, Deployment, DeploymentFailed,
                                 EntryPoint, LoadReport, LogChunk, LogPosition, VimDriver,
@@ -37,10 +26,6 @@ from cdnaas.ro.vim.base import (CacheResult, Deployment, DeploymentFailed,
 
 LOG = logging.getLogger(__name__)
 
-FAIL_HOSTS = "CDNAAS_NOOP_FAIL_HOSTS"
-UNHEALTHY_HOSTS = "CDNAAS_NOOP_UNHEALTHY_HOSTS"
-STEP_DELAY = "CDNAAS_NOOP_STEP_DELAY"
-LOAD_FILE = "CDNAAS_NOOP_LOAD_FILE"
 #: every viewer fetches one video chunk this often (the paper's 2 s DASH segments)
 CHUNK_SECONDS = 2.0
 #: chunk requests a fully busy vCPU serves per second by default: 5000 HD viewers per
@@ -82,13 +67,13 @@ class NoopDriver(VimDriver):
 
     def __init__(self, load=None, clock=time.time, utilisation=None):
         """
-        :param load: ``load(deployment_id) -> {region: viewers}``; by default the
-            ``CDNAAS_NOOP_LOAD_FILE`` hook, read at each call.
+        :param load: ``load(deployment_id) -> {region: viewers}``, read at each
+            reading; by default no viewers anywhere.
         :param clock: seconds since the epoch (a simulation passes its own clock).
         :param utilisation: ``utilisation(viewers, vcpus) -> busy share (0-1)`` of a
             VNF's vCPUs; by default its chunk requests over ``vcpus * REQUESTS_PER_VCPU``.
         """
-        self._load = load or _load_file
+        self._load = load or _no_viewers
         self._clock = clock
         self._utilisation = utilisation or _utilisation
 
@@ -142,17 +127,12 @@ class NoopDriver(VimDriver):
             servers.update(self._running.pop(deployment.deployment_id, {}))
         for done, (resource_id, name) in enumerate(sorted(servers.items()), 1):
             LOG.info("noop: would delete %s (%s)", name, resource_id)
-            _step_delay()
             self._drop_counters(resource_id)
             progress(steps.REMOVE_VNFS, done, len(servers))
 
     def health(self, deployment):
-        """See :meth:`VimDriver.health`: healthy unless the host is listed as unhealthy."""
-        unhealthy = _listed_hosts(UNHEALTHY_HOSTS)
-        return [VnfHealth(v.name, v.role, v.region, v.host not in unhealthy,
-                          f"host {v.host} is listed in {UNHEALTHY_HOSTS}" if v.host in unhealthy
-                          else "answers")
-                for v in deployment.vnfs]
+        """See :meth:`VimDriver.health`: every VNF answers (nothing runs that could not)."""
+        return [VnfHealth(v.name, v.role, v.region, True, "answers") for v in deployment.vnfs]
 
     def metrics(self, deployment):
         """See :meth:`VimDriver.metrics`: figures modelled from the injected load.
@@ -302,23 +282,21 @@ class NoopDriver(VimDriver):
         """Create the VNFs of ``sig`` not in ``kept``, (re)configure LBs and DNS.
 
         :returns: the VNF instances in SIG order.
-        :raises DeploymentFailed: a VNF is placed on a failing host; what this
-            call created was removed first.
+        :raises DeploymentFailed: the certificate cannot be read, or a VNF could not be
+            created (:meth:`_create`); what this call created was removed first.
         """
         if self.secrets is not None:  # as a real driver's balancers, it reads the certificate
             try:
                 self.tls_bundle(sig)
             except VimError as exc:
                 raise DeploymentFailed(f"{exc}; nothing was created") from exc
-        failing = _listed_hosts(FAIL_HOSTS)
         instances, created = dict(kept), []
         try:
             for role, step in STEPS:
                 todo = [v for v in sig.vnfs_in(role=role) if role != "cache" or v.name not in kept]
                 for done, vnf in enumerate(todo, 1):
                     if vnf.name not in kept:
-                        instances[vnf.name] = self._create(sig.vcdn_id, vnf, addresses[vnf.name],
-                                                           failing)
+                        instances[vnf.name] = self._create(sig.vcdn_id, vnf, addresses[vnf.name])
                         created.append(instances[vnf.name])
                     progress(step, done, len(todo))
         except DeploymentFailed:
@@ -327,11 +305,9 @@ class NoopDriver(VimDriver):
             raise
         return [instances[v.name] for v in sig.vnfs]
 
-    def _create(self, deployment_id, vnf, address, failing):
-        if vnf.host in failing:
-            raise DeploymentFailed(f"host {vnf.host} refused VNF {vnf.name} "
-                                   f"(listed in {FAIL_HOSTS})")
-        _step_delay()
+    def _create(self, deployment_id, vnf, address):
+        """Pretend to boot ``vnf`` at ``address`` (where a real driver's boot may fail:
+        :class:`DeploymentFailed`); what runs holds it from now on."""
         instance = VnfInstance(name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
                                address=address, resource_id=f"noop-{uuid.uuid4().hex[:12]}",
                                vcpus=vnf.vcpus)
@@ -359,33 +335,12 @@ def _log_line(index, at):
             f'"a":"192.0.2.10"}}\n').encode()
 
 
-def _load_file(deployment_id):
-    """``{region: viewers}`` of ``deployment_id`` in the ``CDNAAS_NOOP_LOAD_FILE`` hook."""
-    path = os.environ.get(LOAD_FILE)
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle).get(deployment_id, {})
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        LOG.warning("noop: cannot read the load file %s: %s", path, exc)
-        return {}
-
-
-def _step_delay():
-    delay = config.setting(STEP_DELAY)
-    if delay > 0:
-        time.sleep(delay)
+def _no_viewers(_deployment_id):
+    return {}
 
 
 def _utilisation(viewers, vcpus):
     return min(1.0, viewers / CHUNK_SECONDS / (vcpus * REQUESTS_PER_VCPU))
-
-
-def _listed_hosts(variable):
-    return {h.strip() for h in os.environ.get(variable, "").split(",") if h.strip()}
 
 
 def _same_placement(instance, vnf):

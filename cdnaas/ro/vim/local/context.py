@@ -3,7 +3,6 @@ things live on this machine: its VNFs' files, namespaces and CPU groups, all nam
 after it, so that removing it needs no record beyond its id."""
 import concurrent.futures
 import dataclasses
-import time
 from typing import Callable
 
 from cdnaas.common import config
@@ -20,11 +19,6 @@ def vnf_root(owner, deployment_id):
 def group(owner, deployment_id, vnf_name):
     """The CPU group (:mod:`.cgroups`) of a VNF."""
     return f"{owner}_{deployment_id}_{vnf_name}"
-
-
-def injected_failures():
-    """Hosts whose VNFs fail to start (CDNAAS_LOCAL_FAIL_HOSTS): the rollback tests' hook."""
-    return set(config.setting("CDNAAS_LOCAL_FAIL_HOSTS"))
 
 
 @dataclasses.dataclass
@@ -79,11 +73,3 @@ class LocalContext(pipeline.Context):
     def parallel(self, step, items, action):
         """Run ``action`` over ``items`` in parallel, reporting ``step``; first error wins."""
         run_all(self.pool, action, items, step, self.progress)
-
-
-def injected_delay():
-    """Wait ``CDNAAS_LOCAL_STEP_DELAY`` seconds (default none) after each nginx VNF answers
-    and before a removal: the crash tests' hook to kill a service inside a step."""
-    delay = config.setting("CDNAAS_LOCAL_STEP_DELAY")
-    if delay > 0:
-        time.sleep(delay)

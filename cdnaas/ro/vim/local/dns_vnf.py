@@ -7,7 +7,6 @@ import json
 from cdnaas.ro.vim import dnsprobe
 from cdnaas.ro.vim.local import cgroups, network, processes
 from cdnaas.ro.vim.local.addressing import add_legs, leg, legs_of, stale_legs
-from cdnaas.ro.vim.local.context import injected_failures
 from cdnaas.ro.vim.local.removal import remove_vnf
 from cdnaas.ro.vim.local.system import ip_batch, run
 from cdnaas.vnf import tools
@@ -40,10 +39,7 @@ def start_dns(ctx, vnf):
     group = ctx.group(vnf.name)
     cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
     for region in regions:
-        command = ["dnsmasq", f"--conf-file={configs[region]}"]
-        if vnf.host in injected_failures():
-            command = ["false"]
-        processes.start_daemon(namespace, command)
+        processes.start_daemon(namespace, ["dnsmasq", f"--conf-file={configs[region]}"])
     for region in regions:
         processes.wait_until(lambda r=region: dnsprobe.resolves(
             own[0], sig.hostname, port=ports[r]), f"DNS {vnf.name} for {region}")

@@ -14,7 +14,6 @@ from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.local import clients, vnfhealth
 from cdnaas.ro.vim.local.addressing import add_regions, assign, leg, members, restore_bridges
-from cdnaas.ro.vim.local.context import injected_delay
 from cdnaas.ro.vim.local.dns_vnf import reshape_dns, restart_dns, start_dns
 from cdnaas.ro.vim.local.nginx_vnfs import (boot_balancers, boot_caches, reload_lb,
                                             reshape_shield, roll_caches)
@@ -210,7 +209,6 @@ def terminate():
     def remove(ctx):
         total = len(ctx.deployment.vnfs) or 1
         ctx.progress(steps.REMOVE_VNFS, 0, total)
-        injected_delay()
         remove_all(ctx.owner, ctx.deployment_id)
         ctx.progress(steps.REMOVE_VNFS, total, total)
     return [Step(steps.REMOVE_VNFS, remove)]

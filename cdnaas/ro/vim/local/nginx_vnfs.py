@@ -14,7 +14,6 @@ from cdnaas.ro.vim.local import cgroups, logshipping, netns, network, processes,
 from cdnaas.ro.vim.local.addressing import (HTTP_PORT, HTTPS_PORT, add_legs, cidr, leg,
                                             legs_of, managed_address, management_sources,
                                             origin_address, stale_legs)
-from cdnaas.ro.vim.local.context import injected_delay, injected_failures
 from cdnaas.ro.vim.local.system import ip_batch
 from cdnaas.vnf import endpoints, options, tools
 from cdnaas.vnf.balancer import balancer_of
@@ -79,15 +78,12 @@ def boot_nginx(ctx, step, vnfs, config, links, addresses, started=lambda vnf: No
         tools.prepare_nginx_prefix(str(prefix))
         group = ctx.group(vnf.name)
         cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
-        if vnf.host in injected_failures():  # test hook: this host "fails" to start VNFs
-            processes.start_daemon(names[vnf.name], ["false"])
         network.configure_namespace(names[vnf.name], links(vnf))
         processes.start_nginx(names[vnf.name], prefix, str(conf))
         processes.wait_until(lambda: management.answers_http(addresses[vnf.name]),
                              f"{vnf.role} {vnf.name}")
         cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
         started(vnf)
-        injected_delay()
     ctx.parallel(step, vnfs, start)
 
 
