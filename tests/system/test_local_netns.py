@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from cdnaas.ro.vim.local import netns, network
+from cdnaas.ro.vim.local import clients, loadgen, netns, network
 from cdnaas.ro.vim.local.system import run
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -103,3 +103,16 @@ def test_a_namespace_made_again_while_its_old_self_is_still_freed_gets_its_veths
     finally:
         network.delete_namespaces([name])
         run(["ip", "link", "del", bridge], check=False)
+
+
+def test_a_generator_that_cannot_reach_its_vnf_says_where_it_stood_and_its_route(namespace):
+    """A failed load run names the generator's place and its route to the VNF (the kernel's
+    own answer), so "Network is unreachable" says which network the generator was on."""
+    host = clients.Client(namespace, "198.18.254.254")
+    said = loadgen._path(host, "198.18.253.10", "cbtest", "198.18.254.0/24")  # pylint: disable=protected-access
+    assert said == ("generator 198.18.254.254 on bridge cbtest (198.18.254.0/24); its route "
+                    "to 198.18.253.10: no route")
+    run(["ip", "-n", namespace, "link", "set", "probe0", "up"])
+    run(["ip", "-n", namespace, "route", "add", "198.18.253.0/24", "dev", "probe0"])
+    said = loadgen._path(host, "198.18.253.10", "cbtest", "198.18.254.0/24")  # pylint: disable=protected-access
+    assert "its route to 198.18.253.10: 198.18.253.10 dev probe0" in said

@@ -17,7 +17,8 @@ import os
 
 from cdnaas.calibration import loads
 from cdnaas.ro.vim import loadreport
-from cdnaas.ro.vim.local import cgroups, clients, network
+from cdnaas.ro.vim.base import GeneratorLimit, VimError
+from cdnaas.ro.vim.local import cgroups, clients, network, system
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def run(deployment, vnf, group, test):
     :raises VimError: the test was refused, or the generator failed or printed no report.
     """
     checked = loadreport.checked(test, vnf.address)
-    _bridge, subnet = network.find_bridge(deployment.deployment_id, vnf.region)
+    bridge, subnet = network.find_bridge(deployment.deployment_id, vnf.region)
     address = ipaddress.ip_network(subnet).broadcast_address - 1
     with clients.client(deployment.deployment_id, vnf.region, address) as host, \
             pinned(cgroups.pids(group), vnf.vcpus, cgroups.pinned_cpus(group)) \
@@ -39,9 +40,24 @@ def run(deployment, vnf, group, test):
                                                      loads.timeout(checked), generator_cpus),
                                   tool=loads.tool(test.kind))
         after = cgroups.cpu_usage_seconds(group)
+        path = _path(host, vnf.address, bridge, subnet) if measured.status else ""
         host.wait_closed()
-    return loadreport.report(test, measured, None if before is None or after is None
-                             else after - before, isolated=generator_cpus is not None)
+    try:
+        return loadreport.report(test, measured, None if before is None or after is None
+                                 else after - before, isolated=generator_cpus is not None)
+    except GeneratorLimit:
+        raise
+    except VimError as exc:
+        raise VimError(f"{exc} ({path})") from exc
+
+
+def _path(host, target, bridge, subnet):
+    """Where the generator ``host`` stood and how it routed to ``target``, said with a
+    failed run: a generator that cannot reach its VNF says why."""
+    route = system.run(["ip", "-o", "route", "get", target], check=False,
+                       namespace=host.namespace).strip() or "no route"
+    return (f"generator {host.address} on bridge {bridge} ({subnet}); its route to "
+            f"{target}: {route}")
 
 
 @contextlib.contextmanager
