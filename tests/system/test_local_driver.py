@@ -14,7 +14,8 @@ import pytest
 import requests
 
 from cdnaas.common.sig import ServiceInstanceGraph
-from cdnaas.ro.vim.base import VimError
+from cdnaas.common import config
+from cdnaas.ro.vim.base import LoadTest, VimError
 from cdnaas.ro.vim.local import cgroups, clients, network, processes
 from cdnaas.ro.vim.local.driver import LocalDriver
 from cdnaas.ro.vim.local.system import run
@@ -354,3 +355,27 @@ def test_nginx_refuses_a_config_it_rejects_with_its_own_words(tmp_path):
         assert not (tmp_path / "nginx.pid").exists()
     finally:
         network.delete_namespace(namespace)
+
+
+def test_a_stray_bridge_of_another_ro_with_the_same_deployment_id_is_not_taken(origin, state_dir):
+    """Another RO on this machine (or one that has gone) left a bridge named after the same
+    deployment id and region: RO's load generator still stands on its own bridge (it stood
+    on the stray's subnet and could not reach its VNF: "Network is unreachable"), and a
+    look-up that names no RO says that the id is ambiguous."""
+    sig = make_sig(origin, {"north": 1})
+    stray = network.bridge_name("0ther0", sig.vcdn_id, "north")
+    network.create_bridges([(stray, network.bridge_alias("0ther0", sig.vcdn_id, "north"))],
+                           config.local_pool())
+    driver = LocalDriver()
+    try:
+        deployment = driver.deploy(sig)
+        try:
+            report = driver.load_test(deployment, "north-cache-1",
+                                      LoadTest("http", "/objects/chunk-low", 1, 1))
+            assert report.requests > 0 and report.errors == 0
+            with pytest.raises(VimError, match="has a bridge of each of the ROs"):
+                network.find_bridge(sig.vcdn_id, "north")
+        finally:
+            driver.terminate(deployment)
+    finally:
+        network.delete_bridges([stray])

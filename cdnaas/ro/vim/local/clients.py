@@ -134,12 +134,13 @@ class Client:
 
 
 @contextlib.contextmanager
-def client(deployment_id, region, address, prefix_len=None):
+def client(deployment_id, region, address, prefix_len=None, owner_id=None):
     """A client host with ``address`` on ``region``'s bridge of ``deployment_id``; removed after.
 
     :param prefix_len: prefix length of the client's subnet (default: /32 plus routes).
+    :param owner_id: the RO whose deployment it is (:func:`.network.find_bridge`).
     """
-    bridge, subnet = network.find_bridge(deployment_id, region)
+    bridge, subnet = network.find_bridge(deployment_id, region, owner_id)
     namespace = _namespace(deployment_id, region, address)
     own = f"{address}/{prefix_len or 32}"
     network.create_namespace(namespace, [(bridge, own, [str(subnet)])])

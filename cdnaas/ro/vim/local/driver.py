@@ -237,8 +237,7 @@ class LocalDriver(VimDriver):
         vnf = next((v for v in deployment.vnfs if v.name == vnf_name), None)
         if vnf is None:
             raise VimError(f"deployment {deployment.deployment_id} has no VNF {vnf_name}")
-        owner = deployment.resources.get("owner", network.owner())
-        return loadgen.run(deployment, vnf, group(owner, deployment.deployment_id, vnf.name),
+        return loadgen.run(deployment, vnf, deployment.resources.get("owner", network.owner()),
                            test)
 
     def cleanup(self, known_ids):

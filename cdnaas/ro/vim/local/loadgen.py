@@ -18,21 +18,22 @@ import os
 from cdnaas.calibration import loads
 from cdnaas.ro.vim import loadreport
 from cdnaas.ro.vim.base import GeneratorLimit, VimError
-from cdnaas.ro.vim.local import cgroups, clients, network, system
+from cdnaas.ro.vim.local import cgroups, clients, context, network, system
 
 LOG = logging.getLogger(__name__)
 
 
-def run(deployment, vnf, group, test):
-    """Drive ``test`` at ``vnf`` of ``deployment`` (its CPU group ``group``); see the module doc.
+def run(deployment, vnf, owner, test):
+    """Drive ``test`` at ``vnf`` of ``deployment`` (made by RO ``owner``); see the module doc.
 
     :raises GeneratorLimit: the viewer simulator cannot drive that many viewers.
     :raises VimError: the test was refused, or the generator failed or printed no report.
     """
     checked = loadreport.checked(test, vnf.address)
-    bridge, subnet = network.find_bridge(deployment.deployment_id, vnf.region)
+    group = context.group(owner, deployment.deployment_id, vnf.name)
+    bridge, subnet = network.find_bridge(deployment.deployment_id, vnf.region, owner)
     address = ipaddress.ip_network(subnet).broadcast_address - 1
-    with clients.client(deployment.deployment_id, vnf.region, address) as host, \
+    with clients.client(deployment.deployment_id, vnf.region, address, owner_id=owner) as host, \
             pinned(cgroups.pids(group), vnf.vcpus, cgroups.pinned_cpus(group)) \
             as generator_cpus:
         before = cgroups.cpu_usage_seconds(group)

@@ -68,12 +68,23 @@ def list_bridges():
     return found
 
 
-def find_bridge(deployment_id, region):
-    """``(bridge name, subnet)`` of a deployment's region, whoever owns it."""
-    for name, _owner, dep, reg in list_bridges():
-        if dep == deployment_id and reg == region:
-            return name, bridge_subnet(name)
-    raise VimError(f"no bridge for region {region} of deployment {deployment_id}")
+def find_bridge(deployment_id, region, owner_id=None):
+    """``(bridge name, subnet)`` of a deployment's region: the one of RO ``owner_id``, or,
+    without it, whichever RO made it.
+
+    :raises VimError: there is none, or (no ``owner_id``) several ROs have a deployment of
+        that id here (one may be a stray of an RO that has gone): which one is meant is
+        then unknown.
+    """
+    found = [(name, own) for name, own, dep, reg in list_bridges()
+             if dep == deployment_id and reg == region and owner_id in (None, own)]
+    if not found:
+        raise VimError(f"no bridge for region {region} of deployment {deployment_id}")
+    if len(found) > 1:
+        raise VimError(f"region {region} of deployment {deployment_id} has a bridge of "
+                       f"each of the ROs {', '.join(sorted(own for _n, own in found))} "
+                       "here: say which RO's deployment is meant")
+    return found[0][0], bridge_subnet(found[0][0])
 
 
 def bridge_subnet(name):
