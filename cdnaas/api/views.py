@@ -46,8 +46,8 @@ def list_flavors():
 def list_regions():
     regions = SoClient().regions()
     if not g.caller.is_operator:
-        regions = [{k: r[k] for k in CATALOGUE_FIELDS} for r in regions]
-    return {"regions": regions}
+        return {"regions": [{k: getattr(r, k) for k in CATALOGUE_FIELDS} for r in regions]}
+    return {"regions": [r.body for r in regions]}
 
 
 @routes.post("/regions", "cdn:region:create", ADMIN, "Register a region (operator).")
@@ -70,7 +70,7 @@ def update_region(region):
 @routes.get("/regions/<region>/hosts", "cdn:host:get_all", ADMIN_READER,
             "List a region's hosts (operator).")
 def list_hosts(region):
-    return {"hosts": SoClient().hosts(region)}
+    return {"hosts": [host.body for host in SoClient().hosts(region)]}
 
 
 @routes.post("/regions/<region>/hosts", "cdn:host:create", ADMIN, "Register a host (operator).")
@@ -99,7 +99,7 @@ def quality_overview():
 @routes.get("/templates", "cdn:template:get_all", ADMIN_READER,
             "List the service templates (operator).")
 def list_templates():
-    return {"templates": SidrClient().list_templates(request.args.get("flavor"))}
+    return {"templates": [t.body for t in SidrClient().list_templates(request.args.get("flavor"))]}
 
 
 @routes.post("/templates", "cdn:template:create", ADMIN, "Register a service template (operator).")
