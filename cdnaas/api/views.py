@@ -23,7 +23,7 @@ def _visible_tenant(tenant):
     if current_app.extensions["caller_of"] is tokens.local_caller:
         with _db().sessions() as session:
             tenancy.visible_tenant(session, g.caller, tenant)
-    elif not (g.caller.is_operator or g.caller.tenant == tenant):
+    elif not g.caller.sees(tenant):
         raise errors.NotFound(f"no tenant {tenant}", field="tenant")
 
 
@@ -326,15 +326,10 @@ def get_operation(operation_id):
     return vcdns.operation(g.caller, operation_id)
 
 
-def _tenant_filter():
-    """The tenant whose webhooks the caller sees (None: an operator sees every one)."""
-    return None if g.caller.is_operator else g.caller.tenant
-
-
 @routes.get("/webhooks", "cdn:webhook:get_all", READER,
             "List the project's webhooks (an operator's: every project's).")
 def list_webhooks():
-    return {"webhooks": SoClient().webhooks(_tenant_filter())}
+    return {"webhooks": SoClient().webhooks(g.caller.tenant_filter)}
 
 
 @routes.post("/webhooks", "cdn:webhook:create", PROJECT_MEMBER,
@@ -345,12 +340,12 @@ def create_webhook():
 
 @routes.get("/webhooks/<webhook_id>", "cdn:webhook:get_one", READER, "Show a webhook.")
 def get_webhook(webhook_id):
-    return SoClient().webhook(webhook_id, _tenant_filter())
+    return SoClient().webhook(webhook_id, g.caller.tenant_filter)
 
 
 @routes.delete("/webhooks/<webhook_id>", "cdn:webhook:delete", MEMBER, "Delete a webhook.")
 def delete_webhook(webhook_id):
-    SoClient().delete_webhook(webhook_id, _tenant_filter())
+    SoClient().delete_webhook(webhook_id, g.caller.tenant_filter)
     return "", 204
 
 
@@ -358,4 +353,4 @@ def delete_webhook(webhook_id):
             "Read a webhook's delivery log.")
 def webhook_deliveries(webhook_id):
     return {"deliveries": SoClient().webhook_deliveries(
-        webhook_id, _tenant_filter(), request.args.get("limit", type=int))}
+        webhook_id, g.caller.tenant_filter, request.args.get("limit", type=int))}
