@@ -37,6 +37,19 @@ class Caller:
         """Whether the caller sees every tenant's records (system scope)."""
         return self.system
 
+    # the tenant rule, the one place it is written (the operator-only rules are the
+    # routes' policy rules, :class:`cdnaas.api.policy.Routes`)
+    def sees(self, tenant):
+        """Whether the caller may see the records of ``tenant`` (its own; an operator's:
+        every tenant's). Routes answer 404 for records it may not see."""
+        return self.is_operator or self.tenant == tenant
+
+    @property
+    def tenant_filter(self):
+        """The tenant whose records a list shows the caller: its own (None for an operator:
+        every tenant's)."""
+        return None if self.is_operator else self.tenant
+
 
 def is_public(endpoint):
     """Whether the Flask ``endpoint`` answers without authentication."""

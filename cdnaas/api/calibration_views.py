@@ -35,17 +35,18 @@ def start_calibration():
     region, host = _host(body["host"])
     cache = document["vnfs"]["cache"]["vcpus"]
     wanted = body.get("vcpus") or [v for v in DEFAULT_VCPUS
-                                   if cache["min"] <= v <= cache["max"] and v <= host["vcpus"]]
-    refused = [v for v in wanted if not cache["min"] <= v <= cache["max"] or v > host["vcpus"]]
+                                   if cache["min"] <= v <= cache["max"] and v <= host.vcpus]
+    refused = [v for v in wanted if not cache["min"] <= v <= cache["max"] or v > host.vcpus]
     if refused or not wanted:
         raise errors.Unprocessable(
             f"vcpus {refused or wanted}: a cache of flavor {body['flavor']} takes "
-            f"{cache['min']}-{cache['max']} vCPUs and host {host['name']} has {host['vcpus']}",
+            f"{cache['min']}-{cache['max']} vCPUs and host {host.name} has {host.vcpus}",
             field="vcpus")
     plan = {"flavor": template.flavor, "template_version": template.version,
             "technology": document["technology"], "plugin": document["plugin"],
-            "host": host["name"],
-            "region": {k: region.get(k) for k in ("name", "zone", "vim_region", "client_prefixes")},
+            "host": host.name,
+            "region": {k: getattr(region, k) for k in ("name", "zone", "vim_region",
+                                                       "client_prefixes")},
             "vnfs": document["vnfs"], "vcpus": sorted(set(wanted)),
             **{k: body[k] for k in TUNABLE if k in body}}
     return CalibrationClient().start(plan).body, 202
@@ -67,8 +68,8 @@ def get_calibration(job_id):
     if job.state != COMPLETED:
         return job.body
     document = job.result["model"]
-    kind, shipped = reference.reference_model(SidrClient().list_templates(job.flavor),
-                                              document["technology"])
+    kind, shipped = reference.reference_model(
+        [t.body for t in SidrClient().list_templates(job.flavor)], document["technology"])
     return {**job.body,
             "curves": [reference.curve_points("calibrated", models.parse(document, "calibrated")),
                        reference.curve_points(kind, shipped)]}
@@ -89,7 +90,7 @@ def _host(name):
     """``(region, host)`` of the registered host ``name``. :raises NotFound: no such host."""
     so = SoClient()
     for region in so.regions():
-        for host in so.hosts(region["name"]):
-            if host["name"] == name:
+        for host in so.hosts(region.name):
+            if host.name == name:
                 return region, host
     raise errors.NotFound(f"no registered host {name}; see cdnaas hosts list", field="host")

@@ -4,14 +4,17 @@ The SO's live instances (tenant, state, each region's demand and quality target)
 joined with the Instance Manager's latest pass over each (viewers, estimated MOS,
 watts). A region whose target is a MOS and whose estimate is below it is flagged.
 """
+from cdnaas.common.answers import Measured, MeasuredRegion
 from cdnaas.common.clients import ImClient, SoClient
+
+#: the figures of a vCDN, or of a region, the IM has not measured yet
+NOT_MEASURED, NOT_MEASURED_REGION = Measured(), MeasuredRegion()
 
 
 def overview():
     """``{"vcdns": [...], "totals": {...}}`` of every vCDN not deleted, in the SO's order."""
-    measured = {v["vcdn_id"]: v for v in ImClient().vcdns()}
-    views = [_vcdn(vcdn, measured.get(vcdn["id"]))
-             for vcdn in SoClient().instances()]
+    measured = {v.vcdn_id: v for v in ImClient().vcdns()}
+    views = [_vcdn(vcdn, measured.get(vcdn.id)) for vcdn in SoClient().instances()]
     return {"vcdns": views, "totals": {
         "vcdns": len(views),
         "viewers": sum(v["viewers"] or 0 for v in views),
@@ -20,19 +23,21 @@ def overview():
 
 
 def _vcdn(vcdn, figures):
-    figures = figures or {}
-    points = {r["name"]: r for r in figures.get("regions", [])}
-    return {"id": vcdn["id"], "name": vcdn["name"], "tenant": vcdn["tenant"],
-            "state": vcdn["state"], "measured_at": figures.get("at"),
-            "viewers": figures.get("viewers"), "watts": figures.get("watts"),
-            "energy_wh": figures.get("energy_wh"),
-            "regions": [_region(r, points.get(r["name"], {})) for r in vcdn["regions"]]}
+    """``vcdn`` (SO's :class:`~cdnaas.common.answers.Instance`) with the IM's ``figures``
+    (:class:`~cdnaas.common.answers.Measured`, None: not measured yet)."""
+    figures = figures or NOT_MEASURED
+    points = {r.name: r for r in figures.regions}
+    return {"id": vcdn.id, "name": vcdn.name, "tenant": vcdn.tenant,
+            "state": vcdn.state, "measured_at": figures.at,
+            "viewers": figures.viewers, "watts": figures.watts,
+            "energy_wh": figures.energy_wh,
+            "regions": [_region(r, points.get(r.name, NOT_MEASURED_REGION)) for r in vcdn.regions]}
 
 
 def _region(requested, point):
-    target = (requested.get("quality") or {}).get("min_mos")
-    mos = point.get("mos")
-    return {"name": requested["name"], "demand": requested["demand"],
-            "quality": requested.get("quality"), "viewers": point.get("viewers"), "mos": mos,
-            "vcpus": point.get("vcpus"), "watts": point.get("watts"),
+    target = (requested.quality or {}).get("min_mos")
+    mos = point.mos
+    return {"name": requested.name, "demand": requested.demand,
+            "quality": requested.quality, "viewers": point.viewers, "mos": mos,
+            "vcpus": point.vcpus, "watts": point.watts,
             "below_target": mos is not None and target is not None and mos < target}

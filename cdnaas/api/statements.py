@@ -38,18 +38,18 @@ def statement(tenant, month):
     start, until = month_window(month)
     so, im = SoClient(), ImClient()
     lived = [v for v in so.instances(tenant=tenant) + so.instances(state="DELETED", tenant=tenant)
-             if parse(v["created_at"]) < until
-             and not (v["state"] == "DELETED" and parse(v["updated_at"]) < start)]
+             if parse(v.created_at) < until
+             and not (v.state == "DELETED" and parse(v.updated_at) < start)]
     lines = []
-    for vcdn in sorted(lived, key=lambda v: v["created_at"]):
-        since = max(start, parse(vcdn["created_at"]))
-        found = usage.priced(so, vcdn["flavor"], im.usage(vcdn["id"], since, until)["total"])
-        lines.append({"id": vcdn["id"], "name": vcdn["name"], "flavor": vcdn["flavor"],
-                      "state": vcdn["state"], "from": isoformat(since), "to": isoformat(until),
+    for vcdn in sorted(lived, key=lambda v: v.created_at):
+        since = max(start, parse(vcdn.created_at))
+        found = usage.priced(so, vcdn.flavor, im.usage(vcdn.id, since, until).total)
+        lines.append({"id": vcdn.id, "name": vcdn.name, "flavor": vcdn.flavor,
+                      "state": vcdn.state, "from": isoformat(since), "to": isoformat(until),
                       **{k: found[k] for k in (*SUMMED, "price")}})
     nothing = so.price("", 0, 0, 0, 0)  # the table's currency, for a month without use
     total = {k: round(sum(line[k] for line in lines), 6) for k in SUMMED}
     total["price"] = {"amount": round(sum(line["price"]["amount"] for line in lines), 2),
-                      "currency": nothing["currency"]}
+                      "currency": nothing.currency}
     return {"tenant": tenant, "month": month, "from": isoformat(start), "to": isoformat(until),
             "vcdns": lines, "total": total}

@@ -47,7 +47,7 @@ def visible_tenant(session, caller, name):
     """The tenant ``name`` if ``caller`` may manage its users and tokens (itself, or an
     operator)."""
     tenant = session.get(Tenant, name)
-    if tenant is None or not (caller.is_operator or caller.tenant == name):
+    if tenant is None or not caller.sees(name):
         raise errors.NotFound(f"no tenant {name}", field="tenant")
     return tenant
 

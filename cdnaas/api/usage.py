@@ -33,17 +33,16 @@ def usage(caller, vcdn_id, args):
                                   lambda _end: parse(vcdn.created_at), USAGE_LONGEST)
     found = ImClient().usage(vcdn_id, since, until)
     so = SoClient()
-    for part in found["regions"] + [found["total"]]:
-        priced(so, vcdn.flavor, part)
-    return {"flavor": vcdn.flavor, "state": vcdn.state, **found}
+    return {"flavor": vcdn.flavor, "state": vcdn.state, **found.body,
+            "regions": [priced(so, vcdn.flavor, part) for part in found.regions],
+            "total": priced(so, vcdn.flavor, found.total)}
 
 
 def priced(so, flavor, figures):
-    """``figures`` (the IM's UsageFigures of a vCDN of ``flavor``) with their ``price``
-    from the SO's price table, set in place and returned."""
-    figures["price"] = so.price(flavor, figures["vcpu_hours"], figures["kwh"], figures["gb"],
-                                figures["viewer_hours"])
-    return figures
+    """The IM's :class:`~cdnaas.common.answers.UsageFigures` of a vCDN of ``flavor`` as
+    the API shows them: their JSON with their ``price`` from the SO's price table."""
+    price = so.price(flavor, figures.vcpu_hours, figures.kwh, figures.gb, figures.viewer_hours)
+    return {**figures.body, "price": price.body}
 
 
 def traffic(caller, vcdn_id, args):

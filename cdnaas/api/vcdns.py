@@ -34,7 +34,7 @@ def owned(caller, vcdn_id):
         vcdn = _so().instance(vcdn_id)
     except errors.NotFound:
         vcdn = None
-    if vcdn is None or not (caller.is_operator or vcdn.tenant == caller.tenant):
+    if vcdn is None or not caller.sees(vcdn.tenant):
         raise errors.NotFound(f"no vCDN {vcdn_id}; GET /api/v1/vcdns lists yours",
                               field="vcdn_id")
     return vcdn
@@ -52,7 +52,7 @@ def list_(caller, args):
     """A page of the caller's vCDNs (an operator's: every tenant's), filtered by ``args``
     (``state``, ``name``, ``limit``, ``marker``, ``include_deleted``; checked by the
     OpenAPI document): ``{"vcdns": [...], "next": marker or None}``."""
-    return _so().instances_page(tenant=None if caller.is_operator else caller.tenant,
+    return _so().instances_page(tenant=caller.tenant_filter,
                                 include_deleted=args.get("include_deleted") == "true",
                                 **_only(args, LIST_ARGS))
 

@@ -23,7 +23,7 @@ def _visible_tenant(tenant):
     if current_app.extensions["caller_of"] is tokens.local_caller:
         with _db().sessions() as session:
             tenancy.visible_tenant(session, g.caller, tenant)
-    elif not (g.caller.is_operator or g.caller.tenant == tenant):
+    elif not g.caller.sees(tenant):
         raise errors.NotFound(f"no tenant {tenant}", field="tenant")
 
 
@@ -46,8 +46,8 @@ def list_flavors():
 def list_regions():
     regions = SoClient().regions()
     if not g.caller.is_operator:
-        regions = [{k: r[k] for k in CATALOGUE_FIELDS} for r in regions]
-    return {"regions": regions}
+        return {"regions": [{k: getattr(r, k) for k in CATALOGUE_FIELDS} for r in regions]}
+    return {"regions": [r.body for r in regions]}
 
 
 @routes.post("/regions", "cdn:region:create", ADMIN, "Register a region (operator).")
@@ -70,7 +70,7 @@ def update_region(region):
 @routes.get("/regions/<region>/hosts", "cdn:host:get_all", ADMIN_READER,
             "List a region's hosts (operator).")
 def list_hosts(region):
-    return {"hosts": SoClient().hosts(region)}
+    return {"hosts": [host.body for host in SoClient().hosts(region)]}
 
 
 @routes.post("/regions/<region>/hosts", "cdn:host:create", ADMIN, "Register a host (operator).")
@@ -99,7 +99,7 @@ def quality_overview():
 @routes.get("/templates", "cdn:template:get_all", ADMIN_READER,
             "List the service templates (operator).")
 def list_templates():
-    return {"templates": SidrClient().list_templates(request.args.get("flavor"))}
+    return {"templates": [t.body for t in SidrClient().list_templates(request.args.get("flavor"))]}
 
 
 @routes.post("/templates", "cdn:template:create", ADMIN, "Register a service template (operator).")
@@ -326,15 +326,10 @@ def get_operation(operation_id):
     return vcdns.operation(g.caller, operation_id)
 
 
-def _tenant_filter():
-    """The tenant whose webhooks the caller sees (None: an operator sees every one)."""
-    return None if g.caller.is_operator else g.caller.tenant
-
-
 @routes.get("/webhooks", "cdn:webhook:get_all", READER,
             "List the project's webhooks (an operator's: every project's).")
 def list_webhooks():
-    return {"webhooks": SoClient().webhooks(_tenant_filter())}
+    return {"webhooks": SoClient().webhooks(g.caller.tenant_filter)}
 
 
 @routes.post("/webhooks", "cdn:webhook:create", PROJECT_MEMBER,
@@ -345,12 +340,12 @@ def create_webhook():
 
 @routes.get("/webhooks/<webhook_id>", "cdn:webhook:get_one", READER, "Show a webhook.")
 def get_webhook(webhook_id):
-    return SoClient().webhook(webhook_id, _tenant_filter())
+    return SoClient().webhook(webhook_id, g.caller.tenant_filter)
 
 
 @routes.delete("/webhooks/<webhook_id>", "cdn:webhook:delete", MEMBER, "Delete a webhook.")
 def delete_webhook(webhook_id):
-    SoClient().delete_webhook(webhook_id, _tenant_filter())
+    SoClient().delete_webhook(webhook_id, g.caller.tenant_filter)
     return "", 204
 
 
@@ -358,4 +353,4 @@ def delete_webhook(webhook_id):
             "Read a webhook's delivery log.")
 def webhook_deliveries(webhook_id):
     return {"deliveries": SoClient().webhook_deliveries(
-        webhook_id, _tenant_filter(), request.args.get("limit", type=int))}
+        webhook_id, g.caller.tenant_filter, request.args.get("limit", type=int))}

@@ -85,7 +85,7 @@ def reconciliations(everything):
     except errors.UpstreamError as exc:
         raise click.ClickException(f"the Resource Orchestrator does not answer ({exc}): "
                                    "start it (`cdnaas up`)") from exc
-    output.show({"reconciliations": found},
+    output.show({"reconciliations": [r.body for r in found]},
                 lambda data: _render_reconciliations(data["reconciliations"], everything))
 
 

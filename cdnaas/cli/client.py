@@ -1,4 +1,4 @@
-"""The CLI's settings file and its clients of the customer API and of SIDR.
+"""The CLI's settings file and its client of the customer API.
 
 Settings, first found wins: command-line option, environment (``CDNAAS_TOKEN``,
 ``CDNAAS_API_URL``), the YAML file ``~/.config/cdnaas/config.yaml`` (keys

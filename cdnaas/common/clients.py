@@ -1,8 +1,10 @@
 """Clients of the internal services, one class per service, and of the customer API."""
 from pathlib import Path
 
-from cdnaas.common.answers import (Accepted, Calibration, Deployment, Instance, Operation,
-                                   Template, from_json, many)
+from cdnaas.common.answers import (Accepted, CacheResults, Calibration, Deployment, Health,
+                                   Host, Instance, Measured, Operation, PowerAction,
+                                   PowerDriver, Price, Readings, Reconciliation, Region,
+                                   Secret, Template, Traffic, Unread, Usage, from_json, many)
 from cdnaas.common.http import JsonClient
 from cdnaas.common.timeutil import isoformat
 
@@ -17,7 +19,9 @@ class SidrClient(JsonClient):
     service = "sidr"
 
     def list_templates(self, flavor=None):
-        return self.get("/sidr/v1/templates", params={"flavor": flavor} if flavor else None)["templates"]
+        """Every version of every template (of ``flavor``), as :class:`Template` records."""
+        return many(Template, self.get("/sidr/v1/templates",
+                                       params={"flavor": flavor} if flavor else None)["templates"])
 
     def get_template(self, flavor, version=None):
         """The template of ``flavor`` (its latest version offered when ``version`` is None)."""
@@ -42,7 +46,13 @@ class SidrClient(JsonClient):
 
 class SoClient(JsonClient):
     """Service Orchestrator: regions, hosts, vCDN instances and operations
-    (``api-spec/so.yaml``); one method per call."""
+    (``api-spec/so.yaml``); one method per call.
+
+    What a service reads of another comes as records of :mod:`cdnaas.common.answers`;
+    the answers the customer API forwards unchanged stay JSON: :meth:`flavors`,
+    :meth:`region`, the region and host changes,
+    :meth:`instances_page`, :meth:`sig`, :meth:`quote`, :meth:`sign_url`,
+    :meth:`operations`, the webhooks and the quotas."""
 
     service = "so"
 
@@ -51,11 +61,13 @@ class SoClient(JsonClient):
         return self.get("/so/v1/flavors")
 
     def template_users(self, flavor, version):
-        """vCDNs not DELETED made of ``flavor``'s template ``version``: ``[{id, tenant, state}]``."""
-        return self.get(f"/so/v1/flavors/{flavor}/versions/{version}/vcdns")["vcdns"]
+        """vCDNs not DELETED made of ``flavor``'s template ``version``: :class:`Instance`
+        records of their ``id``, ``tenant`` and ``state``."""
+        return many(Instance, self.get(f"/so/v1/flavors/{flavor}/versions/{version}/vcdns")["vcdns"])
 
     def regions(self):
-        return self.get("/so/v1/regions")["regions"]
+        """Every region, as :class:`Region` records."""
+        return many(Region, self.get("/so/v1/regions")["regions"])
 
     def region(self, name):
         return self.get(f"/so/v1/regions/{name}")
@@ -67,7 +79,8 @@ class SoClient(JsonClient):
         return self.patch(f"/so/v1/regions/{name}", json=body)
 
     def hosts(self, region):
-        return self.get(f"/so/v1/regions/{region}/hosts")["hosts"]
+        """The hosts of ``region``, as :class:`Host` records."""
+        return many(Host, self.get(f"/so/v1/regions/{region}/hosts")["hosts"])
 
     def create_host(self, region, body):
         return self.post(f"/so/v1/regions/{region}/hosts", json=body)
@@ -78,11 +91,12 @@ class SoClient(JsonClient):
     # vCDN instances
     def instances(self, state=None, tenant=None, brief=False):
         """Every vCDN (DELETED ones only with that ``state``), only those in ``state``
-        and/or of ``tenant`` when given, oldest first: all pages (``brief``: only the
-        fields the IM reads, ``GET /so/v1/instances?brief=true``)."""
+        and/or of ``tenant`` when given, oldest first: all pages, as :class:`Instance`
+        records (``brief``: only the fields the IM reads, ``GET
+        /so/v1/instances?brief=true``)."""
         params = {"state": state, "tenant": tenant, "brief": "true" if brief else None}
-        return self.every_page("/so/v1/instances", "vcdns",
-                               {k: v for k, v in params.items() if v is not None})
+        return many(Instance, self.every_page("/so/v1/instances", "vcdns",
+                                              {k: v for k, v in params.items() if v is not None}))
 
     def instances_page(self, tenant=None, state=None, name=None, limit=None, marker=None,
                        include_deleted=False):
@@ -109,10 +123,10 @@ class SoClient(JsonClient):
 
     def price(self, flavor, vcpu_hours, kwh, gb, viewer_hours):
         """The price of usage figures of a vCDN of ``flavor`` (the operator's price table):
-        ``{"amount", "currency", "breakdown"}``."""
-        return self.post("/so/v1/prices", json={"flavor": flavor, "vcpu_hours": vcpu_hours,
+        a :class:`Price`."""
+        return from_json(Price, self.post("/so/v1/prices", json={"flavor": flavor, "vcpu_hours": vcpu_hours,
                                                 "kwh": kwh, "gb": gb,
-                                                "viewer_hours": viewer_hours})
+                                                "viewer_hours": viewer_hours}))
 
     def update_instance(self, instance_id, body, if_match=None):
         """Change a vCDN (``VcdnChange``); ``if_match``: an If-Match header to honour."""
@@ -215,7 +229,11 @@ class SoClient(JsonClient):
 
 
 class RoClient(JsonClient):
-    """Resource Orchestrator: deployments of SIGs through the VIM driver."""
+    """Resource Orchestrator: deployments of SIGs through the VIM driver.
+
+    Answers come as records of :mod:`cdnaas.common.answers`, except those the customer
+    API forwards unchanged (:meth:`log_streams`, :meth:`check_challenges`) and
+    :meth:`placement`, a mapping keyed by host names."""
 
     service = "ro"
 
@@ -234,21 +252,25 @@ class RoClient(JsonClient):
         return self.delete(f"/ro/v1/deployments/{deployment_id}")
 
     def health(self, deployment_id):
-        return self.get(f"/ro/v1/deployments/{deployment_id}/health")
+        """RO's :class:`Health` check of the deployment."""
+        return from_json(Health, self.get(f"/ro/v1/deployments/{deployment_id}/health"))
 
     def reconciliations(self):
-        """The reconciliations after restores of the databases, newest first."""
-        return self.get("/ro/v1/reconciliations")["reconciliations"]
+        """The :class:`Reconciliation` records after restores of the databases, newest
+        first."""
+        return many(Reconciliation, self.get("/ro/v1/reconciliations")["reconciliations"])
 
     def invalidate(self, deployment_id, paths, prefixes):
         """Purge ``paths`` and ``prefixes`` from every cache of the deployment; answers once
-        each cache confirmed or failed: ``{"id", "caches": [result per cache]}``."""
-        return self.post(f"/ro/v1/deployments/{deployment_id}/invalidations",
-                         json={"paths": paths, "prefixes": prefixes})
+        each cache confirmed or failed: :class:`CacheResults`."""
+        return from_json(CacheResults, self.post(
+            f"/ro/v1/deployments/{deployment_id}/invalidations",
+            json={"paths": paths, "prefixes": prefixes}))
 
     def prefetch(self, deployment_id, paths):
         """Have every cache of the deployment fetch ``paths``; answers as :meth:`invalidate`."""
-        return self.post(f"/ro/v1/deployments/{deployment_id}/prefetches", json={"paths": paths})
+        return from_json(CacheResults, self.post(
+            f"/ro/v1/deployments/{deployment_id}/prefetches", json={"paths": paths}))
 
     def check_challenges(self, deployment_id, answers):
         """Check that the deployment's caches answer exactly ``answers`` (ACME HTTP-01
@@ -258,22 +280,25 @@ class RoClient(JsonClient):
 
     def traffic(self, deployment_id, cursor=None):
         """The requests the deployment's balancers logged since ``cursor`` (None: all they
-        keep), per region and minute, and the cursor to send next."""
+        keep), per region and minute, and the cursor to send next: :class:`Traffic`."""
         params = {"cursor": cursor} if cursor else None
-        return self.get(f"/ro/v1/deployments/{deployment_id}/traffic", params=params)
+        return from_json(Traffic, self.get(f"/ro/v1/deployments/{deployment_id}/traffic",
+                                           params=params))
 
     def readings(self, deployment_id, cursor=None):
         """:meth:`health`, the VNFs' load figures and :meth:`traffic` since ``cursor`` in
-        one answer (``traffic`` null with ``traffic_error`` when the logs could not be
-        read)."""
+        one :class:`Readings` (``traffic`` None with ``traffic_error`` when the logs could
+        not be read)."""
         params = {"cursor": cursor} if cursor else None
-        return self.get(f"/ro/v1/deployments/{deployment_id}/readings", params=params)
+        return from_json(Readings, self.get(f"/ro/v1/deployments/{deployment_id}/readings",
+                                            params=params))
 
     def readings_many(self, asked):
         """:meth:`readings` of many deployments (``[{"id", "cursor"}]``, at most 500) in
-        one call: an answer per entry, in order, ``{"id", "error": {"status", "message"}}``
-        for one that could not be read."""
-        return self.post("/ro/v1/readings", json={"deployments": asked})["readings"]
+        one call: an answer per entry, in order, :class:`Readings` or, for one that could
+        not be read, :class:`Unread`."""
+        return [from_json(Unread if "error" in found else Readings, found)
+                for found in self.post("/ro/v1/readings", json={"deployments": asked})["readings"]]
 
     def access_log(self, deployment_id, **params):
         """The deployment's logged requests as NDJSON, streamed: an iterator of byte chunks
@@ -298,35 +323,40 @@ class RoClient(JsonClient):
         return self.get("/ro/v1/placement")["hosts"]
 
     def store_secret(self, owner, certificate, private_key):
-        """Have RO keep vCDN ``owner``'s certificate chain and key; returns ``{ref, owner,
-        backend, fingerprint_sha256, created_at}`` (never the key)."""
-        return self.post("/ro/v1/secrets", json={"owner": owner, "certificate": certificate,
-                                                 "private_key": private_key})
+        """Have RO keep vCDN ``owner``'s certificate chain and key; returns its
+        :class:`Secret` reference (never the key)."""
+        return from_json(Secret, self.post("/ro/v1/secrets", json={
+            "owner": owner, "certificate": certificate, "private_key": private_key}))
 
     def secrets(self, owner=None):
-        """References RO keeps (of vCDN ``owner``), without their material."""
-        return self.get("/ro/v1/secrets", params={"owner": owner} if owner else None)["secrets"]
+        """:class:`Secret` references RO keeps (of vCDN ``owner``), without their material."""
+        return many(Secret, self.get("/ro/v1/secrets",
+                                     params={"owner": owner} if owner else None)["secrets"])
 
     def delete_secret(self, ref):
         """Delete a reference and its material (409 while a running deployment uses it)."""
         return self.delete(f"/ro/v1/secrets/{ref}")
 
     def power_driver(self):
-        """``{driver, records_only}``: RO's host power driver, and whether it only records
+        """:class:`PowerDriver`: RO's host power driver, and whether it only records
         actions (``log``, ``noop``) instead of switching hosts."""
-        return self.get("/ro/v1/power")
+        return from_json(PowerDriver, self.get("/ro/v1/power"))
 
     def power_host(self, host, action, reason=None):
         """Switch ``host`` ``"off"`` or ``"on"`` through RO's host power driver; returns
-        ``{host, action, state, applied, steps, driver}``. 409: VNFs run on it."""
+        its :class:`PowerAction`. 409: VNFs run on it."""
         body = {"action": action}
         if reason:
             body["reason"] = reason[:500]
-        return self.post(f"/ro/v1/hosts/{host}/power", json=body)
+        return from_json(PowerAction, self.post(f"/ro/v1/hosts/{host}/power", json=body))
 
 
 class ImClient(JsonClient):
-    """Instance Manager: reconcile passes and the actions they took."""
+    """Instance Manager: reconcile passes and the actions they took.
+
+    :meth:`vcdns` and :meth:`usage`, which the customer API reads, come as records of
+    :mod:`cdnaas.common.answers`; the answers it forwards unchanged stay JSON:
+    :meth:`reconcile`, :meth:`actions`, :meth:`metrics`, :meth:`traffic`, :meth:`hosts`."""
 
     service = "im"
 
@@ -342,12 +372,14 @@ class ImClient(JsonClient):
         return self.get(f"/im/v1/vcdns/{vcdn_id}/metrics", params=params or None)
 
     def vcdns(self):
-        return self.get("/im/v1/vcdns")["vcdns"]
+        """Every measured vCDN's figures at the latest pass, as :class:`Measured` records."""
+        return many(Measured, self.get("/im/v1/vcdns")["vcdns"])
 
     def usage(self, vcdn_id, since, until):
-        """The vCDN's usage per region and in total within ``[since, until)`` (times)."""
-        return self.get(f"/im/v1/vcdns/{vcdn_id}/usage",
-                        params={"from": isoformat(since), "to": isoformat(until)})
+        """The vCDN's :class:`Usage` per region and in total within ``[since, until)``
+        (times)."""
+        return from_json(Usage, self.get(f"/im/v1/vcdns/{vcdn_id}/usage",
+                                         params={"from": isoformat(since), "to": isoformat(until)}))
 
     def traffic(self, vcdn_id, since, until, step=None):
         """The vCDN's traffic per region, a point per ``step`` seconds."""

@@ -52,11 +52,11 @@ def of(vcdn, sidr):
     :raises LookupError: its plugin is not installed here.
     :raises cdnaas.common.errors.CdnaasError: SIDR could not give the template.
     """
-    key = (sidr.base_url, vcdn["flavor"], vcdn["template_version"])
+    key = (sidr.base_url, vcdn.flavor, vcdn.template_version)
     with _cache_lock:
         found = _cache.get(key)
     if found is None:
-        template = sidr.get_template(vcdn["flavor"], vcdn["template_version"]).document
+        template = sidr.get_template(vcdn.flavor, vcdn.template_version).document
         plugin = plugins.load(plugins.FLAVORS, template["plugin"])
         found = Flavor(template=template, plugin=plugin, plugin_folder=models.plugin_folder(plugin))
         with _cache_lock:

@@ -33,7 +33,7 @@ def heal(database, so, now, observed):
     :returns: the decision recorded, or None when no VNF needs healing (or the IM already
         recorded that it holds off).
     """
-    vcdn_id = observed.vcdn["id"]
+    vcdn_id = observed.vcdn.id
     limit = config.setting("CDNAAS_IM_HEAL_LIMIT")
     for reading in sorted(observed.readings, key=lambda r: r.role == "cache"):
         if reading.healthy:

@@ -339,7 +339,7 @@ def apply(database, now, changes, so, ro):
                               region=c.host.region, host=c.host.name)
              for c in changes if c.deferred]
     changes = [c for c in changes if not c.deferred]
-    placement = changes and not ro.power_driver()["records_only"]
+    placement = changes and not ro.power_driver().records_only
     for change in changes:
         host = change.host
         off = change.state == POWER_DOWN
@@ -355,7 +355,7 @@ def apply(database, now, changes, so, ro):
                     if placement:
                         so.update_host(host.region, host.name, {"enabled": True})
                     raise
-                if placement and not answer.get("applied"):  # the host still takes VNFs
+                if placement and not answer.applied:  # the host still takes VNFs
                     so.update_host(host.region, host.name, {"enabled": True})
             else:
                 answer = ro.power_host(host.name, "on", change.reason)
@@ -377,8 +377,8 @@ def apply(database, now, changes, so, ro):
             mark.region, mark.state = host.region, change.state
             mark.reason, mark.changed_at = change.reason, now
             session.add(mark)
-        details["power"] = {k: answer.get(k) for k in ("driver", "state", "applied", "steps")}
+        details["power"] = {k: getattr(answer, k) for k in ("driver", "state", "applied", "steps")}
         found.append(decisions.record(database, now, kind,
-                                      "applied" if answer.get("applied") else "recorded",
+                                      "applied" if answer.applied else "recorded",
                                       change.reason, details, region=host.region, host=host.name))
     return found

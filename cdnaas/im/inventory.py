@@ -23,9 +23,9 @@ def hosts(so):
     """``{name: Host}`` of every region's hosts (one SO call per region)."""
     found = {}
     for region in so.regions():
-        for host in so.hosts(region["name"]):
-            found[host["name"]] = Host(
-                name=host["name"], region=host["region"], vcpus=host["vcpus"],
-                reserved_vcpus=host.get("reserved_vcpus", 0), idle_watts=host["idle_watts"],
-                peak_watts=host["peak_watts"], enabled=host["enabled"])
+        for host in so.hosts(region.name):
+            found[host.name] = Host(
+                name=host.name, region=host.region, vcpus=host.vcpus,
+                reserved_vcpus=host.reserved_vcpus, idle_watts=host.idle_watts,
+                peak_watts=host.peak_watts, enabled=host.enabled)
     return found

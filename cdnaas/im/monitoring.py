@@ -34,26 +34,26 @@ class Reading:
 def readings(figures, health, previous):
     """A :class:`Reading` per VNF.
 
-    :param figures: RO's figures of every VNF (dicts of ``VnfMetrics`` fields).
-    :param health: ``{name: VnfHealth fields}`` from RO's health check (absent: healthy).
+    :param figures: RO's figures of every VNF (:class:`~cdnaas.common.answers.VnfFigures`).
+    :param health: ``{name: VnfHealth}`` from RO's health check (absent: healthy).
     :param previous: ``{name: Sample}`` of each VNF's point at the previous pass.
     """
     found = []
     for vnf in figures:
-        before = previous.get(vnf["name"])
-        checked = health.get(vnf["name"], {})
+        before = previous.get(vnf.name)
+        checked = health.get(vnf.name)
+        healthy = checked is None or checked.healthy
         last_read = before.read_at if before is not None else None
         found.append(Reading(
-            name=vnf["name"], role=vnf["role"], region=vnf["region"], host=vnf["host"],
-            vcpus=vnf["vcpus"], healthy=checked.get("healthy", True),
-            lasting=not checked.get("healthy", True) and checked.get("lasting", False),
-            detail=checked.get("detail", ""),
-            connections=vnf["active_connections"], requests_total=vnf["requests"],
-            cpu_seconds_total=vnf["cpu_seconds"], read_at=vnf["read_at"],
-            requests_per_second=rate(vnf["requests"], vnf["read_at"],
+            name=vnf.name, role=vnf.role, region=vnf.region, host=vnf.host,
+            vcpus=vnf.vcpus, healthy=healthy, lasting=not healthy and checked.lasting,
+            detail=checked.detail if checked is not None else "",
+            connections=vnf.active_connections, requests_total=vnf.requests,
+            cpu_seconds_total=vnf.cpu_seconds, read_at=vnf.read_at,
+            requests_per_second=rate(vnf.requests, vnf.read_at,
                                      before.requests_total if before is not None else None,
                                      last_read),
-            cpu=rate(vnf["cpu_seconds"], vnf["read_at"],
+            cpu=rate(vnf.cpu_seconds, vnf.read_at,
                      before.cpu_seconds_total if before is not None else None, last_read)))
     return found
 

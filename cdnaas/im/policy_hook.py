@@ -52,7 +52,7 @@ def decisions_for(now, observed, changed, hosts_now, host_power, states=None):
         if decision.kind not in SCALE_KINDS or decision.region not in caches \
                 or decision.caches == caches[decision.region]:
             LOG.warning("vCDN %s: ignoring an invalid decision of flavor %s's policy: %s",
-                        observed.vcdn["id"], observed.vcdn["flavor"], decision)
+                        observed.vcdn.id, observed.vcdn.flavor, decision)
             continue
         found.append(decision)
     urgency = {kind: index for index, kind in enumerate(SCALE_KINDS)}
@@ -63,15 +63,15 @@ def observe(now, observed, changed, states):
     """The :class:`Observation` of one vCDN (a reconcile ``Seen``, its ``history`` ending
     with this pass) at this pass; ``changed`` as for :func:`decisions_for`, ``states`` the
     pass's :class:`HostStates`."""
-    vcdn_id = observed.vcdn["id"]
+    vcdn_id = observed.vcdn.id
     regions = []
-    for requested in observed.vcdn["regions"]:
-        name = requested["name"]
+    for requested in observed.vcdn.regions:
+        name = requested.name
         since = changed.get(name)
         points = [p for p in observed.history.get(name, ())
                   if since is None or p.at > since][-HISTORY_SAMPLES:]
         regions.append(RegionState(
-            name=name, quality=requested["quality"], changed_at=since,
+            name=name, quality=requested.quality, changed_at=since,
             vnfs=[VnfState(name=r.name, role=r.role, host=r.host, vcpus=r.vcpus,
                            healthy=r.healthy)
                   for r in observed.readings if r.region == name],

@@ -21,17 +21,17 @@ def fallen(vcdn, history):
     """``[(region name, data)]`` of the vCDN's regions whose latest level (last of
     ``history[region]``, :class:`cdnaas.im.series.Level`) fell below their MOS target."""
     found = []
-    for region in vcdn["regions"]:
-        target = (region.get("quality") or {}).get("min_mos")
-        levels = history.get(region["name"], [])
+    for region in vcdn.regions:
+        target = (region.quality or {}).get("min_mos")
+        levels = history.get(region.name, [])
         if target is None or not levels or levels[-1].mos is None or levels[-1].mos >= target:
             continue
         before = levels[-2].mos if len(levels) > 1 else None
         if before is not None and before < target:
             continue  # it was below already: reported when it fell
         latest = levels[-1]
-        found.append((region["name"], {
-            "region": region["name"], "mos": round(latest.mos, 3), "target_mos": target,
+        found.append((region.name, {
+            "region": region.name, "mos": round(latest.mos, 3), "target_mos": target,
             "previous_mos": None if before is None else round(before, 3),
             "viewers": latest.viewers, "vcpus": latest.vcpus, "at": isoformat(latest.at)}))
     return found
@@ -44,9 +44,9 @@ def report(so, seen):
     for observed in seen:
         for region, data in fallen(observed.vcdn, observed.history):
             try:
-                so.emit_event(QUALITY_BELOW_TARGET, observed.vcdn["id"], data)
+                so.emit_event(QUALITY_BELOW_TARGET, observed.vcdn.id, data)
                 reported += 1
             except errors.CdnaasError as exc:
-                LOG.warning("quality event of %s/%s not recorded: %s", observed.vcdn["id"],
+                LOG.warning("quality event of %s/%s not recorded: %s", observed.vcdn.id,
                             region, exc)
     return reported

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 
 from cdnaas.common import errors
+from cdnaas.common.answers import Health, Instance, Unread
 from cdnaas.im import flavors, monitoring, policy_hook, series, usage
 
 LOG = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ HISTORY_PASSES = policy_hook.HISTORY_SAMPLES - 1
 class Seen:
     """One ACTIVE vCDN as this pass read it."""
 
-    vcdn: dict
+    vcdn: Instance
     flavor: flavors.Flavor
     model: object
     readings: list
@@ -37,8 +38,8 @@ class Seen:
     #: ``{region: [series.Level, ...]}`` of its latest passes, oldest first; the pass
     #: adds its own once its points are taken
     history: dict = dataclasses.field(default_factory=dict)
-    #: RO's health answer of this pass (``{"healthy", "vnfs"}``)
-    health: dict = dataclasses.field(default_factory=dict)
+    #: RO's health answer of this pass
+    health: Health | None = None
 
 
 class Kept(dict):
@@ -72,19 +73,19 @@ class Memory:
     def keep(self, seen, at):
         """Remember the points and health of ``seen`` (each a :class:`Seen`, its history
         closed, its health recorded) as written ``at``; forget every other vCDN."""
-        self._health = {observed.vcdn["id"]: health_status(observed.health)
+        self._health = {observed.vcdn.id: health_status(observed.health)
                         for observed in seen}
         self._kept = {
-            observed.vcdn["id"]: (
+            observed.vcdn.id: (
                 {(p["scope"], p["key"]): Kept(p, at=at) for p in observed.points},
                 {region: levels[-HISTORY_PASSES:] for region, levels in observed.history.items()})
             for observed in seen}
 
 
 def health_status(health):
-    """``(outcome, unhealthy VNF names)`` of RO's health answer, as a ``health`` decision
-    records it."""
-    unhealthy = [v["name"] for v in health["vnfs"] if not v["healthy"]]
+    """``(outcome, unhealthy VNF names)`` of RO's :class:`Health` answer, as a ``health``
+    decision records it."""
+    unhealthy = [v.name for v in health.vnfs if not v.healthy]
     return ("unhealthy" if unhealthy else "healthy"), unhealthy
 
 
@@ -98,7 +99,7 @@ def read(database, ro, sidr, vcdns, remembered, models):
     found = []
     for start in range(0, len(vcdns), CHUNK):
         chunk = vcdns[start:start + CHUNK]
-        ids = [v["id"] for v in chunk]
+        ids = [v.id for v in chunk]
         known = {i: remembered(i) for i in ids}
         unknown = [i for i in ids if known[i] is None]
         with database.sessions() as session:
@@ -113,12 +114,12 @@ def read(database, ro, sidr, vcdns, remembered, models):
             found += [(v, str(exc)) for v in chunk]
             continue
         for vcdn, answer in zip(chunk, answers):
-            if "error" in answer:
-                found.append((vcdn, answer["error"]["message"]))
+            if isinstance(answer, Unread):
+                found.append((vcdn, answer.error.message))
                 continue
             try:
-                found.append((vcdn, _seen(vcdn, sidr, answer, *known[vcdn["id"]],
-                                          cursors.get(vcdn["id"]), models)))
+                found.append((vcdn, _seen(vcdn, sidr, answer, *known[vcdn.id],
+                                          cursors.get(vcdn.id), models)))
             except (errors.CdnaasError, LookupError) as exc:
                 found.append((vcdn, str(exc)))
     return found
@@ -127,14 +128,14 @@ def read(database, ro, sidr, vcdns, remembered, models):
 def _seen(vcdn, sidr, answer, previous, history, cursor, models):
     """:param models: ``{flavor key: model}`` read so far (a model is read once a chunk)."""
     flavor = flavors.of(vcdn, sidr)
-    key = (vcdn["flavor"], vcdn["template_version"])
+    key = (vcdn.flavor, vcdn.template_version)
     if key not in models:
         models[key] = flavor.model()
-    health = answer["health"]
+    health = answer.health
     by_name = {key: row for (scope, key), row in previous.items() if scope in ("cache", "vnf")}
-    readings = monitoring.readings(answer["metrics"]["vnfs"],
-                                   {v["name"]: v for v in health["vnfs"]}, by_name)
+    readings = monitoring.readings(answer.metrics.vnfs, {v.name: v for v in health.vnfs},
+                                   by_name)
     return Seen(vcdn=vcdn, flavor=flavor, model=models[key], readings=readings,
                 previous=previous, history={r: list(levels) for r, levels in history.items()},
-                traffic=usage.TrafficRead(cursor, answer["traffic"], answer["traffic_error"]),
+                traffic=usage.TrafficRead(cursor, answer.traffic, answer.traffic_error),
                 health=health)

@@ -74,20 +74,20 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     recorded, seen = [], []
     current = []
     for vcdn in so.instances(state="ACTIVE", brief=True):
-        if not share.covers(vcdn["id"]):
+        if not share.covers(vcdn.id):
             continue
-        if parse(vcdn["lease"]["end"]) <= now:
+        if parse(vcdn.lease.end) <= now:
             recorded.append(_end_lease(database, so, vcdn, now))
         else:
             current.append(vcdn)
 
     def remembered(vcdn_id):
         return memory.recall(vcdn_id) if memory and share.continued(vcdn_id) else None
-    health_before = {v["id"]: memory.health(v["id"]) for v in current
-                     if memory and share.continued(v["id"])}
+    health_before = {v.id: memory.health(v.id) for v in current
+                     if memory and share.continued(v.id)}
     with database.sessions() as session:
         health_before.update(decisions.latest_health(
-            session, [v["id"] for v in current if health_before.get(v["id"]) is None]))
+            session, [v.id for v in current if health_before.get(v.id) is None]))
         changed = decisions.last_changes(session)
 
     chunks = [current[i:i + reading.CHUNK] for i in range(0, len(current), reading.CHUNK)]
@@ -98,13 +98,13 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
                 chunks):
             for vcdn, observed in found:
                 if isinstance(observed, str):  # one vCDN must not stop the pass
-                    LOG.warning("reconcile of %s failed: %s", vcdn["id"], observed)
+                    LOG.warning("reconcile of %s failed: %s", vcdn.id, observed)
                     recorded.append(decisions.record(database, now, "reconcile", "error",
-                                                     observed, {}, vcdn_id=vcdn["id"]))
+                                                     observed, {}, vcdn_id=vcdn.id))
                     continue
                 seen.append(observed)
                 health = _health_change(database, vcdn, observed.health, now,
-                                        health_before.get(vcdn["id"]))
+                                        health_before.get(vcdn.id))
                 if health is not None:
                     recorded.append(health)
     hosts_now = inventory.hosts(so)
@@ -129,7 +129,7 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
         list(workers.map(lambda chunk: usage.record_many(database, ro, chunk, now), chunks))
     states = policy_hook.HostStates(hosts_now, host_power)
     for observed in seen:
-        recorded += _act(database, so, now, observed, changed.get(observed.vcdn["id"], {}),
+        recorded += _act(database, so, now, observed, changed.get(observed.vcdn.id, {}),
                          hosts_now, host_power, states)
     refused = {d["region"]: d["details"].get("error", "") for d in recorded
                if d["kind"] == "scale_out" and d["outcome"] == "refused" and d["region"]
@@ -184,13 +184,15 @@ def _health_change(database, vcdn, health, now, last):
     reason = f"{len(unhealthy)} VNF(s) failing health checks" if unhealthy \
         else "every VNF answers"
     return decisions.record(database, now, "health", status, reason,
-                            {"unhealthy": unhealthy, "vnfs": health["vnfs"]}, vcdn_id=vcdn["id"])
+                            {"unhealthy": unhealthy,
+                             "vnfs": [v._asdict() for v in health.vnfs]},
+                            vcdn_id=vcdn.id)
 
 
 def _loads(seen, hosts_now):
     """``[(host, VnfLoad)]`` of every VNF of ``seen`` on a host of ``hosts_now``."""
     return [(reading.host, power.VnfLoad(
-        key=(observed.vcdn["id"], reading.name), vcpus=reading.vcpus, cpu=reading.cpu or 0.0,
+        key=(observed.vcdn.id, reading.name), vcpus=reading.vcpus, cpu=reading.cpu or 0.0,
         technology=observed.flavor.technology))
         for observed in seen for reading in observed.readings if reading.host in hosts_now]
 
@@ -228,8 +230,8 @@ def _power(database, seen, own, hosts_now, measured, now, peers=()):
                             "energy_wh": figures.energy_wh(before.get(name), found.watts, now)})
     shares = {key: watts for found in host_power.values() for key, watts in found.shares.items()}
     for observed in seen:
-        watts = {r.name: shares.get((observed.vcdn["id"], r.name)) for r in observed.readings}
-        observed.points = figures.vcdn_points(observed.vcdn["id"], observed.readings, watts,
+        watts = {r.name: shares.get((observed.vcdn.id, r.name)) for r in observed.readings}
+        observed.points = figures.vcdn_points(observed.vcdn.id, observed.readings, watts,
                                               observed.model, observed.previous, now)
     return host_points, host_power
 
@@ -239,7 +241,7 @@ def _power(database, seen, own, hosts_now, measured, now, peers=()):
 def _act(database, so, now, observed, changed, hosts_now, host_power, states):
     """Heal first; otherwise carry out the policy's most urgent decision (``changed``: its
     regions' latest started changes). Return what was recorded."""
-    vcdn_id = observed.vcdn["id"]
+    vcdn_id = observed.vcdn.id
     healed = healing.heal(database, so, now, observed)
     if healed:
         return [healed]
@@ -247,7 +249,7 @@ def _act(database, so, now, observed, changed, hosts_now, host_power, states):
         chosen = policy_hook.decisions_for(now, observed, changed, hosts_now, host_power,
                                            states)
     except Exception as exc:  # a plugin's bug must not stop the pass
-        LOG.exception("policy of flavor %s failed for %s", observed.vcdn["flavor"], vcdn_id)
+        LOG.exception("policy of flavor %s failed for %s", observed.vcdn.flavor, vcdn_id)
         return [decisions.record(database, now, "reconcile", "error",
                                  f"the flavor's policy failed: {type(exc).__name__}: {exc}", {},
                                  vcdn_id=vcdn_id)]
@@ -265,11 +267,11 @@ def _act(database, so, now, observed, changed, hosts_now, host_power, states):
 
 
 def _end_lease(database, so, vcdn, now):
-    details = {"lease_end": vcdn["lease"]["end"], "now": isoformat(now)}
+    details = {"lease_end": vcdn.lease.end, "now": isoformat(now)}
     return decisions.through_so(
-        database, now, vcdn["id"], "terminate",
-        lambda: so.delete_instance(vcdn["id"], reason="lease expired"),
-        f"lease ended at {vcdn['lease']['end']}", details)
+        database, now, vcdn.id, "terminate",
+        lambda: so.delete_instance(vcdn.id, reason="lease expired"),
+        f"lease ended at {vcdn.lease.end}", details)
 
 
 def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
@@ -332,14 +334,14 @@ def _vcdn_parts(observed, boot, settle):
     for reading in observed.readings:
         part = parts.setdefault(reading.region, {})
         part["observed"] = part.get("observed", 0) + reading.vcpus
-    for region in observed.vcdn["regions"]:
-        name = region["name"]
+    for region in observed.vcdn.regions:
+        name = region.name
         caches = [r for r in observed.readings if r.region == name and r.role == "cache"]
         if not caches:
             continue
         part = parts.setdefault(name, {})
         part["biggest"] = max(r.vcpus for r in caches)
-        target = region["quality"].get("min_mos")
+        target = (region.quality or {}).get("min_mos")
         model = observed.model
         if target is None or model is None:
             continue
@@ -356,7 +358,7 @@ def _vcdn_parts(observed, boot, settle):
         part["growth"] = _rise(points) * boot / per_vcpu
         # no vCDN is owed room beyond the demand its customer declared (past it, the
         # region is served as best it can be: no cap)
-        room = region.get("demand", 0) / per_vcpu - needed
+        room = (region.demand or 0) / per_vcpu - needed
         part["owed"] = room if room >= 0 else None
     return parts
 
@@ -428,11 +430,11 @@ def _soon_needed(so, now):
     lead = dt.timedelta(seconds=config.setting("CDNAAS_IM_WAKE_LEAD_SECONDS"))
     needed = {}
     for vcdn in so.instances(state="SCHEDULED"):
-        if parse(vcdn["lease"]["start"]) <= now + lead:
-            sig = so.sig(vcdn["id"])
+        if parse(vcdn.lease.start) <= now + lead:
+            sig = so.sig(vcdn.id)
             for vnf in sig["vnfs"]:
-                needed.setdefault(vnf["host"], f"vCDN {vcdn['id']} starts at "
-                                               f"{vcdn['lease']['start']}")
+                needed.setdefault(vnf["host"], f"vCDN {vcdn.id} starts at "
+                                               f"{vcdn.lease.start}")
     return needed
 
 

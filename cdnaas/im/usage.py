@@ -32,6 +32,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from cdnaas.common import config, errors
+from cdnaas.common.answers import Traffic
 from cdnaas.common.timeutil import aware, isoformat, parse
 from cdnaas.im.models import Usage, UsageCursor
 
@@ -55,10 +56,11 @@ def kept():
 @dataclasses.dataclass(frozen=True)
 class TrafficRead:
     """RO's traffic answer read with a vCDN's readings (``GET .../readings``) from
-    ``cursor`` (the stored one); ``answer`` is None when it could not be read (``error``)."""
+    ``cursor`` (the stored one); ``answer`` (:class:`~cdnaas.common.answers.Traffic`) is None
+    when it could not be read (``error``)."""
 
     cursor: str | None
-    answer: dict | None
+    answer: Traffic | None
     error: str | None = None
 
 
@@ -75,14 +77,14 @@ def record_many(database, ro, seen, now):
     ``ro`` without it), and its levels since its previous pass. A traffic read that fails
     is logged and retried next pass. (A vCDN is observed by one pass at a time: the cursor
     read first is still the stored one when the figures read from it are written.)"""
-    unread = [o.vcdn["id"] for o in seen if o.traffic is None]
+    unread = [o.vcdn.id for o in seen if o.traffic is None]
     stored = {}
     if unread:
         with database.sessions() as session:
             stored = cursors(session, unread)
     read = {}
     for observed in seen:
-        vcdn_id = observed.vcdn["id"]
+        vcdn_id = observed.vcdn.id
         first = observed.traffic or TrafficRead(stored.get(vcdn_id), None)
         read[vcdn_id] = (*_traffic(ro, vcdn_id, first), _levels(observed, now))
     with database.transaction() as session:
@@ -101,14 +103,14 @@ def _traffic(ro, vcdn_id, first):
         for _read in range(MAX_READS):
             if answer is None:
                 answer = ro.traffic(vcdn_id, position)
-            read_any, position = True, answer["cursor"]
-            for region in answer["regions"]:
-                if region["lost"]:
+            read_any, position = True, answer.cursor
+            for region in answer.regions:
+                if region.lost:
                     LOG.warning("vCDN %s: records of balancer %s were rotated away before "
-                                "they were read", vcdn_id, region["vnf"])
-                for minute in region["minutes"]:
-                    _add(added, region["region"], minute)
-            if not answer["more"]:
+                                "they were read", vcdn_id, region.vnf)
+                for minute in region.minutes:
+                    _add(added, region.region, minute)
+            if not answer.more:
                 break
             answer = None
     except errors.CdnaasError as exc:
@@ -142,13 +144,14 @@ def purge(session, now):
 
 
 def _add(added, region, minute):
-    """Sum RO's figures of one minute into ``added[(region, minute start)]``."""
-    key = (region, _minute(minute["minute"]))
+    """Sum RO's figures of one minute (:class:`~cdnaas.common.answers.TrafficMinute`) into
+    ``added[(region, minute start)]``."""
+    key = (region, _minute(minute.minute))
     row = added.setdefault(key, dict.fromkeys(COUNTERS, 0))
     for name in TRAFFIC:
-        row[name] += minute[name]
+        row[name] += getattr(minute, name)
     for kind in STATUS_CLASSES:
-        row[f"status_{kind}"] += minute["status"].get(kind, 0)
+        row[f"status_{kind}"] += minute.status.get(kind, 0)
 
 
 def _minute(text):

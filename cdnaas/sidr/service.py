@@ -200,7 +200,8 @@ def set_deprecated(database, flavor, version, deprecated):
 def delete(database, flavor, version, users):
     """Delete ``flavor``'s ``version`` unless a vCDN uses it.
 
-    :param users: ``(flavor, version) -> [{"id", "tenant", "state"}]``, the vCDNs not
+    :param users: ``(flavor, version) -> [Instance]`` (:class:`cdnaas.common.answers.Instance`
+        records of ``id``, ``tenant`` and ``state``), the vCDNs not
         DELETED made of it (SO's answer: :meth:`cdnaas.common.clients.SoClient.template_users`).
     :raises cdnaas.common.errors.NotFound: no such flavor or version.
     :raises cdnaas.common.errors.Conflict: vCDNs use it (the first ten named).
@@ -210,7 +211,7 @@ def delete(database, flavor, version, users):
         _stored(session, flavor, version)
     using = users(flavor, version)
     if using:
-        named = ", ".join(f"{u['id']} ({u['state']})" for u in using[:10])
+        named = ", ".join(f"{u.id} ({u.state})" for u in using[:10])
         problem = (f"{len(using)} vCDN(s) use template {flavor} version {version}: {named}"
                    f"{' ...' if len(using) > 10 else ''}; deprecate the version so no new vCDN "
                    "uses it and delete it once they are DELETED")

@@ -129,16 +129,16 @@ def flavors():
     installed = set(plugins.names(plugins.FLAVORS))
     latest = {}
     for template in SidrClient().list_templates():
-        document = template["document"]
-        if template.get("deprecated"):
+        document = template.document
+        if template.deprecated:
             continue
         if document["plugin"] not in installed:
             LOG.warning("flavor %s names plugin %s, which is not installed; not offered",
-                        template["flavor"], document["plugin"])
+                        template.flavor, document["plugin"])
             continue
-        if template["version"] >= latest.get(template["flavor"], {}).get("version", 0):
-            latest[template["flavor"]] = template
-    return [{"name": t["flavor"], "version": t["version"], "description": t["description"],
-             "technology": t["document"]["technology"],
-             "quality_targets": t["document"].get("quality_targets", ["min_mos", "response_time"])}
-            for t in sorted(latest.values(), key=lambda t: t["flavor"])]
+        if template.version >= getattr(latest.get(template.flavor), "version", 0):
+            latest[template.flavor] = template
+    return [{"name": t.flavor, "version": t.version, "description": t.description,
+             "technology": t.document["technology"],
+             "quality_targets": t.document.get("quality_targets", ["min_mos", "response_time"])}
+            for t in sorted(latest.values(), key=lambda t: t.flavor)]

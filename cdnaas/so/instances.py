@@ -226,8 +226,8 @@ def _load_flavor(flavor):
     try:
         template = SidrClient().get_template(flavor).document
     except errors.NotFound as exc:
-        offered = ", ".join(sorted({t["flavor"] for t in SidrClient().list_templates()
-                                    if not t.get("deprecated")})) or "none"
+        offered = ", ".join(sorted({t.flavor for t in SidrClient().list_templates()
+                                    if not t.deprecated})) or "none"
         raise errors.Unprocessable(f"flavor {flavor} is not offered ({exc.message}); "
                                    f"offered: {offered}", field="flavor") from None
     try:

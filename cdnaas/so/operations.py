@@ -391,11 +391,11 @@ class OperationRunner:
         except (errors.CdnaasError, TimeoutError) as exc:
             self._finish(operation_id, S.FAILED, f"the caches could not be asked: {exc}", None)
             return
-        caches = answer["caches"]
-        failed = [c for c in caches if not c["ok"]]
-        detail = [{"name": c["name"], "region": c["region"], "done": c["done"],
-                   "total": c["requests"], "detail": c["detail"], "seconds": c["seconds"],
-                   "state": S.COMPLETED if c["ok"] else S.FAILED} for c in caches]
+        caches = answer.caches
+        failed = [c for c in caches if not c.ok]
+        detail = [{"name": c.name, "region": c.region, "done": c.done,
+                   "total": c.requests, "detail": c.detail, "seconds": c.seconds,
+                   "state": S.COMPLETED if c.ok else S.FAILED} for c in caches]
 
         def record(steps):
             for entry in steps:
@@ -404,7 +404,7 @@ class OperationRunner:
         self._edit_steps(operation_id, record)
         if failed:
             self._finish(operation_id, S.FAILED, f"{len(failed)} of {len(caches)} caches did not "
-                         "confirm: " + "; ".join(f"{c['name']}: {c['detail']}" for c in failed[:5]),
+                         "confirm: " + "; ".join(f"{c.name}: {c.detail}" for c in failed[:5]),
                          None)
         else:
             self._finish(operation_id, S.COMPLETED, None, None)

@@ -243,8 +243,8 @@ class Stored(contextlib.AbstractContextManager):
         :raises CdnaasError: RO refused (4xx) or could not be reached (502).
         """
         kept = RoClient().store_secret(self.owner, bundle.certificate, bundle.private_key)
-        self.refs.append(kept["ref"])
-        return {"certificate_ref": kept["ref"], **bundle.facts.to_dict()}
+        self.refs.append(kept.ref)
+        return {"certificate_ref": kept.ref, **bundle.facts.to_dict()}
 
     def __exit__(self, exc_type, exc, traceback):
         if exc_type is not None:
@@ -285,7 +285,7 @@ def release_all(owner, ro=None):
     :raises CdnaasError: RO refused or could not be reached (the vCDN's end is retried).
     """
     ro = ro or Once()
-    refs = [s["ref"] for s in ro.call(ro.client.secrets, owner)]
+    refs = [s.ref for s in ro.call(ro.client.secrets, owner)]
     for ref in refs:
         ro.call(ro.client.delete_secret, ref)
     return len(refs)

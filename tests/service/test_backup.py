@@ -64,10 +64,10 @@ def test_postgresql_round_trip(postgres_admin_url, tmp_path):
         assert stack.acme.call("GET", f"/vcdns/{later}").status_code == 404
         ro = stack.client(RoClient)
         report = ro.reconciliations()
-        assert [r["status"] for r in report] == ["DONE"], report
+        assert [r.status for r in report] == ["DONE"], report
         deployment = ro.get_deployment(kept)
         assert deployment.status == "ACTIVE"
-        assert {(a["deployment"], a["vnf"], a["action"]) for a in report[0]["actions"]} == \
+        assert {(a.deployment, a.vnf, a.action) for a in report[0].actions} == \
             {(kept, v.name, "adopt") for v in deployment.vnfs}
         stack.so_db = Database(url)
         try:

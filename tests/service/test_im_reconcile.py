@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
+from cdnaas.common import answers
 from cdnaas.common.flavor import HostCapacity, PlanRequest, RegionRequest
 from cdnaas.common.sig import Origin
 from cdnaas.common.timeutil import aware
@@ -323,8 +324,9 @@ def test_a_pass_reads_its_vcdns_at_once(database, monkeypatch, workers, overlap)
     monkeypatch.setattr(reading, "CHUNK", 1)
     world = World(database, [("eu", 20000), ("us", 5000)], TWO_REGIONS)
     view = world.plant.view
-    monkeypatch.setattr(world.plant.so, "instances", lambda state=None, brief=False: [
-        view(), {**view(), "id": "vcdn-twin"}] if state in (None, "ACTIVE") else [])
+    monkeypatch.setattr(world.plant.so, "instances", lambda state=None, brief=False: answers.many(
+        answers.Instance, [view(), {**view(), "id": "vcdn-twin"}])
+        if state in (None, "ACTIVE") else [])
     both = threading.Barrier(2, timeout=2)
     met = []
     read = reading.read

@@ -8,6 +8,7 @@ import time
 import pytest
 from sqlalchemy import select
 
+from cdnaas.common import answers
 from cdnaas.common.timeutil import aware, utcnow
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
@@ -45,8 +46,9 @@ def world(database, monkeypatch):
     monkeypatch.setenv("CDNAAS_IM_INTERVAL", "0.1")
     found = World(database, [("eu", 2000)], HOSTS)
     view = found.plant.view
-    monkeypatch.setattr(found.plant.so, "instances", lambda state=None, brief=False: [
-        {**view(), "id": "vcdn-sim" if n == 0 else f"vcdn-{n}"} for n in range(VCDNS)]
+    monkeypatch.setattr(found.plant.so, "instances", lambda state=None, brief=False: answers.many(
+        answers.Instance, [{**view(), "id": "vcdn-sim" if n == 0 else f"vcdn-{n}"}
+                           for n in range(VCDNS)])
         if state in (None, "ACTIVE") else [])
     return found
 

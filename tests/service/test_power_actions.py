@@ -7,9 +7,11 @@ dwell where the region can help it, every action a decision with its inputs.
 
 Its tests that start no process are in tests/unit/test_power_actions_units.py (the unit
 tier)."""
+import dataclasses
 import datetime as dt
 
 
+from cdnaas.common import answers
 from cdnaas.im.models import HostMark
 from tests.unit.test_power_actions_units import (  # noqa: F401 (fixtures)
     database, power_world, powered)
@@ -48,13 +50,9 @@ def test_never_a_host_with_reservations_or_vnfs(database, monkeypatch):
     real_hosts = world.plant.so.hosts
 
     def hosts_seen(region):
-        found = real_hosts(region)
-        for host in found:
-            if host["name"] == lost:
-                host["reserved_vcpus"] = 0
-            if host["name"] == booked:
-                host["reserved_vcpus"] = 4
-        return found
+        changed = {lost: 0, booked: 4}
+        return [dataclasses.replace(host, reserved_vcpus=changed[host.name])
+                if host.name in changed else host for host in real_hosts(region)]
     monkeypatch.setattr(world.plant.so, "hosts", hosts_seen)
     world.run(6, eu=10000)
     switched = {d["host"] for d in powered(world, "power_down")}
@@ -68,9 +66,9 @@ def test_a_host_is_woken_before_a_lease_needs_it(database, monkeypatch):
     world.run(2, eu=10000)
     down = powered(world, "power_down")[0]
     start = world.now + dt.timedelta(minutes=30)
-    scheduled = {"id": "vcdn-later", "state": "SCHEDULED",
-                 "lease": {"start": start.isoformat(), "end": (start + dt.timedelta(hours=1))
-                           .isoformat()}, "regions": []}
+    scheduled = answers.from_json(answers.Instance, {
+        "id": "vcdn-later", "state": "SCHEDULED", "regions": [],
+        "lease": {"start": start.isoformat(), "end": (start + dt.timedelta(hours=1)).isoformat()}})
     instances = world.plant.so.instances
     monkeypatch.setattr(world.plant.so, "instances", lambda state=None, brief=False: [scheduled]
                         if state == "SCHEDULED" else instances(state))

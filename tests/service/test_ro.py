@@ -322,7 +322,7 @@ def test_cdnaas_ro_process(tmp_path):
         assert ro.deploy("vcdn-1", sample_sig("vcdn-1")).status == "DEPLOYING"
         active = _wait_until(lambda: _with_status(ro.get_deployment("vcdn-1"), "ACTIVE"), process)
         assert active.entry_point["hostname"] == "vcdn-1.cdn.example.net"
-        assert ro.health("vcdn-1")["healthy"] is True
+        assert ro.health("vcdn-1").healthy is True
         assert ro.undeploy("vcdn-1")["status"] == "DELETING"
         _wait_until(lambda: _with_status(ro.get_deployment("vcdn-1"), "DELETED"), process)
         assert ro.undeploy("vcdn-1")["status"] == "DELETED"

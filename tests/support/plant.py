@@ -271,17 +271,18 @@ class _So:
 
     def instances(self, state=None, brief=False):  # pylint: disable=unused-argument
         view = self.plant.view()
-        return [view] if state in (None, view["state"]) else []
+        return [answers.from_json(answers.Instance, view)] if state in (None, view["state"]) else []
 
     def regions(self):
-        return [{"name": r} for r in sorted({h.region for h in self.plant.hosts.values()})]
+        return answers.many(answers.Region, [{"name": r} for r in sorted(
+            {h.region for h in self.plant.hosts.values()})])
 
     def hosts(self, region):
         taken = self.plant.reserved()
-        return [{"name": h.name, "region": h.region, "vcpus": h.vcpus,
+        return answers.many(answers.Host, [{"name": h.name, "region": h.region, "vcpus": h.vcpus,
                  "reserved_vcpus": taken[h.name], "idle_watts": h.idle_watts,
                  "peak_watts": h.peak_watts, "enabled": self.plant.enabled[h.name]}
-                for h in self.plant.hosts.values() if h.region == region]
+                for h in self.plant.hosts.values() if h.region == region])
 
     def update_host(self, _region, host, body):
         if "enabled" in body:
@@ -308,16 +309,21 @@ class _Ro:
     def readings(self, deployment_id, cursor=None):
         metrics = [dataclasses.asdict(m)
                    for m in self.plant.driver.metrics(self.plant.deployment())]
-        health = [{"name": v.name, "healthy": v.name not in self.plant.failing}
+        health = [{"name": v.name, "role": v.role, "region": v.region,
+                   "healthy": v.name not in self.plant.failing, "detail": ""}
                   for v in self.plant.serving.vnfs]
-        return {"id": deployment_id, "health": {"vnfs": health}, "metrics": {"vnfs": metrics},
-                "traffic": self.traffic(deployment_id, cursor), "traffic_error": None}
+        return answers.from_json(answers.Readings, {
+            "id": deployment_id, "health": {"healthy": not self.plant.failing, "vnfs": health},
+            "metrics": {"id": deployment_id, "vnfs": metrics},
+            "traffic": {"id": deployment_id, "cursor": cursor or "", "more": False,
+                        "regions": []},
+            "traffic_error": None})
 
     def readings_many(self, asked):
         return [self.readings(entry["id"], entry.get("cursor")) for entry in asked]
 
-    def traffic(self, _deployment_id, cursor=None):  # requests are not simulated one by one
-        return {"cursor": cursor or "", "more": False, "regions": []}
+    def traffic(self, deployment_id, cursor=None):  # requests are not simulated one by one
+        return self.readings(deployment_id, cursor).traffic
 
     def placement(self):  # the one vCDN's VNFs, serving and planned
         carried = {}
@@ -328,10 +334,10 @@ class _Ro:
         return carried
 
     def power_driver(self):
-        return {"driver": "plant", "records_only": False}
+        return answers.PowerDriver(driver="plant", records_only=False)
 
     def power_host(self, host, action, reason=None):
-        return self.plant.switch(host, action, reason)
+        return answers.from_json(answers.PowerAction, self.plant.switch(host, action, reason))
 
 
 class _Sidr:
@@ -344,6 +350,7 @@ class _Sidr:
     def get_template(self, flavor, version):
         template = self.plant.template
         return answers.Template(flavor=flavor, version=version,
+                                description=template.get("description", ""),
                                 technology=template.get("technology", "vm"),
                                 plugin=template.get("plugin", ""), deprecated=False,
                                 document=template)

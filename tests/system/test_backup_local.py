@@ -118,8 +118,8 @@ def test_a_restore_of_a_backup_taken_10_operations_ago(stack, origin, second_ori
     after = assert_ledger(stack)
     assert set(after) == {a, b, c} and {len(vnfs) for vnfs in after.values()} == {3}
     report, = stack.ro.reconciliations()
-    assert report["status"] == "DONE", report
-    done = {(x["deployment"], x["vnf"]): x["action"] for x in report["actions"]}
+    assert report.status == "DONE", report
+    done = {(x.deployment, x.vnf): x.action for x in report.actions}
     assert done == {(d, None): "remove", (f, None): "remove",
                     **{(a, vnf): "rebuild" for vnf in after[a]},
                     **{(b, vnf): "adopt" for vnf in after[b]},

@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from cdnaas.common import answers
 from cdnaas.db import migrate
 from cdnaas.db.engine import Database
 from cdnaas.ro.app import create_app
@@ -262,9 +263,9 @@ def test_a_refused_or_failed_action_gives_the_host_back_to_so(database, monkeypa
 
 def test_an_action_the_driver_only_records_leaves_the_host_to_so(database, monkeypatch):
     world = power_world(database, monkeypatch, idle="0")
-    monkeypatch.setattr(world.plant.ro, "power_host", lambda host, action, reason=None: {
-        "host": host, "action": action, "state": action, "applied": False,
-        "steps": [f"recorded: {host} may be switched {action}"], "driver": "log"})
+    monkeypatch.setattr(world.plant.ro, "power_host", lambda host, action, reason=None: answers.PowerAction(
+        host=host, action=action, state=action, applied=False,
+        steps=[f"recorded: {host} may be switched {action}"], driver="log"))
     world.run(2, eu=10000)
     recorded = powered(world, "power_down")
     assert recorded and {d["outcome"] for d in recorded} == {"recorded"}
@@ -279,10 +280,10 @@ def test_a_driver_that_only_records_never_takes_a_host_out_of_placement(database
     world = power_world(database, monkeypatch, idle="0")
     placement = []
     monkeypatch.setattr(world.plant.ro, "power_driver",
-                        lambda: {"driver": "log", "records_only": True})
-    monkeypatch.setattr(world.plant.ro, "power_host", lambda host, action, reason=None: {
-        "host": host, "action": action, "state": action, "applied": False,
-        "steps": [f"recorded: {host} may be switched {action}"], "driver": "log"})
+                        lambda: answers.PowerDriver(driver="log", records_only=True))
+    monkeypatch.setattr(world.plant.ro, "power_host", lambda host, action, reason=None: answers.PowerAction(
+        host=host, action=action, state=action, applied=False,
+        steps=[f"recorded: {host} may be switched {action}"], driver="log"))
     monkeypatch.setattr(world.plant.so, "update_host",
                         lambda region, host, body: placement.append((host, body)))
     world.run(2, eu=10000)
@@ -456,7 +457,8 @@ def test_a_host_sleeps_only_when_the_highest_demand_of_the_passes_it_waited_fits
                                 4.3, 12) for i, v in enumerate(vcpus_of_viewers)]
         seen = types.SimpleNamespace(
             readings=vnfs, model=MODEL, history={"eu": history},
-            vcdn={"regions": [{"name": "eu", "quality": {"min_mos": 4.0}, "demand": 10 ** 6}]})
+            vcdn=answers.from_json(answers.Instance, {"regions": [
+                {"name": "eu", "quality": {"min_mos": 4.0}, "demand": 10 ** 6}]}))
         return reconcile.region_needs([seen], inventory)
 
     def plan(found):

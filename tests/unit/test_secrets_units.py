@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from cdnaas.common import certificates, errors, keyfiles
+from cdnaas.common import answers, certificates, errors, keyfiles
 from cdnaas.ro import secrets
 from cdnaas.ro.vim.base import VimError
 from cdnaas.ro.vim.openstack import barbican, plan
@@ -146,7 +146,9 @@ class TlsRo(FakeRo):
 
     def secrets(self, owner):
         self._reach("secrets")
-        return [{"ref": ref} for ref, who in self.kept.items() if who == owner]
+        return [answers.Secret(ref=ref, owner=who, backend="fernet", fingerprint_sha256="0" * 64,
+                               created_at="2026-01-01T00:00:00+00:00")
+                for ref, who in self.kept.items() if who == owner]
 
     def delete_secret(self, ref):
         self._reach("delete_secret")

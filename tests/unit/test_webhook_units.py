@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from cdnaas.common import errors
+from cdnaas.common import answers, errors
 from cdnaas.im import quality_events
 from cdnaas.im.series import Level
 from cdnaas.so import reminders, webhook_delivery, webhooks
@@ -61,8 +61,9 @@ def test_thresholds_are_read_at_call_time(monkeypatch):
 
 
 AT = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
-VCDN = {"id": "v", "regions": [{"name": "eu", "quality": {"min_mos": 4.0}},
-                               {"name": "us", "quality": {"response_time": {}}}]}
+VCDN = answers.from_json(answers.Instance, {
+    "id": "v", "regions": [{"name": "eu", "quality": {"min_mos": 4.0}},
+                           {"name": "us", "quality": {"response_time": {}}}]})
 
 
 def levels(*moses):
