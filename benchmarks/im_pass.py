@@ -16,7 +16,9 @@ runs with one and with two replicas (their own processes, the periodic passes ev
 - **observed each period**: the vCDNs with a point in every period (``im_samples``), and
   the periods any replica missed (``cdnaas_im_periods_missed_total``);
 - **scaling when CPU is not shared**: one replica's CPU per pass over the busier of two
-  replicas' (what two replicas on CPUs of their own would make of it: 2.0 at most);
+  replicas' (what two replicas on CPUs of their own would make of it: 2.0 at most), the
+  CPU of each replica's process during its passes (``cdnaas_im_pass_cpu_seconds``) over
+  the vCDNs they observed, so that passes longer than the window count whole;
 - **the floor**: one process with no service of ours reading the same rows (the ACTIVE
   instances, their deployments, each vCDN's latest points) and writing the same number
   of points in bulk, its CPU and PostgreSQL's per vCDN.
@@ -267,6 +269,8 @@ def measure(core, cluster, url, tmp, count, replicas, args):
             - one["cdnaas_im_pass_vcdns_total"],
             "wall": (two["cdnaas_im_pass_seconds_sum"] - one["cdnaas_im_pass_seconds_sum"])
             / max(1, passes),
+            "cpu": two["cdnaas_im_pass_cpu_seconds_total"]
+            - one["cdnaas_im_pass_cpu_seconds_total"],
             "missed": two["cdnaas_im_periods_missed_total"]
             - one["cdnaas_im_periods_missed_total"]})
     # observations of the passes that ended in the window (a pass longer than the period
@@ -382,6 +386,9 @@ def report(runs, floors, args):
     row("  per replica, per period (s)", [
         "/".join(f"{f[f'im{n}'] / args.periods:.1f}" for n in range(replicas))
         for (_c, replicas), f in runs.items()])
+    row("  per replica, its passes' (ms)", [
+        "/".join(f"{r['cpu'] / max(1, r['vcdns']) * 1000:.2f}" for r in f["replicas"])
+        for f in figures])
     for service in ("ro", "so", "postgres"):
         row(f"{service} CPU per vCDN (ms)", [f"{f[service] / f['observed'] * 1000:.2f}"
                                              for f in figures])
@@ -392,12 +399,13 @@ def report(runs, floors, args):
                          for (c, _r), f in runs.items()])
     for count in sorted({c for c, _r in runs}):
         if (count, 1) in runs and (count, 2) in runs:
-            one, two = runs[(count, 1)], runs[(count, 2)]
-            scaling = (two["observed"] / max(two["im0"], two["im1"])) / \
-                (one["observed"] / one["im0"])
+            [alone], pair = runs[(count, 1)]["replicas"], runs[(count, 2)]["replicas"]
+            busier = max(r["cpu"] / r["vcdns"] * count / 2 for r in pair)
+            scaling = alone["cpu"] / alone["vcdns"] * count / busier
             print(f"{count} vCDNs: two replicas on CPUs of their own would observe "
-                  f"{scaling:.2f}x the vCDNs one does per second of its CPU (the busier "
-                  f"replica bounds it)")
+                  f"{scaling:.2f}x the vCDNs one does per second of its CPU (the CPU of "
+                  f"a pass over half of them on the busier replica against a pass over all "
+                  f"on one, from the passes ended in the window)")
 
 
 def _im(found):

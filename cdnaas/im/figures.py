@@ -105,5 +105,9 @@ def _last(previous, scope, key, figure):
 
 
 def _sum(values):
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+    """The sum of the known ``values`` (None: none known), added in order."""
+    total = None
+    for value in values:
+        if value is not None:
+            total = value if total is None else total + value
+    return total

@@ -11,6 +11,8 @@ from prometheus_client.registry import Collector
 
 PASS_SECONDS = Summary("cdnaas_im_pass_seconds", "Wall time of this replica's passes")
 PASS_VCDNS = Counter("cdnaas_im_pass_vcdns", "vCDNs observed by this replica's passes")
+PASS_CPU = Counter("cdnaas_im_pass_cpu_seconds", "CPU time of this replica's process during "
+                   "its passes")
 SHARES_HELD = Gauge("cdnaas_im_shares_held", "Shares of the vCDNs this replica observes")
 PERIODS_MISSED = Counter("cdnaas_im_periods_missed", "Periods in which this replica started "
                          "no pass, its previous one still running")
@@ -77,9 +79,10 @@ def publish(vcdn_points, host_points, marked):
     HOSTS_MARKED.set(float("nan") if host_points is None else marked)
 
 
-def passed(seconds, vcdns, held):
-    """Count one pass of this replica: its wall ``seconds``, the ``vcdns`` it observed and
-    the shares it ``held``."""
+def passed(seconds, cpu_seconds, vcdns, held):
+    """Count one pass of this replica: its wall ``seconds``, its process's ``cpu_seconds``
+    meanwhile, the ``vcdns`` it observed and the shares it ``held``."""
     PASS_SECONDS.observe(seconds)
+    PASS_CPU.inc(cpu_seconds)
     PASS_VCDNS.inc(vcdns)
     SHARES_HELD.set(held)

@@ -46,8 +46,8 @@ from cdnaas.common import clock, config
 from cdnaas.common.clients import RoClient, SidrClient, SoClient
 from cdnaas.common.timeutil import isoformat, parse
 from cdnaas.db import leases
-from cdnaas.im import (decisions, figures, gauges, healing, hosts, inventory, policy_hook, power,
-                       quality_events, reading, series, shares, usage)
+from cdnaas.im import (collection, decisions, figures, gauges, healing, hosts, inventory,
+                       policy_hook, power, quality_events, reading, series, shares, usage)
 from cdnaas.im.reading import Seen  # noqa: F401 (what tests and plugins build)
 from cdnaas.im.rapl import RaplMeter
 from cdnaas.planning import qoe
@@ -137,9 +137,8 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
     share.summary = summary(seen, loads, refused)
     marks, marked = [], None
     if share.leads:
-        marks, marked = _power_hosts(database, so, ro, now, hosts_now, seen, share.peers,
-                                     {k: v for peer in share.peers
-                                      for k, v in peer.get("refused", {}).items()} | refused)
+        marks, marked = _power_hosts(database, so, ro, now, hosts_now, share.summary,
+                                     share.peers)
     gauges.publish([p for s in seen for p in s.points if p["scope"] in ("vcdn", "region")],
                    [(p["key"], hosts_now[p["key"]].region, p) for p in host_points]
                    if share.leads else None, marked)
@@ -274,17 +273,20 @@ def _end_lease(database, so, vcdn, now):
         f"lease ended at {vcdn.lease.end}", details)
 
 
-def _power_hosts(database, so, ro, now, hosts_now, seen, peers, refused):
+def _power_hosts(database, so, ro, now, hosts_now, own, peers):
     """This pass's power actions; return their decisions and how many hosts are off.
 
-    :param peers: the other replicas' latest summaries (their vCDNs' region needs).
-    :param refused: ``{region: SO's answer}`` of scale outs SO refused this pass.
+    :param own: the :func:`summary` of this pass (its vCDNs' region needs, the scale outs
+        SO refused); ``peers``: the other replicas' latest summaries.
     """
+    refused = {k: v for peer in peers for k, v in peer.get("refused", {}).items()} \
+        | own["refused"]
     carried = ro.placement()
     since = hosts.track_empty(database, now, hosts_now, carried)
     with database.sessions() as session:
         marked = {n for n, m in hosts.marks(session).items() if m.state == hosts.POWER_DOWN}
-        needs = region_needs(seen, hosts_now, [peer.get("regions", {}) for peer in peers])
+        needs = region_needs(hosts_now, [own["regions"]]
+                             + [peer.get("regions", {}) for peer in peers])
         waking = hosts.waking(session, now, config.setting("CDNAAS_IM_HOST_BOOT_SECONDS"))
         changed = hosts.last_changes(session, now)
     changes = hosts.plan(hosts_now, marked, _soon_needed(so, now), needs, carried, now, since,
@@ -380,7 +382,7 @@ def _add_parts(all_parts):
     return total
 
 
-def region_needs(seen, hosts_now, peers=()):
+def region_needs(hosts_now, parts):
     """``{region: hosts.RegionNeed}``: what each region's hosts must hold (see
     :mod:`cdnaas.im.hosts`): reservations less the observed vCDNs' surplus caches (plus
     the caches they lack), and a headroom (:func:`cdnaas.im.hosts.headroom`: a share of
@@ -390,10 +392,11 @@ def region_needs(seen, hosts_now, peers=()):
     ``CDNAAS_IM_HOST_IDLE_PASSES`` passes is what the hosts left on must hold for one to
     sleep (a dip of noise does not switch a host off that the next pass needs).
 
-    :param peers: the :func:`region_parts` of the vCDNs other replicas observe.
+    :param parts: the :func:`region_parts` of disjoint sets of vCDNs (this pass's, and
+        those other replicas observe), added up here.
     """
     boot = config.setting("CDNAAS_IM_HOST_BOOT_SECONDS")
-    parts = _add_parts([region_parts(seen), *peers])
+    parts = _add_parts(parts)
 
     def figure(name, key, default=0.0):
         return parts.get(name, {}).get(key, default)
@@ -466,12 +469,14 @@ class ReconcileLoop:
         ``POST /im/v1/reconcile`` share it)."""
         with self._lock:
             share = self.shares.begin(self.leadership.lead())
-            began, now = time.monotonic(), clock.now()
-            found = reconcile_once(self.database, now=now, meter=self.meter, share=share,
-                                   memory=self.memory)
+            began, cpu, now = time.monotonic(), time.process_time(), clock.now()
+            with collection.paused(self.passes + 1):
+                found = reconcile_once(self.database, now=now, meter=self.meter, share=share,
+                                       memory=self.memory)
             self.shares.end(share, now)
             self.passes += 1
-            gauges.passed(time.monotonic() - began, len(self.memory), len(share.held))
+            gauges.passed(time.monotonic() - began, time.process_time() - cpu, len(self.memory),
+                          len(share.held))
             return found
 
     def start(self):

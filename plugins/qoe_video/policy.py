@@ -49,6 +49,7 @@ between the thresholds, which viewers jittering by +-5% a sample never cross
 back and forth (``tests/unit/test_im_policy.py``; ``benchmarks/im_trace.py``).
 """
 import dataclasses
+import functools
 import math
 
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
@@ -105,11 +106,14 @@ def _region(observation, region, model, bounds, settings):
     history = region.history
     predicted = _predicted(model, history, settings)
     below = _run(p < levels["scale_out_below"] for p, _v in predicted)
-    facts = {"model": model.name, "caches": count, "vcpus_per_cache": size,
-             "bounds": dict(bounds), "thresholds": levels, "settings": dataclasses.asdict(settings),
-             "samples": [_sample_view(s, p, v) for s, (p, v)
-                         in list(zip(history, predicted))[-max(settings.in_samples,
-                                                               settings.out_samples):]]}
+
+    def facts():  # the inputs a decision records (made only for a decision taken)
+        kept = max(settings.in_samples, settings.out_samples)
+        return {"model": model.name, "caches": count, "vcpus_per_cache": size,
+                "bounds": dict(bounds), "thresholds": levels,
+                "settings": dict(_settings_fields(settings)),
+                "samples": [_sample_view(s, p, v) for s, (p, v)
+                            in zip(history[-kept:], predicted[-kept:])]}
     if below >= settings.out_samples and count < bounds["max"]:
         expected = predicted[-1][1]
         per_cache = model.max_load_for_mos(levels["scale_in_at_least"]) * size
@@ -119,7 +123,7 @@ def _region(observation, region, model, bounds, settings):
             reason=f"predicted MOS {predicted[-1][0]:.2f} below {levels['scale_out_below']:.2f} "
                    f"for {below} samples; {wanted} caches hold {expected:.0f} viewers at "
                    f"MOS >= {levels['scale_in_at_least']:.2f}",
-            inputs={**facts, "counters": {"below": below, "needed": settings.out_samples},
+            inputs={**facts(), "counters": {"below": below, "needed": settings.out_samples},
                     "expected_viewers": round(expected, 1), "target_caches": wanted})
     if len(history) < settings.in_cooldown:
         return None
@@ -139,7 +143,7 @@ def _region(observation, region, model, bounds, settings):
                 reason=f"with {count - emptied} caches the MOS stays at or above "
                        f"{levels['scale_in_at_least']:.2f} for the last {empty} samples: the "
                        f"{emptied} caches of host {lightest} go at once, which empties it",
-                inputs={**facts, "counters": {**counters, "above_with_host_emptied": empty,
+                inputs={**facts(), "counters": {**counters, "above_with_host_emptied": empty,
                                               "caches_removed": emptied},
                         "emptied_host": lightest, "target_caches": count - emptied})
     if fewer >= settings.in_samples and count > bounds["min"]:
@@ -147,7 +151,7 @@ def _region(observation, region, model, bounds, settings):
             kind="scale_in", region=region.name, caches=count - 1,
             reason=f"with {count - 1} caches the MOS stays at or above "
                    f"{levels['scale_in_at_least']:.2f} for the last {fewer} samples",
-            inputs={**facts, "counters": counters, "target_caches": count - 1})
+            inputs={**facts(), "counters": counters, "target_caches": count - 1})
     stable = _run(_holds(model, sample, expected, sample.vcpus, levels["scale_in_at_least"])
                   for sample, (_p, expected) in zip(history, predicted))
     if stable >= settings.in_samples and count < bounds["max"]:
@@ -159,7 +163,7 @@ def _region(observation, region, model, bounds, settings):
                 reason=f"host {light.name} has {light.reserved_vcpus} of {light.vcpus} vCPUs "
                        f"reserved, all by this region's caches: a cache more goes to "
                        f"{fuller.name}, the next scale in empties {light.name}",
-                inputs={**facts, "counters": {**counters, "stable": stable},
+                inputs={**facts(), "counters": {**counters, "stable": stable},
                         "light_host": _host_view(light), "fuller_host": _host_view(fuller),
                         "target_caches": count + 1})
     return None
@@ -244,6 +248,13 @@ def _consolidation(observation, region, size, settings):
                 and carried.get(fuller.name, 0) + 1 > carried[light.name]):
             return light, fuller
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _settings_fields(settings):
+    """``dataclasses.asdict(settings)``, made once per (frozen) settings: a decision
+    records a copy."""
+    return dataclasses.asdict(settings)
 
 
 def _sample_view(sample, predicted, expected):

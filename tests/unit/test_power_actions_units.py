@@ -459,7 +459,7 @@ def test_a_host_sleeps_only_when_the_highest_demand_of_the_passes_it_waited_fits
             readings=vnfs, model=MODEL, history={"eu": history},
             vcdn=answers.from_json(answers.Instance, {"regions": [
                 {"name": "eu", "quality": {"min_mos": 4.0}, "demand": 10 ** 6}]}))
-        return reconcile.region_needs([seen], inventory)
+        return reconcile.region_needs(inventory, [reconcile.region_parts([seen])])
 
     def plan(found):
         return host_power.plan(inventory, set(), {}, found, {}, now,
