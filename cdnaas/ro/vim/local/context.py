@@ -77,8 +77,13 @@ class LocalContext(pipeline.Context):
         return group(self.owner, self.deployment_id, vnf_name)
 
     def parallel(self, step, items, action):
-        """Run ``action`` over ``items`` in parallel, reporting ``step``; first error wins."""
-        run_all(self.pool, action, items, step, self.progress)
+        """Run ``action`` over ``items`` at once, each in a thread of its own (a VNF's start
+        or removal mostly waits: for its tools, for its daemon), reporting ``step``; every
+        started action ends before the first error is raised, which wins."""
+        items = list(items)
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, len(items)), thread_name_prefix="local-vim-vnf") as pool:
+            run_all(pool, action, items, step, self.progress)
 
 
 def injected_delay():
