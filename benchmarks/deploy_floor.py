@@ -53,7 +53,7 @@ def snapshot(ro_deployment, owner, state_dir, into):
     vnfs = []
     for vnf in ro_deployment.vnfs:
         source = Path(state_dir) / "local" / owner / ro_deployment.id / vnf.name
-        target = Path(into) / vnf["name"]
+        target = Path(into) / vnf.name
         shutil.copytree(source, target, ignore=shutil.ignore_patterns(*SKIPPED))
         for conf in target.glob("*.conf"):
             conf.write_text(conf.read_text().replace(str(source), str(target)))
