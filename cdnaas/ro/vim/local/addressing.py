@@ -60,25 +60,6 @@ def legs_of(sig, layout, addresses, routes=lambda region: []):
             for r, address in zip(sig.regions, addresses)]
 
 
-def vnf_links(sig, layout, addresses, vnf):
-    """The links of ``vnf`` (at ``addresses``) as :func:`.network.create_namespaces` takes
-    them: the DNS VNF and the origin shield a leg on every region's bridge (:func:`legs_of`;
-    the DNS VNF's with on-link routes to each region's client prefixes, and the default
-    one on the default region's), the others a link on their region's bridge (a
-    balancer's with on-link routes to its region's client prefixes and the default
-    one)."""
-    if vnf.role == "dns":
-        return legs_of(sig, layout, addresses[vnf.name], lambda r: r.client_prefixes
-                       + (["default"] if r.name == sig.default_region else []))
-    if vnf.role == "shield":
-        return legs_of(sig, layout, addresses[vnf.name])
-    routes = []
-    if vnf.role == "load_balancer":
-        routes = sig.region(vnf.region).client_prefixes + ["default"]
-    return [(layout[vnf.region]["bridge"], cidr(addresses[vnf.name], layout[vnf.region]),
-             routes)]
-
-
 def add_legs(namespace, links):
     """Give the running multi-homed VNF in ``namespace`` a leg for each of ``links`` (as
     :func:`legs_of` makes them) whose address it lacks, numbered after its last one;

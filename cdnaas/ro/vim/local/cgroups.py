@@ -73,28 +73,18 @@ def create(name, vcpus, cpus=None):
     :raises VimError: ``cpus`` cannot be pinned here (no cpuset controller, CPUs this
         machine does not have or has offline).
     """
-    create_all([(name, vcpus, cpus)])
-
-
-def create_all(groups):
-    """Make every group of ``groups``, ``[(name, vcpus, cpus)]`` as :func:`create` takes
-    them, in one pass (the hierarchy looked at once).
-
-    :raises VimError: as :func:`create`, at the first group that cannot be pinned.
-    """
     version, base = _hierarchy()
     _ensure_base(version, base)
-    for name, vcpus, cpus in groups:
-        group = base / name
-        group.mkdir(exist_ok=True)
-        quota = vcpus * PERIOD_US
-        if version == "v2":
-            (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-        else:
-            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(str(quota))
-        if cpus:
-            _pin(version, base, name, cpus)
+    group = base / name
+    group.mkdir(exist_ok=True)
+    quota = vcpus * PERIOD_US
+    if version == "v2":
+        (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+    else:
+        (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(quota))
+    if cpus:
+        _pin(version, base, name, cpus)
 
 
 def host_cpus(host):

@@ -24,13 +24,14 @@ def group(owner, deployment_id, vnf_name):
 @dataclasses.dataclass
 class LocalContext(pipeline.Context):
     """A :class:`~cdnaas.ro.vim.pipeline.Context` with what the local driver's steps need:
-    its certificate reader, the deployment as recorded (an update's or
+    its thread pool and certificate reader, the deployment as recorded (an update's or
     restore's), and what the steps find on the way.
 
     ``record`` is the deployment's ``resources``: ``owner`` (whose VNFs these are),
     ``layout`` (region -> ``{bridge, subnet}``) and the ``service`` it serves.
     """
 
+    pool: concurrent.futures.Executor | None = None
     tls_bundle: Callable | None = None
     deployment: Deployment | None = None
     #: region -> a viewer's client namespace (:mod:`.clients`), for the checks
@@ -70,10 +71,5 @@ class LocalContext(pipeline.Context):
         return group(self.owner, self.deployment_id, vnf_name)
 
     def parallel(self, step, items, action):
-        """Run ``action`` over ``items`` at once, each in a thread of its own (a VNF's start
-        or removal mostly waits: for its tools, for its daemon), reporting ``step``; every
-        started action ends before the first error is raised, which wins."""
-        items = list(items)
-        with concurrent.futures.ThreadPoolExecutor(
-                max(1, len(items)), thread_name_prefix="local-vim-vnf") as pool:
-            run_all(pool, action, items, step, self.progress)
+        """Run ``action`` over ``items`` in parallel, reporting ``step``; first error wins."""
+        run_all(self.pool, action, items, step, self.progress)

@@ -6,7 +6,7 @@ import json
 
 from cdnaas.ro.vim import dnsprobe
 from cdnaas.ro.vim.local import cgroups, network, processes
-from cdnaas.ro.vim.local.addressing import add_legs, leg, legs_of, stale_legs, vnf_links
+from cdnaas.ro.vim.local.addressing import add_legs, leg, legs_of, stale_legs
 from cdnaas.ro.vim.local.removal import remove_vnf
 from cdnaas.ro.vim.local.system import ip_batch, run
 from cdnaas.vnf import tools
@@ -31,11 +31,10 @@ def start_dns(ctx, vnf):
                                             check=False).items():
         path.write_text(text)
         configs[region] = path
-    links = vnf_links(sig, ctx.layout, addresses, vnf)
+    links = legs_of(sig, ctx.layout, own, lambda r: r.client_prefixes
+                    + (["default"] if r.name == sig.default_region else []))
     namespace = ctx.namespace(vnf.name)
-    if not network.namespace_exists(namespace):  # a deployment's first step plugs it
-        network.create_namespaces([(namespace, links)])
-    network.configure_namespace(namespace, links)
+    network.create_namespace(namespace, links)
     steer(namespace, prefix, sig, ports)
     group = ctx.group(vnf.name)
     cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))

@@ -73,7 +73,7 @@ class LocalDriver(VimDriver):
 
     def _context(self, deployment_id, sig, record, progress, **extra):
         return LocalContext(deployment_id=deployment_id, sig=sig, record=record,
-                            progress=progress, tls_bundle=self.tls_bundle,
+                            progress=progress, pool=self.pool, tls_bundle=self.tls_bundle,
                             **extra)
 
     def deploy(self, sig, progress=no_progress):

@@ -12,9 +12,8 @@ import time
 
 from cdnaas.ro.vim import steps
 from cdnaas.ro.vim.base import VimError
-from cdnaas.ro.vim.local import clients, network, vnfhealth
-from cdnaas.ro.vim.local.addressing import (add_regions, assign, leg, members,
-                                            restore_bridges, vnf_links)
+from cdnaas.ro.vim.local import clients, vnfhealth
+from cdnaas.ro.vim.local.addressing import add_regions, assign, leg, members, restore_bridges
 from cdnaas.ro.vim.local.dns_vnf import reshape_dns, restart_dns, start_dns
 from cdnaas.ro.vim.local.nginx_vnfs import (boot_balancers, boot_caches, reload_lb,
                                             reshape_shield, roll_caches)
@@ -29,8 +28,7 @@ VERIFY_SECONDS = 15.0
 
 
 def deploy(pool):
-    """Bridges and every VNF's namespace first (:func:`_make_regions`); then at once,
-    each step in parallel over its VNFs (a thread each): the origin
+    """Bridges first; then at once, each step in parallel over its VNFs: the origin
     shield, the caches, the balancers and the DNS VNF started (none needs another to
     start: caches and balancers name their upstreams by address), and each region's
     viewer plugged in; then a check from each region (:func:`verify_region`). The
@@ -52,15 +50,10 @@ def deploy(pool):
 
 
 def _make_regions(ctx):
-    """The bridges of every region of a new deployment, its VNFs' addresses, and their
-    namespaces plugged into the bridges, all in one ``ip`` run (their links are
-    configured as each starts)."""
+    """The bridges of every region of a new deployment, and its VNFs' addresses."""
     ctx.record["layout"] = add_regions(ctx.owner, ctx.deployment_id,
                                        [r.name for r in ctx.sig.regions])
     ctx.addresses = assign(ctx.sig, ctx.layout, {})
-    network.create_namespaces([(ctx.namespace(v.name),
-                                vnf_links(ctx.sig, ctx.layout, ctx.addresses, v))
-                               for v in ctx.sig.vnfs])
 
 
 def update(ctx, pool, restore):

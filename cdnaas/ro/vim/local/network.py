@@ -159,11 +159,6 @@ def _used_networks():
 
 # -- namespaces ----------------------------------------------------------------
 
-def namespace_exists(namespace):
-    """Whether the named network ``namespace`` exists (its file under ``/run/netns``)."""
-    return os.path.exists(f"{NETNS_DIR}/{namespace}")
-
-
 def list_namespaces():
     return [line.split()[0] for line in run(["ip", "netns", "list"]).splitlines() if line.strip()]
 

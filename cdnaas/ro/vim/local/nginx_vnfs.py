@@ -11,9 +11,9 @@ from cdnaas.delivery import access, logstreams, origins, responses
 from cdnaas.ro.vim import management, steps
 from cdnaas.ro.vim.base import run_all
 from cdnaas.ro.vim.local import cgroups, logshipping, netns, network, processes, tls_files
-from cdnaas.ro.vim.local.addressing import (HTTP_PORT, HTTPS_PORT, add_legs, leg, legs_of,
-                                            managed_address, management_sources,
-                                            origin_address, stale_legs, vnf_links)
+from cdnaas.ro.vim.local.addressing import (HTTP_PORT, HTTPS_PORT, add_legs, cidr, leg,
+                                            legs_of, managed_address, management_sources,
+                                            origin_address, stale_legs)
 from cdnaas.ro.vim.local.system import ip_batch
 from cdnaas.vnf import endpoints, options, tools
 from cdnaas.vnf.balancer import balancer_of
@@ -36,9 +36,13 @@ def boot_caches(ctx, caches, step=steps.BOOT_CACHES, addresses=None):
         write_cache_files(sig, prefix)
         return cache_text(ctx, vnf, addresses, prefix, reach)
 
+    def links(vnf):
+        if vnf.role == "shield":
+            return legs_of(sig, layout, addresses[vnf.name])
+        return [(layout[vnf.region]["bridge"], cidr(addresses[vnf.name], layout[vnf.region]),
+                 [])]
     managed = {v.name: managed_address(sig, v, addresses) for v in caches}
-    boot_nginx(ctx, step, caches, config, lambda v: vnf_links(sig, layout, addresses, v),
-               managed)
+    boot_nginx(ctx, step, caches, config, links, managed)
 
 
 def boot_balancers(ctx, balancers=None, addresses=None):
@@ -54,33 +58,31 @@ def boot_balancers(ctx, balancers=None, addresses=None):
         members = [(c.name, addresses[c.name]) for c in sig.vnfs_in(vnf.region, "cache")]
         return lb_text(sig, vnf, addresses[vnf.name], members, prefix, bundle)
     boot_nginx(ctx, steps.CONFIGURE_LOAD_BALANCERS, balancers, config,
-               lambda v: vnf_links(sig, layout, addresses, v), addresses,
-               started=lambda v: ship_logs(ctx, v, addresses))
+               lambda v: [(layout[v.region]["bridge"], cidr(addresses[v.name], layout[v.region]),
+                           sig.region(v.region).client_prefixes + ["default"])],
+               addresses, started=lambda v: ship_logs(ctx, v, addresses))
 
 
 def boot_nginx(ctx, step, vnfs, config, links, addresses, started=lambda vnf: None):
-    """Plug the namespaces of the VNFs not plugged yet (a deployment's first step plugs
-    all of its own: :func:`.flows.deploy`) in one ``ip`` run and make their CPU groups in
-    one pass, then for each VNF at once, in a thread of its own: configure its links and
-    start nginx in it (nginx checks its config as it starts and runs nothing on one it
-    rejects), wait until it answers, give its master its open-file limit and move its
-    processes into its CPU group (:func:`.processes.adopt_nginx`), then call
-    ``started(vnf)``."""
+    """Plug every VNF's namespace in one ``ip`` run, then in parallel for each:
+    configure its links and start nginx in it (nginx checks its config as it
+    starts and runs nothing on one it rejects), wait until it answers, move
+    its processes into its CPU group, then call ``started(vnf)``."""
     names = {v.name: ctx.namespace(v.name) for v in vnfs}
-    network.create_namespaces([(names[v.name], links(v)) for v in vnfs
-                               if not network.namespace_exists(names[v.name])])
-    cgroups.create_all([(ctx.group(v.name), v.vcpus, cgroups.host_cpus(v.host)) for v in vnfs])
+    network.create_namespaces([(names[v.name], links(v)) for v in vnfs])
 
     def start(vnf):
         prefix = ctx.prefix(vnf.name)
         conf = prefix / "nginx.conf"
         conf.write_text(config(vnf, prefix))
         tools.prepare_nginx_prefix(str(prefix))
+        group = ctx.group(vnf.name)
+        cgroups.create(group, vnf.vcpus, cgroups.host_cpus(vnf.host))
         network.configure_namespace(names[vnf.name], links(vnf))
         processes.start_nginx(names[vnf.name], prefix, str(conf))
         processes.wait_until(lambda: management.answers_http(addresses[vnf.name]),
                              f"{vnf.role} {vnf.name}")
-        processes.adopt_nginx(ctx.group(vnf.name), prefix, str(conf))
+        cgroups.adopt(group, processes.pid_in(prefix / "nginx.pid"))
         started(vnf)
     ctx.parallel(step, vnfs, start)
 

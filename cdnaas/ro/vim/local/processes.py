@@ -7,10 +7,9 @@ probed on its management listener (:data:`cdnaas.vnf.endpoints.MANAGEMENT_PORT`)
 which answers only the bridge gateway this (root) namespace reaches the VNFs from
 (:mod:`cdnaas.ro.vim.management`).
 
-nginx runs with the limits its configuration is sized for: its namespace's listen queue
-(``net.core.somaxconn``, raised before it starts: :func:`start_nginx`) and its master's
-open-file limit (RLIMIT_NOFILE, set once it runs: :func:`adopt_nginx`; its workers set
-their own with ``worker_rlimit_nofile``).
+nginx starts with the limits its configuration is sized for (:func:`start_nginx`):
+its namespace's listen queue (``net.core.somaxconn``) and its process's open-file
+limit (RLIMIT_NOFILE, which its workers raise further with ``worker_rlimit_nofile``).
 """
 import contextlib
 import functools
@@ -43,34 +42,16 @@ def nginx_command(prefix, conf, *extra):
 
 
 def start_nginx(namespace, prefix, conf):
-    """Start nginx on ``conf`` in ``namespace``, its listen queue limits raised first
-    (:func:`tune_for_nginx`); once it answers, :func:`adopt_nginx` gives its master its
-    open-file limit and its CPU group (nginx forks no ``prlimit`` wrapper: the workers set
-    their own limit as they start, the master opens only its listeners and logs).
+    """Start nginx on ``conf`` in ``namespace`` with the limits the config asks for
+    (:func:`tune_for_nginx`), its process's open-file limit raised to match (``prlimit``;
+    at most :func:`open_file_limit`, which stays its hard limit so that a reload planned
+    for more connections can raise it further).
 
     :raises VimError: as :func:`start_daemon`.
     """
-    tune_for_nginx(namespace, conf)
-    start_daemon(namespace, nginx_command(prefix, conf))
-
-
-def adopt_nginx(group, prefix, conf):
-    """Give the nginx master under ``prefix``, started on ``conf`` and answering, the
-    open-file limit ``conf`` asks for (at most :func:`open_file_limit`, which stays its
-    hard limit so that a reload planned for more connections can raise it further), and
-    move it and its processes into CPU group ``group``; return its process id.
-
-    :raises VimError: its ``nginx.pid`` names no process, or it exited meanwhile.
-    """
-    master = pid_in(f"{prefix}/nginx.pid")
-    with open(conf, encoding="utf-8") as handle:
-        files = min(host_limits(handle.read())["nofile"], open_file_limit())
-    try:
-        resource.prlimit(master, resource.RLIMIT_NOFILE, (files, open_file_limit()))
-    except ProcessLookupError:
-        raise VimError(f"nginx {master} under {prefix} exited as it started") from None
-    cgroups.adopt(group, master)
-    return master
+    files = min(tune_for_nginx(namespace, conf), open_file_limit())
+    start_daemon(namespace, ["prlimit", f"--nofile={files}:{open_file_limit()}",
+                             *nginx_command(prefix, conf)])
 
 
 @functools.cache
@@ -106,18 +87,20 @@ def tune_for_nginx(namespace, conf):
     """Raise ``namespace``'s listen queue limits to the largest ``backlog=`` of ``conf``
     (never lowering them), let a closing listener hand its queued and half-open
     connections to another of its reuseport group (a master started beside the workers of
-    a killed one, which then end)."""
+    a killed one, which then end); return
+    the open-file limit its ``worker_rlimit_nofile`` asks."""
     with open(conf, encoding="utf-8") as handle:
-        backlog = host_limits(handle.read())["somaxconn"]
+        wanted = host_limits(handle.read())
+    backlog = wanted["somaxconn"]
     netns.raise_sysctls(namespace, {"net.core.somaxconn": backlog,
                                   "net.ipv4.tcp_max_syn_backlog": backlog,
                                   "net.ipv4.tcp_migrate_req": 1})
+    return wanted["nofile"]
 
 
 def reload_nginx(namespace, prefix, conf, group, timeout=10.0, settle=False):
     """Put the nginx VNF under ``prefix``, whose processes are in CPU group ``group``, on
-    ``conf`` (its listen queue limits applied first, as when it started) losing no
-    connection.
+    ``conf`` (its limits applied first, as when it started) losing no connection.
 
     Its master reloads gracefully: old workers finish their connections, new ones use the
     new config. Where its master is gone (killed: its workers serve on alone), a new one
@@ -187,7 +170,7 @@ def _start_beside(namespace, prefix, conf, group, timeout):
         pid = live_master(prefix)
         return pid if pid is not None and cgroups.children(pid) else None
     wait_until(new_master, f"the new nginx master in {namespace}", timeout)
-    adopt_nginx(group, prefix, conf)
+    cgroups.adopt(group, new_master())
 
 
 def quit_gracefully(pids, timeout=10.0):
