@@ -72,10 +72,6 @@ _LOG_MARKS = pytest.StashKey[dict]()
 ORIGIN = {"scheme": "http", "host": "192.0.2.10", "port": 8080}
 #: parameters whose value puts a test on the mini cloud (beside the ``minicloud`` fixture)
 MINICLOUD_PARAMS = {"zone": "designate", "driver_name": "openstack"}
-#: modules on the mini cloud that touch neither its compute hosts nor the services the
-#: fault fixtures stop (Keystone and Designate only, with projects, regions, zones of their own)
-SERVICES_ONLY = {"test_openstack_identity", "test_openstack_catalog",
-                 "test_openstack_zone_designate", "test_zone_contract"}
 #: the mini cloud's BIND, where Designate's zones are served
 BIND = (configs.HOST, configs.PORTS["bind"])
 
@@ -299,13 +295,12 @@ def _logged_errors(marks):
     return "\n".join(found)
 
 
-@pytest.hookimpl(tryfirst=True)
 def minicloud_group(item):
     """The xdist group of mini-cloud test ``item`` (see :func:`pytest_collection_modifyitems`)."""
-    module = item.module.__name__.rpartition(".")[2]
-    return "openstack-services" if module in SERVICES_ONLY else "openstack"
+    return "openstack-services" if item.get_closest_marker("minicloud_services") else "openstack"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Every test on the mini cloud in a pytest-xdist group (``--dist loadgroup``), first,
     so the group is marked before pytest-xdist's own hook turns the marks into node ids.
@@ -313,8 +308,9 @@ def pytest_collection_modifyitems(items):
     Tests that use the compute hosts share them (the failure injection disables them, an
     outage stops Barbican or Octavia) and run one after another in group ``openstack``, the
     run's longest, which pytest-xdist's ``loadgroup`` hands out first (it schedules the
-    groups with the most tests first). Tests of :data:`SERVICES_ONLY` use only Keystone
-    and Designate, each with projects, regions or zones of its own: their group
+    groups with the most tests first). Tests marked ``minicloud_services`` (their module
+    says so) use only Keystone and Designate, each with projects, regions or zones of its
+    own, and touch neither the compute hosts nor the services the fault fixtures stop: their group
     ``openstack-services``, the second largest, runs beside it on the other worker."""
     for item in items:
         if on_minicloud(item):

@@ -18,6 +18,9 @@ import yaml
 from tests.support.keystone import keystone_cloud  # noqa: F401 (fixture)
 from tests.support.osc import Osc
 
+#: Keystone and Designate only, each test with projects, regions or zones of its own
+pytestmark = pytest.mark.minicloud_services
+
 CDNAAS = Path(sys.executable).parent / "cdnaas"
 ORIGIN = "http://origin.example.com:8080"
 

@@ -10,6 +10,9 @@ from cdnaas.common.etags import etag
 from tests.support.api import Api, vcdn_body
 from tests.support.keystone import keystone_cloud  # noqa: F401 (fixture)
 
+#: Keystone and Designate only, each test with projects, regions or zones of its own
+pytestmark = pytest.mark.minicloud_services
+
 
 @pytest.fixture(scope="module")
 def cloud(keystone_cloud):

@@ -15,7 +15,9 @@ from tests.support.stack import running_stack
 from tests.support.zones import (Resolving, assert_answered_throughout, assert_names_kept,
                                  balancers, completed, referral, region_resolver)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root")
+#: Keystone and Designate only, each test with projects, regions or zones of its own
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="the local driver needs root"),
+              pytest.mark.minicloud_services]
 
 #: the resolvers send every name below it to BIND (the operator's and the customer's zone;
 #: not below ``test.``, which unbound answers itself, RFC 6761)

@@ -19,6 +19,9 @@ from cdnaas.ro import zones
 from cdnaas.ro.zones.base import NameServer, ZoneRefused
 from tests.support.zones import ZoneServer, expected, local_zone_server, referral
 
+#: Keystone and Designate only, each test with projects, regions or zones of its own
+pytestmark = pytest.mark.minicloud_services
+
 LABEL = "web.contract"
 #: a region change as RO publishes it: dns-0 moved (new glue), dns-1 gone, dns-2 new
 BEFORE = [NameServer("dns-0", ("198.18.2.3", "198.18.3.3")), NameServer("dns-1", ("198.18.2.4",))]
