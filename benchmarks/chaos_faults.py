@@ -184,7 +184,7 @@ class Faults:
                 continue  # RO down, the vCDN changing, or gone
             old = [pid for pid in tree if pid != killed_master and processes.running(pid)]
             whole = killed_master is None or not old
-            if health["healthy"] and whole:
+            if health.healthy and whole:
                 fault.healed = time.monotonic() - fault.at
                 break
         fault.decided = self._decision_delay(fault, vcdn_id)

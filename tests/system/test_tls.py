@@ -78,7 +78,7 @@ def test_https_on_custom_names_with_rotation_that_drops_nothing(stack, origin, c
         assert viewer.fetch(f"http://{NAMES[1]}{PATH}", resolve=(NAMES[1], balancer))[0] == 200
         assert served_fingerprint(viewer.namespace, balancer, NAMES[0],
                                    ca.root_pem) == first.fingerprint
-        old_ref = _secrets(stack, vcdn["id"])[0]["ref"]
+        old_ref = _secrets(stack, vcdn["id"])[0].ref
 
         with RequestLoop(viewer, NAMES[1], balancer, cafile, LOOP_REQUESTS,
                          LOOP_SECONDS) as loop:  # across the rotation
@@ -104,8 +104,8 @@ def test_https_on_custom_names_with_rotation_that_drops_nothing(stack, origin, c
     assert stack.acme.ok("GET", f"/vcdns/{vcdn['id']}")["tls"]["fingerprint_sha256"] == \
         second.fingerprint
     kept = _secrets(stack, vcdn["id"])
-    assert [s["fingerprint_sha256"] for s in kept] == [second.fingerprint]
-    assert old_ref not in {s["ref"] for s in kept}  # the old secret went after the swap
+    assert [s.fingerprint_sha256 for s in kept] == [second.fingerprint]
+    assert old_ref not in {s.ref for s in kept}  # the old secret went after the swap
     files = sorted((stack.state_dir / "local").rglob("tls/*"))
     assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
     assert all(second.fingerprint[:16] in f.name for f in files)  # the old files went too

@@ -25,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from cdnaas.cli.main import cli
+from cdnaas.common import answers
 from cdnaas.common.ports import free_loopback_ports
 from cdnaas.common.sig import ServiceInstanceGraph
 from cdnaas.common.timeutil import isoformat, utcnow
@@ -203,7 +204,13 @@ class NoopRo:
 
     def traffic(self, _vcdn_id, cursor=None):
         self.calls += 1
-        return traffic.read(self.driver, self.deployment, cursor)
+        return self.read(cursor)
+
+    def read(self, cursor=None):
+        """RO's answer (``GET .../traffic``) from ``cursor``, as its client returns it."""
+        return answers.from_json(answers.Traffic, {
+            "id": self.deployment.deployment_id,
+            **traffic.read(self.driver, self.deployment, cursor)})
 
 
 class Point:
@@ -222,7 +229,7 @@ def observed(vcdn_id, previous_at, viewers, watts):
               for region in ("north", "south")]
     readings = [Reading("north", 2), Reading("north", 2), Reading("north", 1),
                 Reading("south", 2), Reading("south", 1)]
-    return Seen(vcdn={"id": vcdn_id}, flavor=None, model=None, readings=readings,
+    return Seen(vcdn=answers.from_json(answers.Instance, {"id": vcdn_id}), flavor=None, model=None, readings=readings,
                 previous={("vcdn", ""): Point(previous_at)} if previous_at else {},
                 points=points)
 
@@ -298,28 +305,28 @@ def test_traffic_read_with_the_readings_is_counted_without_asking_ro_again(bille
             return usage.cursors(session, ["billed"]).get("billed")
     billed.driver.metrics(billed.deployment)  # the counters start
     billed.now[0] += 60  # a minute of viewers
-    first = traffic.read(billed.driver, billed.deployment, None)
+    first = ro.read()
     seen = observed("billed", None, 100, 50.0)
     seen.traffic = usage.TrafficRead(None, first)
     usage.record_many(database, ro, [seen], start)
-    assert ro.calls == 0 and stored() == first["cursor"]
+    assert ro.calls == 0 and stored() == first.cursor
 
     billed.now[0] += 30
     at = start + dt.timedelta(seconds=30)
     seen = observed("billed", start, 100, 50.0)
-    seen.traffic = usage.TrafficRead(first["cursor"], None, "the VIM could not read the logs")
+    seen.traffic = usage.TrafficRead(first.cursor, None, "the VIM could not read the logs")
     usage.record_many(database, ro, [seen], at)
-    assert ro.calls == 0 and stored() == first["cursor"]
+    assert ro.calls == 0 and stored() == first.cursor
     with database.sessions() as session:
         report = usage.report(session, "billed", start - dt.timedelta(hours=1),
                               at + dt.timedelta(hours=1))
-    counted = sum(m["requests"] for r in first["regions"] for m in r["minutes"])
+    counted = sum(m.requests for r in first.regions for m in r.minutes)
     assert counted > 0 and report["total"]["requests"] == counted
     assert report["total"]["viewer_hours"] == pytest.approx(2 * 100 * 30 / 3600)  # 2 regions
 
     seen = observed("billed", at, 100, 50.0)  # next pass: read from the kept cursor
     usage.record_many(database, ro, [seen], at + dt.timedelta(seconds=30))
-    assert ro.calls == 1 and stored() != first["cursor"]
+    assert ro.calls == 1 and stored() != first.cursor
 
 
 # -- the customer API, CLI and export on the noop driver ----------------------------------------
