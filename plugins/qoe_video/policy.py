@@ -49,7 +49,6 @@ between the thresholds, which viewers jittering by +-5% a sample never cross
 back and forth (``tests/unit/test_im_policy.py``; ``benchmarks/im_trace.py``).
 """
 import dataclasses
-import functools
 import math
 
 from cdnaas.common.flavor import HostCapacity, InsufficientCapacity
@@ -111,7 +110,7 @@ def _region(observation, region, model, bounds, settings):
         kept = max(settings.in_samples, settings.out_samples)
         return {"model": model.name, "caches": count, "vcpus_per_cache": size,
                 "bounds": dict(bounds), "thresholds": levels,
-                "settings": dict(_settings_fields(settings)),
+                "settings": dataclasses.asdict(settings),
                 "samples": [_sample_view(s, p, v) for s, (p, v)
                             in zip(history[-kept:], predicted[-kept:])]}
     if below >= settings.out_samples and count < bounds["max"]:
@@ -248,13 +247,6 @@ def _consolidation(observation, region, size, settings):
                 and carried.get(fuller.name, 0) + 1 > carried[light.name]):
             return light, fuller
     return None
-
-
-@functools.lru_cache(maxsize=8)
-def _settings_fields(settings):
-    """``dataclasses.asdict(settings)``, made once per (frozen) settings: a decision
-    records a copy."""
-    return dataclasses.asdict(settings)
 
 
 def _sample_view(sample, predicted, expected):

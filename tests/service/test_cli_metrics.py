@@ -84,7 +84,6 @@ def test_metrics_draw_one_bar_per_sample_of_each_region(scaled):
     # latest, min, max: a pass before the first load file may have counted 0 viewers
     cells = [cell.strip() for cell in viewers_line.split("│")]
     assert cells[-4:-1] == [f"{v:,.0f}" for v in (viewers[-1], min(viewers), max(viewers))]
-    assert max(viewers) == 16000
     mos_line = next(line for line in lines if "eu-west" in line and " MOS " in line)
     assert charts.sparkline([p["mos"] for p in eu_west]) in mos_line
     assert f"{eu_west[-1]['mos']:.2f}" in mos_line
