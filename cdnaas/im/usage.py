@@ -29,11 +29,11 @@ import logging
 import math
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from cdnaas.common import config, errors
 from cdnaas.common.answers import Traffic
 from cdnaas.common.timeutil import aware, isoformat, parse
+from cdnaas.db import bulk
 from cdnaas.im.models import Usage, UsageCursor
 
 LOG = logging.getLogger(__name__)
@@ -120,22 +120,10 @@ def _traffic(ro, vcdn_id, first):
 
 def _store_cursors(session, positions, now):
     """Store ``{vcdn_id: cursor}`` (one upsert)."""
-    _upsert(session, UsageCursor.__table__, [
+    bulk.upsert(session, UsageCursor.__table__, [
         {"vcdn_id": v, "cursor": c, "updated_at": now} for v, c in positions.items()],
         ["vcdn_id"], lambda excluded: {"cursor": excluded.cursor,
                                        "updated_at": excluded.updated_at})
-
-
-def _upsert(session, table, rows, keys, changes):
-    """Insert ``rows`` into ``table``; a row whose ``keys`` are taken sets ``changes(excluded)``
-    instead (``INSERT ... ON CONFLICT DO UPDATE``, PostgreSQL's or SQLite's; one statement
-    compiled once, its rows sent together)."""
-    if not rows:
-        return
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table)
-    session.execute(statement.on_conflict_do_update(index_elements=keys,
-                                                    set_=changes(statement.excluded)), rows)
 
 
 def purge(session, now):
@@ -205,7 +193,7 @@ def _merge(session, found):
                          **dict.fromkeys(COUNTERS, 0), **dict.fromkeys(LEVELS, 0.0),
                          **added.get(key, {}), **levels.get(key, {})})
     table = Usage.__table__
-    _upsert(session, table, rows, ["vcdn_id", "region", "minute"], lambda excluded: {
+    bulk.upsert(session, table, rows, ["vcdn_id", "region", "minute"], lambda excluded: {
         name: table.c[name] + excluded[name] for name in COUNTERS + LEVELS})
 
 
