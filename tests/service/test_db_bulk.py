@@ -50,12 +50,12 @@ def row(vcdn_id, minutes, requests, watts, note=None):
 
 
 def test_new_rows_are_inserted_and_taken_keys_add_up(database):
-    upsert(database, [row("a", 0, 2**40, 1.5, "first"), row("a", 1, 3, 0.25),
+    upsert(database, [row("a", 0, 2**40, 1.5, "first"), row("a", 1, 3, 0),  # an int watts
                       row("b", 0, 7, 2.0)])
     upsert(database, [row("a", 0, 5, 0.5, None), row("b", 1, 1, 1.0, "new")])
     assert stored(database) == {
         ("a", AT): (2**40 + 5, 2.0, None),  # added up; the note is the new (absent) one
-        ("a", AT + dt.timedelta(minutes=1)): (3, 0.25, None),
+        ("a", AT + dt.timedelta(minutes=1)): (3, 0.0, None),
         ("b", AT): (7, 2.0, None),
         ("b", AT + dt.timedelta(minutes=1)): (1, 1.0, "new")}
 
@@ -80,3 +80,10 @@ def test_two_upserts_of_one_table_in_one_transaction_each_count_once(database):
             bulk.upsert(session, MINUTES, [row("a", 0, requests, 0.0)], ["vcdn_id", "minute"],
                         add_up)
     assert stored(database) == {("a", AT): (3, 0.0, None)}
+
+
+def test_inserted_rows_keep_their_types_and_nulls(database):
+    with database.transaction() as session:
+        bulk.insert(session, MINUTES, ("vcdn_id", "minute", "requests", "watts", "note"),
+                    [("a", AT, 2**40, 1, "x"), ("b", AT, 0, 2.5, None)])
+    assert stored(database) == {("a", AT): (2**40, 1.0, "x"), ("b", AT): (0, 2.5, None)}
