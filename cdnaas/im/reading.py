@@ -2,11 +2,11 @@
 traffic) and what the previous pass left of each (its points, its regions' recent levels,
 its traffic cursor).
 
-vCDNs are read in chunks of :data:`CHUNK`: one ``POST /ro/v1/readings`` and one query
-for the cursors per chunk, chunks on the pass's threads. What a replica's previous pass
-wrote of a vCDN it still observes is kept in its :class:`Memory`, so only vCDNs new to
-it (its first pass, a share it took over) are read back from the database, a query
-for each of their points and region histories per chunk.
+vCDNs are read in chunks of :data:`CHUNK`: one ``POST /ro/v1/readings`` per chunk,
+chunks on the pass's threads, with the traffic cursors the pass read in one query. What
+a replica's previous pass wrote of a vCDN it still observes is kept in its
+:class:`Memory`, so only vCDNs new to it (its first pass, a share it took over) are read
+back from the database, a query for each of their points and region histories per chunk.
 """
 import dataclasses
 import logging
@@ -89,10 +89,11 @@ def health_status(health):
     return ("unhealthy" if unhealthy else "healthy"), unhealthy
 
 
-def read(database, ro, sidr, vcdns, remembered, models):
+def read(database, ro, sidr, vcdns, remembered, cursors, models):
     """``[(vcdn, Seen or error text)]`` of ``vcdns`` (SO views), read through ``ro``.
 
     :param remembered: ``remembered(vcdn_id)``: ``(previous, history)`` or None.
+    :param cursors: ``{vcdn_id: traffic cursor}`` as stored (:func:`usage.cursors`).
     :param models: ``{(flavor, version): model}`` read so far this pass (filled here: a
         model file is looked up once a pass).
     """
@@ -102,12 +103,11 @@ def read(database, ro, sidr, vcdns, remembered, models):
         ids = [v.id for v in chunk]
         known = {i: remembered(i) for i in ids}
         unknown = [i for i in ids if known[i] is None]
-        with database.sessions() as session:
-            cursors = usage.cursors(session, ids)
-            if unknown:
+        if unknown:
+            with database.sessions() as session:
                 previous = series.previous(session, unknown)
                 history = series.region_history(session, unknown, HISTORY_PASSES)
-                known.update({i: (previous.get(i, {}), history.get(i, {})) for i in unknown})
+            known.update({i: (previous.get(i, {}), history.get(i, {})) for i in unknown})
         try:
             answers = ro.readings_many([{"id": i, "cursor": cursors.get(i)} for i in ids])
         except errors.CdnaasError as exc:

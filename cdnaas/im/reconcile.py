@@ -89,13 +89,14 @@ def reconcile_once(database, now=None, so=None, ro=None, sidr=None, meter=None, 
         health_before.update(decisions.latest_health(
             session, [v.id for v in current if health_before.get(v.id) is None]))
         changed = decisions.last_changes(session)
+        cursors = usage.cursors(session, [v.id for v in current])
 
     chunks = [current[i:i + reading.CHUNK] for i in range(0, len(current), reading.CHUNK)]
     models = {}
     with _readers() as workers:
-        for found in workers.map(
-                lambda chunk: reading.read(database, ro, sidr, chunk, remembered, models),
-                chunks):
+        for found in workers.map(lambda chunk: reading.read(database, ro, sidr, chunk,
+                                                            remembered, cursors, models),
+                                 chunks):
             for vcdn, observed in found:
                 if isinstance(observed, str):  # one vCDN must not stop the pass
                     LOG.warning("reconcile of %s failed: %s", vcdn.id, observed)
