@@ -32,6 +32,7 @@ from cdnaas.common.sig import ServiceInstanceGraph, digest
 from cdnaas.common.timeutil import isoformat
 from cdnaas.db import leases
 from cdnaas.ro import logstream_metrics, reconciliation, traffic
+from cdnaas.ro.decoded_deployments import DecodedDeployments
 from cdnaas.ro.models import (ACTIVE, BUSY, DELETED, DELETING, DEPLOYING, ERROR, UPDATING,
                               DeploymentRecord, utcnow)
 from cdnaas.ro.vim import steps as step_names
@@ -61,6 +62,7 @@ class DeploymentService:
         self.database = database
         self.driver = driver
         self.claims = leases.Claims(database, DeploymentRecord, "ro", owner=owner)
+        self.decoded = DecodedDeployments(database)  # what the IM's readings and placement read
         workers = config.setting("CDNAAS_RO_WORKERS")
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ro-work")
         self._changed = threading.Condition()  # notified whenever a record is written
@@ -167,16 +169,12 @@ class DeploymentService:
     def placement(self):
         """``{host: ["deployment/VNF", ...]}`` of every VNF of the deployments not DELETED
         that sits on a host: what the IM's host plan needs of them (:meth:`list` works
-        out a whole representation, its SIG's digest too, of each)."""
+        out a whole representation, its SIG's digest too, of each). Each record's VNFs
+        are decoded once per version (:mod:`cdnaas.ro.decoded_deployments`)."""
         carried = {}
-        with self.database.sessions() as session:
-            for deployment_id, deployment in session.execute(
-                    select(DeploymentRecord.id, DeploymentRecord.deployment)
-                    .where(DeploymentRecord.status != DELETED)):
-                for vnf in (deployment or {}).get("vnfs", []):
-                    if vnf.get("host"):
-                        carried.setdefault(vnf["host"], []).append(
-                            f"{deployment_id}/{vnf['name']}")
+        for found in self.decoded.live():
+            for host, vnf in found.placed:
+                carried.setdefault(host, []).append(vnf)
         return carried
 
     def delete(self, deployment_id):
@@ -239,23 +237,22 @@ class DeploymentService:
                               cursor)
 
     def readings_many(self, asked):
-        """:meth:`readings` of many deployments, their records read in one query.
+        """:meth:`readings` of many deployments, their records read in one query (and their
+        deployments only where written since this process decoded them:
+        :mod:`cdnaas.ro.decoded_deployments`).
 
         :param asked: ``[{"id", "cursor"?}, ...]``.
         :returns: one answer per entry, in order: :meth:`readings`' answer, or
             ``{"id", "error": {"status", "message"}}`` where that call would have raised.
         """
-        ids = [entry["id"] for entry in asked]
-        with self.database.transaction() as session:
-            records = {r.id: r for r in session.execute(  # not the SIGs: not needed here
-                select(DeploymentRecord.id, DeploymentRecord.status, DeploymentRecord.driver,
-                       DeploymentRecord.deployment).where(DeploymentRecord.id.in_(ids)))}
+        records = self.decoded.of([entry["id"] for entry in asked])
         answers = []
         for entry in asked:
             try:
-                deployment = self._active_record(entry["id"], records.get(entry["id"]),
-                                                 "readings are taken")
-                answers.append(self._readings(entry["id"], deployment, entry.get("cursor")))
+                record = records.get(entry["id"])
+                self._check_active(entry["id"], record, "readings are taken")
+                answers.append(self._readings(entry["id"], record.deployment,
+                                              entry.get("cursor")))
             except errors.CdnaasError as exc:
                 answers.append({"id": entry["id"],
                                 "error": {"status": exc.status, "message": exc.message}})
@@ -361,7 +358,7 @@ class DeploymentService:
         count = len(challenges.parse(answers))
         with self.database.transaction() as session:
             record = _find(session, deployment_id)
-            self._active_record(deployment_id, record, "ACME challenges are answered")
+            self._check_active(deployment_id, record, "ACME challenges are answered")
             service = ServiceInstanceGraph.from_record(record.sig).service
         challenges.check_answered(service, answers)
         LOG.info("caches of %s answer the %d ACME challenge(s) of the order", deployment_id,
@@ -380,18 +377,20 @@ class DeploymentService:
     def _active(self, deployment_id, what):
         """The driver's record of an ACTIVE deployment of this driver."""
         with self.database.transaction() as session:
-            return self._active_record(deployment_id, _find(session, deployment_id), what)
+            record = _find(session, deployment_id)
+            self._check_active(deployment_id, record, what)
+            return Deployment.from_dict(record.deployment)
 
-    def _active_record(self, deployment_id, record, what):
-        """The driver's :class:`Deployment` of ``record`` (None: unknown; or a row of its
-        ``id``, ``status``, ``driver`` and ``deployment``) if ACTIVE."""
+    def _check_active(self, deployment_id, record, what):
+        """:raises NotFound: ``record`` is None (unknown). :raises Conflict: it is not
+        ACTIVE, or another driver built it. ``record``: a row, or anything with its ``id``,
+        ``status``, ``driver`` and ``deployment`` (None while nothing runs)."""
         if record is None:
             raise errors.NotFound(f"no deployment {deployment_id}")
         if record.status != ACTIVE:
             raise errors.Conflict(f"deployment {deployment_id} is {record.status}; "
                                   f"{what} only while it is ACTIVE")
         self._check_driver(record)
-        return Deployment.from_dict(record.deployment)
 
     # -- start-up ---------------------------------------------------------
 
