@@ -23,7 +23,7 @@ runs with one and with two replicas (their own processes, the periodic passes ev
   instances, their deployments, each vCDN's latest points) and writing the same number
   of points in bulk, its CPU and PostgreSQL's per vCDN.
 
-    .venv/bin/python benchmarks/im_pass.py [--vcdns 1000,10000] [--periods 4]
+    .venv/bin/python benchmarks/im_pass.py [--vcdns 1000,10000] [--periods 4] [--rounds 3]
 """
 import argparse
 import datetime
@@ -341,10 +341,13 @@ def main():
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--hosts", type=int, default=300)
     parser.add_argument("--seed", type=int, default=6, help="vCDNs made through the API")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each replica count, "
+                        "taking turns (the table shows the last; the scaling of every round "
+                        "and their median follow it)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # clusters stopped
     env = {"CDNAAS_LOG_LEVEL": "WARNING", "CDNAAS_IM_INTERVAL": "86400"}
-    runs, floors = {}, {}
+    runs, floors, rounds = {}, {}, {}
     with postgres.cluster() as cluster, postgres.fresh_database(cluster.url) as url, \
             tempfile.TemporaryDirectory(prefix="cdnaas-im-pass-") as tmp:
         with replicated_stack(url, Path(tmp) / "core", extra_env=env, replicas=1,
@@ -354,12 +357,15 @@ def main():
             for count in (int(c) for c in args.vcdns.split(",")):
                 fill(url.replace("+psycopg", ""), seeds, count)
                 print(f"filled: {count} vCDNs", flush=True)
-                for replicas in (int(r) for r in args.replicas.split(",")):
-                    runs[(count, replicas)] = measure(core, cluster, url, tmp, count,
-                                                      replicas, args)
+                for _round in range(args.rounds):
+                    for replicas in (int(r) for r in args.replicas.split(",")):
+                        runs[(count, replicas)] = measure(core, cluster, url, tmp, count,
+                                                          replicas, args)
+                        rounds.setdefault(count, []).append((replicas, runs[(count, replicas)]))
                 floors[count] = floor(url, Postgres(cluster))
                 print(f"floor at {count} vCDNs: {floors[count]}", flush=True)
     report(runs, floors, args)
+    report_rounds(rounds)
 
 
 def report(runs, floors, args):
@@ -399,13 +405,37 @@ def report(runs, floors, args):
                          for (c, _r), f in runs.items()])
     for count in sorted({c for c, _r in runs}):
         if (count, 1) in runs and (count, 2) in runs:
-            [alone], pair = runs[(count, 1)]["replicas"], runs[(count, 2)]["replicas"]
-            busier = max(r["cpu"] / r["vcdns"] * count / 2 for r in pair)
-            scaling = alone["cpu"] / alone["vcdns"] * count / busier
+            scaling = _scaling(count, runs[(count, 1)], runs[(count, 2)])
             print(f"{count} vCDNs: two replicas on CPUs of their own would observe "
                   f"{scaling:.2f}x the vCDNs one does per second of its CPU (the CPU of "
                   f"a pass over half of them on the busier replica against a pass over all "
                   f"on one, from the passes ended in the window)")
+
+
+def _scaling(count, one, two):
+    """What two replicas on CPUs of their own would observe against one: one replica's
+    pass CPU over all the vCDNs against the busier of two over half of them."""
+    [alone], pair = one["replicas"], two["replicas"]
+    busier = max(r["cpu"] / r["vcdns"] * count / 2 for r in pair)
+    return alone["cpu"] / alone["vcdns"] * count / busier
+
+
+def report_rounds(rounds):
+    """Each round's pass CPU per vCDN of one and of two replicas and the scaling from it
+    (a round: one replica's run and the two replicas' run after it), and the median."""
+    for count, measured in rounds.items():
+        pairs = [(one, two) for (n, one), (m, two) in zip(measured, measured[1:])
+                 if (n, m) == (1, 2)]
+        if len(pairs) < 2:
+            continue
+        figures = [_scaling(count, one, two) for one, two in pairs]
+        for number, ((one, two), scaling) in enumerate(zip(pairs, figures), 1):
+            cpu = ["/".join(f"{r['cpu'] / max(1, r['vcdns']) * 1000:.2f}"
+                            for r in found["replicas"]) for found in (one, two)]
+            print(f"{count} vCDNs, round {number}: pass CPU per vCDN one replica {cpu[0]} ms, "
+                  f"two {cpu[1]} ms: {scaling:.2f}x")
+        print(f"{count} vCDNs: two replicas on CPUs of their own, median of {len(figures)} "
+              f"rounds: {sorted(figures)[len(figures) // 2]:.2f}x")
 
 
 def _im(found):
