@@ -84,4 +84,4 @@ def _types(cache, cursor, name, columns):
         known[name] = dict(cursor.execute(
             "SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s::regclass "
             "AND attnum > 0 AND NOT attisdropped", [f'"{name}"']).fetchall())
-    return [known[name][column] for column in columns]
+    return [known[name][wanted] for wanted in columns]
